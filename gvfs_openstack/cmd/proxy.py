@@ -1,0 +1,67 @@
+"""``gvfs-proxy``: run a GVFS proxy, or ask a running one for its counters.
+
+    gvfs-proxy --config-file proxy.conf serve
+    gvfs-proxy --config-file proxy.conf stats
+"""
+
+import asyncio
+import json
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from gvfs_openstack import conf as gvfs_conf
+from gvfs_openstack import exceptions
+from gvfs_openstack.gvfs import control
+from gvfs_openstack.gvfs import service
+
+CONF = gvfs_conf.CONF
+LOG = logging.getLogger(__name__)
+
+
+def _serve():
+    try:
+        proxy = service.ProxyService(CONF)
+    except exceptions.InvalidConfig as e:
+        LOG.error("%s", e)
+        return 2
+    asyncio.run(proxy.run())
+    return 0
+
+
+def _stats():
+    path = CONF.proxy.control_socket
+    if not path:
+        print("gvfs-proxy: [proxy] control_socket is not set in the "
+              "configuration", file=sys.stderr)
+        return 2
+    try:
+        result = control.request(path, "stats")
+    except control.ControlError as e:
+        print("gvfs-proxy: %s" % e, file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2, sort_keys=True))
+    return 0
+
+
+_ACTIONS = {"serve": _serve, "stats": _stats}
+
+
+def _add_parsers(subparsers):
+    subparsers.add_parser("serve", help="run the proxy until SIGTERM")
+    subparsers.add_parser("stats", help="print the running proxy's counters")
+
+
+def main(argv=None):
+    logging.register_options(CONF)
+    CONF.register_cli_opt(cfg.SubCommandOpt(
+        "action", title="actions", handler=_add_parsers))
+    CONF(sys.argv[1:] if argv is None else argv, project="gvfs-openstack",
+         prog="gvfs-proxy")
+    logging.setup(CONF, "gvfs-proxy")
+    return _ACTIONS[CONF.action.name]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

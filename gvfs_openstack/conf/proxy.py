@@ -1,0 +1,172 @@
+"""Options of ``gvfs-proxy``: its role, its listener, and its two sides."""
+
+from oslo_config import cfg
+
+proxy_group = cfg.OptGroup("proxy", title="GVFS proxy",
+                           help="What this proxy is and how it behaves.")
+listen_group = cfg.OptGroup("listen", title="Downstream listener",
+                            help="Where NFS clients or lower proxies "
+                                 "connect to this proxy.")
+server_group = cfg.OptGroup("server", title="Server role",
+                            help="Options of the server-side proxy that "
+                                 "runs on the DTN in front of its NFS "
+                                 "server.")
+upstream_group = cfg.OptGroup("upstream", title="Client role upstream",
+                              help="The next hop of a client-side proxy "
+                                   "and the tunnel that reaches it.")
+
+proxy_opts = [
+    cfg.StrOpt("role", required=True, choices=[
+        ("server", "on the DTN: authenticates peers, maps identities, "
+                   "guards exports, forwards to the NFS server"),
+        ("client", "on a controller or compute node: serves local NFS "
+                   "clients and forwards to the next proxy")],
+        help="""Role of this proxy in the GVFS chain.
+
+Related options:
+  [server] for the server role, [upstream] for the client role.
+"""),
+    cfg.IntOpt("max_record_size", default=4 * 1024 * 1024,
+               min=64 * 1024, max=64 * 1024 * 1024,
+               help="""Largest ONC-RPC record accepted, in bytes.
+
+A peer that announces a larger record is disconnected before anything is
+buffered. Must exceed the largest rsize/wsize in use plus headers.
+"""),
+    cfg.IntOpt("max_inflight", default=128, min=1, max=4096,
+               help="Calls a single downstream connection may have in "
+                    "flight before the proxy stops reading from it."),
+    cfg.StrOpt("control_socket",
+               help="""Path of the local control socket (mode 0600).
+
+``gvfs-proxy stats`` reads counters through it. Unset: no control socket.
+"""),
+]
+
+listen_opts = [
+    cfg.HostAddressOpt("host", default="127.0.0.1",
+                       help="Address to listen on for NFS and MOUNT "
+                            "calls (both programs share one port)."),
+    cfg.PortOpt("port", default=0,
+                help="Port to listen on; 0 picks a free port, which is "
+                     "logged and shown by ``gvfs-proxy stats``."),
+    cfg.ListOpt("allowed_peers", default=[],
+                help="""Networks (CIDR) whose hosts may connect.
+
+On a server proxy list only the tunnel endpoints: the address sshd connects
+from (for ``ssh`` tunnels) or the client proxies (for ``tls`` and ``tcp``).
+Empty: every peer may connect -- only sensible on a client proxy that
+listens on loopback.
+"""),
+    cfg.StrOpt("tls_cert",
+               help="""Certificate (PEM) to serve TLS with.
+
+When set, the listener speaks TLS and requires a client certificate signed
+by ``tls_ca`` (mutual TLS). Related options: tls_key, tls_ca.
+"""),
+    cfg.StrOpt("tls_key", help="Private key (PEM) of ``tls_cert``."),
+    cfg.StrOpt("tls_ca", help="CA bundle (PEM) that client certificates "
+                              "must chain to."),
+]
+
+server_opts = [
+    cfg.HostAddressOpt("nfs_host", default="127.0.0.1",
+                       help="Address of the NFS server this proxy fronts."),
+    cfg.PortOpt("nfs_port", default=2049,
+                help="NFS (program 100003) port of the NFS server."),
+    cfg.PortOpt("mount_port", default=20048,
+                help="MOUNT (program 100005) port of the NFS server."),
+    cfg.ListOpt("exports", default=[],
+                help="""Export paths clients may mount, and their subdirectories.
+
+Required in the server role.
+
+MNT of any other path is answered with MNT3ERR_ACCES and EXPORT replies
+list only these.
+"""),
+    cfg.IntOpt("squash_uid", default=65534, min=0, max=2 ** 32 - 1,
+               help="""uid of the file account on the export.
+
+Every client uid not named in ``uid_map`` is mapped to it (all-squash).
+"""),
+    cfg.IntOpt("squash_gid", default=65534, min=0, max=2 ** 32 - 1,
+               help="gid of the file account; unmapped gids map to it."),
+    cfg.DictOpt("uid_map", default={},
+                help="""Client uid to export uid, e.g. ``1001:2001,1002:2002``.
+
+Lets per-user shadow accounts on compute nodes reach their own files.
+Related options: squash_uid, allow_root.
+"""),
+    cfg.DictOpt("gid_map", default={},
+                help="Client gid to export gid, as ``uid_map``; "
+                     "supplementary groups not named here are dropped."),
+    cfg.BoolOpt("allow_root", default=False,
+                help="""Let uid/gid 0 reach the NFS server.
+
+Off: root is squashed to the file account even if a map names it.
+"""),
+    cfg.IntOpt("upstream_connections", default=2, min=1, max=64,
+               help="Connections to the NFS server shared by all clients "
+                    "(XIDs are multiplexed)."),
+]
+
+upstream_opts = [
+    cfg.StrOpt("tunnel", default="ssh", choices=[
+        ("ssh", "direct-tcpip channel through the DTN's sshd, key auth"),
+        ("tls", "mutual TLS straight to the server proxy"),
+        ("tcp", "plain TCP: TRUSTED NETWORKS ONLY, nothing is "
+                "authenticated or encrypted")],
+        help="How to reach the next hop."),
+    cfg.HostAddressOpt("host", default="127.0.0.1",
+                       help="""Address of the next proxy.
+
+For ``ssh`` tunnels this is as seen from the SSH server (normally
+127.0.0.1 on the DTN).
+"""),
+    cfg.PortOpt("port", help="Port of the next proxy (required in the "
+                                "client role)."),
+    cfg.IntOpt("connections", default=2, min=1, max=64,
+               help="Parallel connections to the next hop."),
+    cfg.FloatOpt("call_timeout", default=300.0, min=1.0,
+                 help="""Seconds a call may wait for the next hop, including
+reconnects, before the client gets SYSTEM_ERR.
+"""),
+    cfg.FloatOpt("reconnect_initial_delay", default=0.05, min=0.001,
+                 help="First delay before reconnecting a dead tunnel; "
+                      "doubles on each failure."),
+    cfg.FloatOpt("reconnect_max_delay", default=5.0, min=0.01,
+                 help="Longest delay between reconnect attempts."),
+    cfg.StrOpt("tls_cert", help="Client certificate (PEM) for ``tls``."),
+    cfg.StrOpt("tls_key", help="Private key (PEM) of ``tls_cert``."),
+    cfg.StrOpt("tls_ca", help="CA bundle (PEM) the server proxy's "
+                              "certificate must chain to."),
+    cfg.StrOpt("tls_server_name",
+               help="Name to verify in the server certificate; "
+                    "defaults to ``host``."),
+    cfg.HostAddressOpt("ssh_host", help="SSH server (the DTN) for ``ssh``."),
+    cfg.PortOpt("ssh_port", default=22, help="Port of the SSH server."),
+    cfg.StrOpt("ssh_user", help="Account to log in as on the SSH server."),
+    cfg.StrOpt("ssh_key", help="Private key file for the SSH login."),
+    cfg.StrOpt("ssh_known_hosts",
+               help="""known_hosts file holding the SSH server's host key.
+
+Required: unknown host keys are rejected, never trusted on first use.
+"""),
+]
+
+GROUPS = (
+    (proxy_group, proxy_opts),
+    (listen_group, listen_opts),
+    (server_group, server_opts),
+    (upstream_group, upstream_opts),
+)
+
+
+def register_opts(conf):
+    for group, opts in GROUPS:
+        conf.register_group(group)
+        conf.register_opts(opts, group=group)
+
+
+def list_opts():
+    return [(group, opts) for group, opts in GROUPS]

@@ -1,0 +1,208 @@
+"""What a proxy does with each call: the server role and the client role.
+
+Both roles answer what they can locally (wrong RPC version, unknown
+program) and forward the rest through an :class:`UpstreamPool`, keeping a
+duplicate request cache so that a non-idempotent call re-sent by the hop
+below after a tunnel failure is executed once.
+
+* The **server role** sits on the DTN in front of its NFS server.  It
+  replaces every AUTH_SYS credential with the mapped file account, refuses
+  MOUNT of paths outside the allowlist and hides them from EXPORT lists.
+* The **client role** sits on a controller or compute node and forwards
+  calls unchanged to the next proxy (a server proxy or a LAN proxy).
+"""
+
+import logging
+
+from gvfs_openstack.gvfs import drc as drc_mod
+from gvfs_openstack.gvfs.upstream import UpstreamError
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs import mount3
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.nfs.const import AcceptStat
+from gvfs_openstack.nfs.const import MountProc
+from gvfs_openstack.nfs.errors import ProtocolError
+
+LOG = logging.getLogger(__name__)
+
+_VERSIONS = {const.NFS_PROGRAM: (3, 3), const.MOUNT_PROGRAM: (3, 3)}
+
+
+def accepted(xid, stat, results=b"", mismatch=None):
+    return rpc.encode_message(rpc.Reply(xid, stat, results,
+                                        mismatch=mismatch))
+
+
+def denied(xid, reject_stat, auth_stat=None, mismatch=None):
+    return rpc.encode_message(rpc.Denied(xid, reject_stat, auth_stat,
+                                         mismatch))
+
+
+def proc_name(prog, proc):
+    enum_type = const.Nfs3Proc if prog == const.NFS_PROGRAM else \
+        const.MountProc
+    try:
+        return "%s_%s" % ("nfs" if prog == const.NFS_PROGRAM else "mount",
+                          enum_type(proc).name.lower())
+    except ValueError:
+        return "unknown"
+
+
+class Role:
+    """Shared call handling; subclasses choose the pool and the message."""
+
+    name = None
+
+    def __init__(self, stats, drc=None):
+        self.stats = stats
+        self.stats.setdefault("calls", {})
+        self.drc = drc or drc_mod.DuplicateRequestCache()
+
+    async def handle(self, call, record):
+        """The reply message (unframed) for ``call``, or None for none."""
+        if call.rpcvers != const.RPC_VERSION:
+            return denied(call.xid, const.RejectStat.RPC_MISMATCH,
+                          mismatch=(const.RPC_VERSION, const.RPC_VERSION))
+        versions = _VERSIONS.get(call.prog)
+        if versions is None:
+            return accepted(call.xid, AcceptStat.PROG_UNAVAIL)
+        if not versions[0] <= call.vers <= versions[1]:
+            return accepted(call.xid, AcceptStat.PROG_MISMATCH,
+                            mismatch=versions)
+        name = proc_name(call.prog, call.proc)
+        if name == "unknown":
+            return accepted(call.xid, AcceptStat.PROC_UNAVAIL)
+        calls = self.stats["calls"]
+        calls[name] = calls.get(name, 0) + 1
+        try:
+            return await self.dispatch(call, record)
+        except UpstreamError as e:
+            LOG.warning("%s call xid %#x failed upstream: %s", name,
+                        call.xid, e)
+            return accepted(call.xid, AcceptStat.SYSTEM_ERR)
+
+    async def dispatch(self, call, record):
+        raise NotImplementedError
+
+    async def forward(self, pool, call, build_message, replayable):
+        """Forward through ``pool``; non-idempotent calls go via the DRC."""
+        if call.prog == const.NFS_PROGRAM and \
+                call.proc in const.NON_IDEMPOTENT:
+            key = drc_mod.request_key(call.xid, call.prog, call.proc,
+                                      call.cred.body, call.args)
+            future, is_new = self.drc.lookup_or_reserve(key)
+            if not is_new:
+                self.stats["drc_hits"] = self.stats.get("drc_hits", 0) + 1
+                LOG.info("answering repeated xid %#x from the duplicate "
+                         "request cache", call.xid)
+                return await future
+            try:
+                reply = await self._forward(pool, call, build_message,
+                                            replayable)
+            except BaseException:
+                future.cancel()
+                raise
+            future.set_result(reply)
+            return reply
+        return await self._forward(pool, call, build_message, replayable)
+
+    @staticmethod
+    async def _forward(pool, call, build_message, replayable):
+        reply = await pool.call(build_message, replayable)
+        return rpc.set_xid(reply, call.xid)
+
+
+class ClientRole(Role):
+    """Forwards every call unchanged to the next proxy."""
+
+    name = "client"
+
+    def __init__(self, pool, stats, drc=None):
+        super().__init__(stats, drc)
+        self.pool = pool
+
+    async def dispatch(self, call, record):
+        # The next hop is a proxy with its own duplicate request cache, so
+        # every call may be re-sent with its XID after a tunnel failure.
+        return await self.forward(self.pool, call,
+                                  lambda xid: (rpc.set_xid(record, xid),),
+                                  replayable=True)
+
+
+class ServerRole(Role):
+    """Authenticates, maps identities and guards exports on the DTN."""
+
+    name = "server"
+
+    def __init__(self, nfs_pool, mount_pool, identity, exports, stats,
+                 drc=None):
+        super().__init__(stats, drc)
+        self.nfs_pool = nfs_pool
+        self.mount_pool = mount_pool
+        self.identity = identity
+        self.exports = exports
+
+    def _credential(self, call):
+        """Mapped credential, or a denial message for the caller."""
+        if call.proc == 0:
+            return rpc.AUTH_NONE, None
+        if call.cred.flavor != const.AuthFlavor.AUTH_SYS:
+            return None, denied(call.xid, const.RejectStat.AUTH_ERROR,
+                                const.AuthStat.AUTH_TOOWEAK)
+        try:
+            cred = rpc.AuthSys.from_opaque(call.cred)
+        except ProtocolError:
+            return None, denied(call.xid, const.RejectStat.AUTH_ERROR,
+                                const.AuthStat.AUTH_BADCRED)
+        return self.identity.map(cred).to_opaque(), None
+
+    async def dispatch(self, call, record):
+        cred, refusal = self._credential(call)
+        if refusal is not None:
+            self.stats["auth_refused"] = self.stats.get("auth_refused", 0) + 1
+            return refusal
+
+        def build(xid):
+            header = rpc.encode_message(rpc.Call(
+                xid, call.prog, call.vers, call.proc, cred, rpc.AUTH_NONE))
+            return header, call.args
+
+        if call.prog == const.MOUNT_PROGRAM:
+            return await self._mount(call, build)
+        replayable = call.proc not in const.NON_IDEMPOTENT
+        return await self.forward(self.nfs_pool, call, build, replayable)
+
+    async def _mount(self, call, build):
+        if call.proc == MountProc.MNT:
+            try:
+                path = mount3.decode_args(MountProc.MNT, call.args).dirpath
+            except ProtocolError:
+                return accepted(call.xid, AcceptStat.GARBAGE_ARGS)
+            if not self.exports.allows(path):
+                self.stats["mount_refused"] = \
+                    self.stats.get("mount_refused", 0) + 1
+                LOG.warning("refusing MOUNT of %r: not an allowed export",
+                            path)
+                return accepted(call.xid, AcceptStat.SUCCESS,
+                                mount3.encode_res(MountProc.MNT, nfs3.Result(
+                                    const.MountStat.MNT3ERR_ACCES)))
+        reply = await self.forward(self.mount_pool, call, build, True)
+        if call.proc == MountProc.EXPORT:
+            return self._filter_exports(call.xid, reply)
+        return reply
+
+    def _filter_exports(self, xid, reply_record):
+        try:
+            reply = rpc.decode_message(reply_record)
+            if not isinstance(reply, rpc.Reply) or \
+                    reply.accept_stat != AcceptStat.SUCCESS:
+                return reply_record
+            exports = mount3.decode_res(MountProc.EXPORT, reply.results)
+        except ProtocolError as e:
+            LOG.warning("NFS server sent a garbled EXPORT reply: %s", e)
+            return accepted(xid, AcceptStat.SYSTEM_ERR)
+        visible = tuple(e for e in exports.exports
+                        if self.exports.allows(e.directory))
+        return accepted(xid, AcceptStat.SUCCESS, mount3.encode_res(
+            MountProc.EXPORT, mount3.ExportList(visible)))

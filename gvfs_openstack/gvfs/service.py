@@ -1,0 +1,155 @@
+"""Assembles a running proxy from its configuration and runs it.
+
+Kept apart from the command line so that tests and the lab can run a proxy
+in-process as well as through ``gvfs-proxy``.
+"""
+
+import asyncio
+import logging
+import resource
+import signal
+import time
+
+from gvfs_openstack import exceptions
+from gvfs_openstack.gvfs import control
+from gvfs_openstack.gvfs import policy
+from gvfs_openstack.gvfs import roles
+from gvfs_openstack.gvfs import tunnel
+from gvfs_openstack.gvfs.listener import Listener
+from gvfs_openstack.gvfs.upstream import UpstreamPool
+
+LOG = logging.getLogger(__name__)
+
+
+def _connector(up):
+    if up.port is None:
+        raise exceptions.InvalidConfig(option="[upstream] port",
+                                       reason="required in the client role")
+    if up.tunnel == "tcp":
+        return tunnel.TcpConnector(up.host, up.port)
+    if up.tunnel == "tls":
+        for name in ("tls_cert", "tls_key", "tls_ca"):
+            if not getattr(up, name):
+                raise exceptions.InvalidConfig(
+                    option="[upstream] " + name,
+                    reason="required with tunnel = tls")
+        return tunnel.TlsConnector(up.host, up.port, up.tls_cert,
+                                   up.tls_key, up.tls_ca,
+                                   up.tls_server_name)
+    for name in ("ssh_host", "ssh_user", "ssh_key", "ssh_known_hosts"):
+        if not getattr(up, name):
+            raise exceptions.InvalidConfig(option="[upstream] " + name,
+                                           reason="required with tunnel = "
+                                                  "ssh")
+    return tunnel.SshConnector(up.host, up.port, up.ssh_host, up.ssh_port,
+                               up.ssh_user, up.ssh_key, up.ssh_known_hosts)
+
+
+class ProxyService:
+    """One proxy: a listener, its role, upstream pools, a control socket."""
+
+    def __init__(self, conf):
+        self.conf = conf
+        self.stats = {"started_at": time.time()}
+        self.pools = []
+        self.role = self._build_role()
+        listen = conf.listen
+        ssl_context = None
+        if listen.tls_cert:
+            if not (listen.tls_key and listen.tls_ca):
+                raise exceptions.InvalidConfig(
+                    option="[listen] tls_key/tls_ca",
+                    reason="required with tls_cert (mutual TLS)")
+            ssl_context = tunnel.server_tls_context(
+                listen.tls_cert, listen.tls_key, listen.tls_ca)
+        try:
+            peers = policy.PeerAllowlist(listen.allowed_peers)
+        except ValueError as e:
+            raise exceptions.InvalidConfig(option="[listen] allowed_peers",
+                                           reason=str(e)) from e
+        self.listener = Listener(
+            self.role, listen.host, listen.port, self.stats, ssl_context,
+            peers, conf.proxy.max_record_size, conf.proxy.max_inflight)
+        self.control = None
+        if conf.proxy.control_socket:
+            self.control = control.ControlServer(
+                conf.proxy.control_socket, {"stats": self._stats})
+        self._stopping = None
+
+    def _pool(self, connector, size, timeout=300.0, initial=0.05,
+              maximum=5.0):
+        pool = UpstreamPool(connector, size, self.conf.proxy.max_record_size,
+                            timeout, initial, maximum, self.stats)
+        self.pools.append(pool)
+        return pool
+
+    def _build_role(self):
+        conf = self.conf
+        if conf.proxy.role == "client":
+            up = conf.upstream
+            pool = self._pool(_connector(up), up.connections,
+                              up.call_timeout, up.reconnect_initial_delay,
+                              up.reconnect_max_delay)
+            return roles.ClientRole(pool, self.stats)
+        server = conf.server
+        try:
+            exports = policy.ExportAllowlist(server.exports)
+            identity = policy.IdentityMap(
+                server.squash_uid, server.squash_gid,
+                policy.parse_id_map(server.uid_map, "uid"),
+                policy.parse_id_map(server.gid_map, "gid"),
+                server.allow_root)
+        except ValueError as e:
+            raise exceptions.InvalidConfig(option="[server]",
+                                           reason=str(e)) from e
+        nfs_pool = self._pool(tunnel.TcpConnector(server.nfs_host,
+                                                  server.nfs_port),
+                              server.upstream_connections)
+        if server.mount_port == server.nfs_port:
+            mount_pool = nfs_pool
+        else:
+            mount_pool = self._pool(tunnel.TcpConnector(server.nfs_host,
+                                                        server.mount_port),
+                                    1)
+        return roles.ServerRole(nfs_pool, mount_pool, identity, exports,
+                                self.stats)
+
+    async def _stats(self, request):
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return dict(self.stats, role=self.role.name,
+                    port=self.listener.port,
+                    peak_rss_kb=usage.ru_maxrss,
+                    drc_entries=len(self.role.drc),
+                    upstream=[p.connector.describe() for p in self.pools])
+
+    async def start(self):
+        for pool in self.pools:
+            await pool.start()
+        port = await self.listener.start()
+        if self.control is not None:
+            await self.control.start()
+        LOG.info("gvfs-proxy (%s role) listening on %s:%d", self.role.name,
+                 self.listener.host, port)
+        return port
+
+    async def stop(self):
+        await self.listener.close()
+        for pool in self.pools:
+            await pool.close()
+        if self.control is not None:
+            await self.control.close()
+        LOG.info("gvfs-proxy stopped; counters: %s", self.stats)
+
+    async def run(self, ready=None):
+        """Serve until SIGTERM or SIGINT, then shut down cleanly."""
+        loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        port = await self.start()
+        if ready is not None:
+            ready(port)
+        try:
+            await self._stopping.wait()
+        finally:
+            await self.stop()

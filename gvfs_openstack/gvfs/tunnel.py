@@ -1,0 +1,182 @@
+"""How a proxy reaches its next hop: plain TCP, mutual TLS, or SSH.
+
+Each connector opens one byte stream to the next hop and hands it to an
+asyncio protocol.  The SSH connector follows the GVFS paper: the stream is a
+``direct-tcpip`` channel through the DTN's own sshd, authenticated by key,
+so the server proxy itself only listens on the DTN's loopback.
+"""
+
+import asyncio
+import logging
+import socket
+import ssl
+import threading
+
+import paramiko
+
+LOG = logging.getLogger(__name__)
+
+_PUMP_CHUNK = 256 * 1024
+_STREAM_ERRORS = (OSError, EOFError, paramiko.SSHException)
+
+
+class TcpConnector:
+    """Plain TCP: for trusted networks only; nothing is authenticated."""
+
+    kind = "tcp"
+
+    def __init__(self, host, port):
+        self.host = host
+        self.port = port
+
+    def describe(self):
+        return "%s://%s:%d" % (self.kind, self.host, self.port)
+
+    async def connect(self, protocol_factory):
+        return await asyncio.get_running_loop().create_connection(
+            protocol_factory, self.host, self.port)
+
+    def close(self):
+        """Release anything shared between connections."""
+
+
+def client_tls_context(cert, key, ca):
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
+    ctx.load_cert_chain(cert, key)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def server_tls_context(cert, key, ca):
+    """A server context that requires a client certificate signed by ca."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=ca)
+    ctx.load_cert_chain(cert, key)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+class TlsConnector(TcpConnector):
+    """Mutual TLS: both ends present certificates signed by one CA."""
+
+    kind = "tls"
+
+    def __init__(self, host, port, cert, key, ca, server_name=None):
+        super().__init__(host, port)
+        self.context = client_tls_context(cert, key, ca)
+        self.server_name = server_name or host
+
+    async def connect(self, protocol_factory):
+        return await asyncio.get_running_loop().create_connection(
+            protocol_factory, self.host, self.port, ssl=self.context,
+            server_hostname=self.server_name)
+
+
+class SshConnector(TcpConnector):
+    """Streams forwarded through sshd (like ``ssh -L``), key auth only.
+
+    One SSH session is shared by every stream and re-established when it
+    dies.  Each stream is a socketpair whose far end two threads pump to
+    and from the channel, so the event loop sees an ordinary socket.
+    """
+
+    kind = "ssh"
+
+    def __init__(self, host, port, ssh_host, ssh_port, user, key_file,
+                 known_hosts, connect_timeout=10.0):
+        super().__init__(host, port)
+        self.ssh_host = ssh_host
+        self.ssh_port = ssh_port
+        self.user = user
+        self.key_file = key_file
+        self.known_hosts = known_hosts
+        self.connect_timeout = connect_timeout
+        self._client = None
+        self._lock = threading.Lock()
+
+    def describe(self):
+        return "ssh://%s@%s:%d -> %s:%d" % (self.user, self.ssh_host,
+                                            self.ssh_port, self.host,
+                                            self.port)
+
+    def _transport(self):
+        with self._lock:
+            client = self._client
+            if client is not None:
+                transport = client.get_transport()
+                if transport is not None and transport.is_active():
+                    return transport
+                client.close()
+            client = paramiko.SSHClient()
+            client.load_host_keys(self.known_hosts)
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+            client.connect(self.ssh_host, port=self.ssh_port,
+                           username=self.user, key_filename=self.key_file,
+                           look_for_keys=False, allow_agent=False,
+                           timeout=self.connect_timeout,
+                           banner_timeout=self.connect_timeout,
+                           auth_timeout=self.connect_timeout)
+            transport = client.get_transport()
+            transport.set_keepalive(15)
+            self._client = client
+            return transport
+
+    def _open_stream(self):
+        transport = self._transport()
+        channel = transport.open_channel(
+            "direct-tcpip", (self.host, self.port), ("127.0.0.1", 0),
+            window_size=64 * 1024 * 1024, max_packet_size=256 * 1024,
+            timeout=self.connect_timeout)
+        ours, theirs = socket.socketpair()
+        for target, name in ((self._pump_to_channel, "to"),
+                             (self._pump_from_channel, "from")):
+            threading.Thread(target=target, args=(theirs, channel),
+                             name="ssh-pump-%s" % name, daemon=True).start()
+        return ours
+
+    @staticmethod
+    def _pump_to_channel(sock, channel):
+        try:
+            while True:
+                data = sock.recv(_PUMP_CHUNK)
+                if not data:
+                    break
+                channel.sendall(data)
+        except _STREAM_ERRORS as e:
+            LOG.debug("ssh stream to channel ended: %s", e)
+        finally:
+            channel.close()
+            _close_quietly(sock)
+
+    @staticmethod
+    def _pump_from_channel(sock, channel):
+        try:
+            while True:
+                data = channel.recv(_PUMP_CHUNK)
+                if not data:
+                    break
+                sock.sendall(data)
+        except _STREAM_ERRORS as e:
+            LOG.debug("ssh stream from channel ended: %s", e)
+        finally:
+            channel.close()
+            _close_quietly(sock)
+
+    async def connect(self, protocol_factory):
+        loop = asyncio.get_running_loop()
+        sock = await loop.run_in_executor(None, self._open_stream)
+        return await loop.create_connection(protocol_factory, sock=sock)
+
+    def close(self):
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+
+def _close_quietly(sock):
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # Already shut down by the other pump.
+    sock.close()

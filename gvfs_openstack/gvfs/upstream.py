@@ -1,0 +1,225 @@
+"""A pool of connections to the next hop, with XID multiplexing.
+
+Calls from many downstream clients share a few upstream connections, so
+their XIDs could collide: each call gets a fresh pool-wide XID on the way
+up and its own back on the way down.  When a connection dies, calls that
+are safe to repeat are re-sent on another one with the *same* upstream
+XID (the next proxy's duplicate request cache recognises them); the others
+fail, and are never replayed blindly.
+"""
+
+import asyncio
+import dataclasses
+import logging
+import random
+
+from gvfs_openstack.nfs import connection
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.nfs.errors import ProtocolError
+
+LOG = logging.getLogger(__name__)
+
+
+class UpstreamError(Exception):
+    """A call could not be completed by the next hop."""
+
+
+class UpstreamLost(UpstreamError):
+    """The connection carrying a non-replayable call died."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """No reply arrived within the call timeout."""
+
+
+@dataclasses.dataclass(eq=False)
+class _Pending:
+    xid: int
+    message: tuple  # buffers that make up the call, XID included
+    future: asyncio.Future
+    replayable: bool
+    conn: object = None
+
+
+class _UpstreamProtocol(asyncio.BufferedProtocol):
+    def __init__(self, pool):
+        self.pool = pool
+        self.reader = connection.RecordReader(pool.max_record_size)
+        self.transport = None
+        self.inflight = {}
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport):
+        self.transport = transport
+        connection.tune_socket(transport)
+
+    def get_buffer(self, sizehint):
+        return self.reader.get_buffer()
+
+    def buffer_updated(self, nbytes):
+        self.pool.stats["upstream_bytes_in"] += nbytes
+        self.reader.buffer_updated(nbytes)
+        try:
+            while (record := self.reader.next_record()) is not None:
+                self.pool._on_reply(self, record)
+        except ProtocolError as e:
+            LOG.warning("upstream %s sent garbage, reconnecting: %s",
+                        self.pool.connector.describe(), e)
+            self.transport.abort()
+
+    def connection_lost(self, exc):
+        if not self.closed.done():
+            self.closed.set_result(exc)
+        self.pool._on_lost(self)
+
+    def send(self, pending):
+        pending.conn = self
+        self.inflight[pending.xid] = pending
+        self.pool.stats["upstream_bytes_out"] += connection.write_record(
+            self.transport, pending.message)
+
+
+class UpstreamPool:
+    """``size`` connections through ``connector``, kept up with backoff."""
+
+    def __init__(self, connector, size=2, max_record_size=None,
+                 call_timeout=300.0, backoff_initial=0.05, backoff_max=5.0,
+                 stats=None):
+        self.connector = connector
+        self.size = size
+        self.max_record_size = (max_record_size
+                                or connection.DEFAULT_MAX_RECORD)
+        self.call_timeout = call_timeout
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.stats = stats if stats is not None else {}
+        for key in ("upstream_bytes_in", "upstream_bytes_out",
+                    "upstream_connects", "upstream_resent",
+                    "upstream_failed_calls"):
+            self.stats.setdefault(key, 0)
+        self._live = []
+        self._live_changed = None
+        self._pending = {}
+        self._xid = random.getrandbits(32)
+        self._tasks = []
+        self._closing = False
+
+    async def start(self):
+        self._live_changed = asyncio.Condition()
+        self._tasks = [asyncio.create_task(self._keep_connected(i))
+                       for i in range(self.size)]
+
+    async def close(self):
+        self._closing = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for conn in list(self._live):
+            conn.transport.abort()
+        self.connector.close()
+
+    async def wait_connected(self, timeout):
+        async with self._live_changed:
+            await asyncio.wait_for(
+                self._live_changed.wait_for(lambda: bool(self._live)),
+                timeout)
+
+    async def _keep_connected(self, slot):
+        delay = self.backoff_initial
+        while not self._closing:
+            try:
+                _, conn = await self.connector.connect(
+                    lambda: _UpstreamProtocol(self))
+            except Exception as e:
+                # Sockets, TLS and paramiko each raise their own types;
+                # every failure to connect is handled alike: log, back
+                # off, retry.
+                LOG.warning("cannot reach %s (slot %d), retrying in %.2fs: %s",
+                            self.connector.describe(), slot, delay, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.backoff_max)
+                continue
+            delay = self.backoff_initial
+            self.stats["upstream_connects"] += 1
+            LOG.info("connected to %s (slot %d)", self.connector.describe(),
+                     slot)
+            async with self._live_changed:
+                self._live.append(conn)
+                self._live_changed.notify_all()
+            await conn.closed
+
+    def _next_xid(self):
+        while True:
+            self._xid = (self._xid + 1) & 0xFFFFFFFF
+            if self._xid not in self._pending:
+                return self._xid
+
+    async def _pick(self):
+        async with self._live_changed:
+            await self._live_changed.wait_for(lambda: bool(self._live))
+            return min(self._live, key=lambda c: len(c.inflight))
+
+    async def _send(self, pending):
+        conn = await self._pick()
+        conn.send(pending)
+
+    async def call(self, build_message, replayable):
+        """Send the buffers ``build_message(xid)`` and return the reply.
+
+        The reply is the raw record as a ``bytearray`` (its XID is the
+        upstream one).
+        """
+        xid = self._next_xid()
+        pending = _Pending(xid, build_message(xid),
+                           asyncio.get_running_loop().create_future(),
+                           replayable)
+        self._pending[xid] = pending
+        try:
+            await asyncio.wait_for(self._send_and_wait(pending),
+                                   self.call_timeout)
+            return pending.future.result()
+        except asyncio.TimeoutError:
+            self.stats["upstream_failed_calls"] += 1
+            raise UpstreamTimeout("no reply from %s within %.0fs" % (
+                self.connector.describe(), self.call_timeout)) from None
+        finally:
+            self._pending.pop(xid, None)
+            if pending.conn is not None:
+                pending.conn.inflight.pop(xid, None)
+
+    async def _send_and_wait(self, pending):
+        await self._send(pending)
+        await pending.future
+
+    def _on_reply(self, conn, record):
+        xid = rpc.read_xid(record)
+        pending = conn.inflight.pop(xid, None)
+        if pending is None or pending.future.done():
+            LOG.debug("dropping reply to unknown or finished xid %#x", xid)
+            return
+        pending.future.set_result(record)
+
+    def _on_lost(self, conn):
+        if conn in self._live:
+            self._live.remove(conn)
+        if self._closing:
+            return
+        LOG.warning("lost connection to %s with %d calls in flight",
+                    self.connector.describe(), len(conn.inflight))
+        for pending in list(conn.inflight.values()):
+            if pending.future.done():
+                continue
+            if pending.replayable:
+                self.stats["upstream_resent"] += 1
+                pending.conn = None
+                asyncio.get_running_loop().create_task(self._resend(pending))
+            else:
+                self.stats["upstream_failed_calls"] += 1
+                pending.future.set_exception(UpstreamLost(
+                    "connection to %s died with the call in flight"
+                    % self.connector.describe()))
+        conn.inflight.clear()
+
+    async def _resend(self, pending):
+        if self._pending.get(pending.xid) is pending:
+            await self._send(pending)

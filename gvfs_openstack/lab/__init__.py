@@ -1,0 +1,1 @@
+"""The loopback lab: real NFS-Ganesha, sshd, toxiproxy and proxies."""

@@ -1,0 +1,88 @@
+"""Processes the lab starts, and how it waits for and stops them.
+
+Every process is started by us, remembered by PID, and stopped by that PID
+(SIGTERM, then SIGKILL after a grace period) -- never by name, so nothing
+else on the machine is touched.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+
+class LabError(Exception):
+    """A part of the lab failed to start or behaved unexpectedly."""
+
+
+def free_port(host="127.0.0.1"):
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port, host="127.0.0.1", timeout=30.0, process=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise LabError("%s exited with status %s before listening on "
+                           "port %d (log: %s)" % (
+                               process.name, process.returncode, port,
+                               process.log_path))
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise LabError("nothing listens on %s:%d after %.0fs"
+                   % (host, port, timeout))
+
+
+class ManagedProcess:
+    """A child process with its output in a log file."""
+
+    def __init__(self, name, argv, log_path, env=None, cwd=None):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.popen = subprocess.Popen(
+            argv, stdout=self._log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+            start_new_session=True)
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    @property
+    def returncode(self):
+        return self.popen.returncode
+
+    def poll(self):
+        return self.popen.poll()
+
+    def signal(self, signum):
+        if self.popen.poll() is None:
+            os.kill(self.popen.pid, signum)
+
+    def stop(self, timeout=10.0):
+        """SIGTERM, wait, then SIGKILL; returns the exit status."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout)
+        self._log.close()
+        return self.popen.returncode
+
+    def log_tail(self, lines=20):
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"\n".join(f.read().splitlines()[-lines:]).decode(
+                    "utf-8", "replace")
+        except OSError:
+            return ""

@@ -1,0 +1,69 @@
+"""MOUNTv3 protocol types and procedures (RFC 1813 section 5)."""
+
+from gvfs_openstack.nfs import codec as c
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import MountProc as P
+from gvfs_openstack.nfs import nfs3
+
+DIRPATH = c.string(const.MNTPATHLEN)
+NAME = c.string(const.MNTNAMLEN)
+
+
+@c.xdr_struct(DIRPATH)
+class MntArgs:
+    dirpath: str
+
+
+@c.xdr_struct(c.opaque(const.NFS3_FHSIZE), c.Array(c.INT32))
+class MntOk:
+    fhandle: bytes
+    auth_flavors: tuple
+
+
+@c.xdr_struct(NAME, DIRPATH)
+class MountEntry:
+    hostname: str
+    directory: str
+
+
+@c.xdr_struct(c.LinkedList(MountEntry.CODEC))
+class MountList:
+    entries: tuple
+
+
+@c.xdr_struct(DIRPATH, c.LinkedList(NAME))
+class ExportNode:
+    directory: str
+    groups: tuple
+
+
+@c.xdr_struct(c.LinkedList(ExportNode.CODEC))
+class ExportList:
+    exports: tuple
+
+
+PROCEDURES = {p.number: p for p in (
+    nfs3.Procedure(P.NULL, c.VOID, c.VOID),
+    nfs3.Procedure(P.MNT, MntArgs.CODEC,
+                   nfs3.ResultCodec(MntOk.CODEC, c.VOID)),
+    nfs3.Procedure(P.DUMP, c.VOID, MountList.CODEC),
+    nfs3.Procedure(P.UMNT, MntArgs.CODEC, c.VOID),
+    nfs3.Procedure(P.UMNTALL, c.VOID, c.VOID),
+    nfs3.Procedure(P.EXPORT, c.VOID, ExportList.CODEC),
+)}
+
+
+def encode_args(proc, args):
+    return nfs3.encode(PROCEDURES, proc, args, "args")
+
+
+def decode_args(proc, data):
+    return nfs3.decode(PROCEDURES, proc, data, "args")
+
+
+def encode_res(proc, res):
+    return nfs3.encode(PROCEDURES, proc, res, "res")
+
+
+def decode_res(proc, data):
+    return nfs3.decode(PROCEDURES, proc, data, "res")

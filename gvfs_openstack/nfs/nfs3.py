@@ -1,0 +1,564 @@
+"""NFSv3 data types and the arguments and results of all 22 procedures.
+
+Each type is a frozen dataclass paired with its XDR layout from RFC 1813
+(section numbers next to each group).  ``encode_args`` / ``decode_args`` /
+``encode_res`` / ``decode_res`` map a procedure number to its codecs;
+decoding raises only :class:`ProtocolError` whatever the bytes.
+"""
+
+import dataclasses
+
+from gvfs_openstack.nfs import codec as c
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc as P
+from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs.errors import XdrError
+from gvfs_openstack.nfs.xdr import Packer
+from gvfs_openstack.nfs.xdr import Unpacker
+
+# --- basic data types (section 2.5) -----------------------------------------
+
+FH = c.opaque(const.NFS3_FHSIZE)          # nfs_fh3
+FILENAME = c.string()                      # filename3
+NFSPATH = c.string()                       # nfspath3
+COOKIEVERF = c.fixed_opaque(const.NFS3_COOKIEVERFSIZE)
+CREATEVERF = c.fixed_opaque(const.NFS3_CREATEVERFSIZE)
+WRITEVERF = c.fixed_opaque(const.NFS3_WRITEVERFSIZE)
+STATUS = c.INT32                           # nfsstat3, kept as a plain int
+
+
+@c.xdr_struct(c.UINT32, c.UINT32)
+class NfsTime:
+    seconds: int
+    nseconds: int = 0
+
+
+@c.xdr_struct(c.UINT32, c.UINT32)
+class SpecData:
+    major: int = 0
+    minor: int = 0
+
+
+@c.xdr_struct(c.enum(const.FileType), c.UINT32, c.UINT32, c.UINT32,
+              c.UINT32, c.UINT64, c.UINT64, SpecData.CODEC, c.UINT64,
+              c.UINT64, NfsTime.CODEC, NfsTime.CODEC, NfsTime.CODEC)
+class Fattr:
+    """fattr3 (section 2.5)."""
+
+    type: const.FileType
+    mode: int
+    nlink: int
+    uid: int
+    gid: int
+    size: int
+    used: int
+    rdev: SpecData
+    fsid: int
+    fileid: int
+    atime: NfsTime
+    mtime: NfsTime
+    ctime: NfsTime
+
+
+POST_OP_ATTR = c.Optional(Fattr.CODEC)
+POST_OP_FH = c.Optional(FH)
+
+
+@c.xdr_struct(c.UINT64, NfsTime.CODEC, NfsTime.CODEC)
+class WccAttr:
+    size: int
+    mtime: NfsTime
+    ctime: NfsTime
+
+
+@c.xdr_struct(c.Optional(WccAttr.CODEC), POST_OP_ATTR)
+class WccData:
+    before: WccAttr = None
+    after: Fattr = None
+
+
+def _time_to_wire(value):
+    if value is None:
+        return const.TimeHow.DONT_CHANGE, None
+    if value == const.TimeHow.SET_TO_SERVER_TIME:
+        return const.TimeHow.SET_TO_SERVER_TIME, None
+    return const.TimeHow.SET_TO_CLIENT_TIME, value
+
+
+def _time_from_wire(value):
+    how, time = value
+    if how == const.TimeHow.DONT_CHANGE:
+        return None
+    if how == const.TimeHow.SET_TO_SERVER_TIME:
+        return const.TimeHow.SET_TO_SERVER_TIME
+    return time
+
+
+#: set_atime / set_mtime: None (don't change), TimeHow.SET_TO_SERVER_TIME,
+#: or an NfsTime (set to client time).
+SET_TIME = c.Mapped(
+    c.Union(c.enum(const.TimeHow), {
+        const.TimeHow.DONT_CHANGE: c.VOID,
+        const.TimeHow.SET_TO_SERVER_TIME: c.VOID,
+        const.TimeHow.SET_TO_CLIENT_TIME: NfsTime.CODEC,
+    }), _time_to_wire, _time_from_wire)
+
+
+@c.xdr_struct(c.Optional(c.UINT32), c.Optional(c.UINT32),
+              c.Optional(c.UINT32), c.Optional(c.UINT64), SET_TIME, SET_TIME)
+class Sattr:
+    """sattr3: ``None`` leaves an attribute as it is."""
+
+    mode: int = None
+    uid: int = None
+    gid: int = None
+    size: int = None
+    atime: object = None
+    mtime: object = None
+
+
+@c.xdr_struct(FH, FILENAME)
+class DirOpArgs:
+    dir: bytes
+    name: str
+
+
+# --- procedure arguments and result bodies (section 3.3) --------------------
+
+@c.xdr_struct(FH)
+class GetattrArgs:
+    object: bytes
+
+
+@c.xdr_struct(Fattr.CODEC)
+class GetattrOk:
+    obj_attributes: Fattr
+
+
+@c.xdr_struct(FH, Sattr.CODEC, c.Optional(NfsTime.CODEC))
+class SetattrArgs:
+    object: bytes
+    new_attributes: Sattr
+    guard_ctime: NfsTime = None
+
+
+@c.xdr_struct(WccData.CODEC)
+class WccBody:
+    """Result body that carries only wcc_data (SETATTR, REMOVE, RMDIR)."""
+
+    obj_wcc: WccData
+
+
+@c.xdr_struct(DirOpArgs.CODEC)
+class LookupArgs:
+    what: DirOpArgs
+
+
+@c.xdr_struct(FH, POST_OP_ATTR, POST_OP_ATTR)
+class LookupOk:
+    object: bytes
+    obj_attributes: Fattr
+    dir_attributes: Fattr
+
+
+@c.xdr_struct(POST_OP_ATTR)
+class AttrBody:
+    """Result body that carries only post_op_attr (many failures)."""
+
+    attributes: Fattr
+
+
+@c.xdr_struct(FH, c.UINT32)
+class AccessArgs:
+    object: bytes
+    access: int
+
+
+@c.xdr_struct(POST_OP_ATTR, c.UINT32)
+class AccessOk:
+    obj_attributes: Fattr
+    access: int
+
+
+@c.xdr_struct(FH)
+class ReadlinkArgs:
+    symlink: bytes
+
+
+@c.xdr_struct(POST_OP_ATTR, NFSPATH)
+class ReadlinkOk:
+    symlink_attributes: Fattr
+    data: str
+
+
+@c.xdr_struct(FH, c.UINT64, c.UINT32)
+class ReadArgs:
+    file: bytes
+    offset: int
+    count: int
+
+
+@c.xdr_struct(POST_OP_ATTR, c.UINT32, c.BOOL, c.opaque())
+class ReadOk:
+    file_attributes: Fattr
+    count: int
+    eof: bool
+    data: bytes
+
+
+@c.xdr_struct(FH, c.UINT64, c.UINT32, c.enum(const.StableHow), c.opaque())
+class WriteArgs:
+    file: bytes
+    offset: int
+    count: int
+    stable: const.StableHow
+    data: bytes
+
+
+@c.xdr_struct(WccData.CODEC, c.UINT32, c.enum(const.StableHow), WRITEVERF)
+class WriteOk:
+    file_wcc: WccData
+    count: int
+    committed: const.StableHow
+    verf: bytes
+
+
+def _how_to_wire(how):
+    if how.mode == const.CreateMode.EXCLUSIVE:
+        return how.mode, how.verf
+    return how.mode, how.attributes
+
+
+def _how_from_wire(value):
+    mode, body = value
+    if mode == const.CreateMode.EXCLUSIVE:
+        return CreateHow(mode, verf=body)
+    return CreateHow(mode, attributes=body)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreateHow:
+    """createhow3: attributes for UNCHECKED/GUARDED, verf for EXCLUSIVE."""
+
+    mode: const.CreateMode = const.CreateMode.UNCHECKED
+    attributes: Sattr = None
+    verf: bytes = None
+
+
+CreateHow.CODEC = c.Mapped(
+    c.Union(c.enum(const.CreateMode), {
+        const.CreateMode.UNCHECKED: Sattr.CODEC,
+        const.CreateMode.GUARDED: Sattr.CODEC,
+        const.CreateMode.EXCLUSIVE: CREATEVERF,
+    }), _how_to_wire, _how_from_wire)
+
+
+@c.xdr_struct(DirOpArgs.CODEC, CreateHow.CODEC)
+class CreateArgs:
+    where: DirOpArgs
+    how: CreateHow
+
+
+@c.xdr_struct(POST_OP_FH, POST_OP_ATTR, WccData.CODEC)
+class NewObjOk:
+    """Result of CREATE, MKDIR, SYMLINK and MKNOD."""
+
+    obj: bytes
+    obj_attributes: Fattr
+    dir_wcc: WccData
+
+
+@c.xdr_struct(DirOpArgs.CODEC, Sattr.CODEC)
+class MkdirArgs:
+    where: DirOpArgs
+    attributes: Sattr
+
+
+@c.xdr_struct(DirOpArgs.CODEC, Sattr.CODEC, NFSPATH)
+class SymlinkArgs:
+    where: DirOpArgs
+    symlink_attributes: Sattr
+    symlink_data: str
+
+
+@c.xdr_struct(Sattr.CODEC, SpecData.CODEC)
+class DeviceData:
+    dev_attributes: Sattr
+    spec: SpecData
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MknodData:
+    """mknoddata3: devices carry DeviceData, sockets and FIFOs a Sattr."""
+
+    type: const.FileType
+    body: object = None
+
+
+MknodData.CODEC = c.Mapped(
+    c.Union(c.enum(const.FileType), {
+        const.FileType.NF3CHR: DeviceData.CODEC,
+        const.FileType.NF3BLK: DeviceData.CODEC,
+        const.FileType.NF3SOCK: Sattr.CODEC,
+        const.FileType.NF3FIFO: Sattr.CODEC,
+    }, default=c.VOID),
+    lambda d: (d.type, d.body), lambda v: MknodData(*v))
+
+
+@c.xdr_struct(DirOpArgs.CODEC, MknodData.CODEC)
+class MknodArgs:
+    where: DirOpArgs
+    what: MknodData
+
+
+@c.xdr_struct(DirOpArgs.CODEC)
+class RemoveArgs:
+    object: DirOpArgs
+
+
+@c.xdr_struct(DirOpArgs.CODEC, DirOpArgs.CODEC)
+class RenameArgs:
+    from_: DirOpArgs
+    to: DirOpArgs
+
+
+@c.xdr_struct(WccData.CODEC, WccData.CODEC)
+class RenameBody:
+    fromdir_wcc: WccData
+    todir_wcc: WccData
+
+
+@c.xdr_struct(FH, DirOpArgs.CODEC)
+class LinkArgs:
+    file: bytes
+    link: DirOpArgs
+
+
+@c.xdr_struct(POST_OP_ATTR, WccData.CODEC)
+class LinkBody:
+    file_attributes: Fattr
+    linkdir_wcc: WccData
+
+
+@c.xdr_struct(FH, c.UINT64, COOKIEVERF, c.UINT32)
+class ReaddirArgs:
+    dir: bytes
+    cookie: int
+    cookieverf: bytes
+    count: int
+
+
+@c.xdr_struct(c.UINT64, FILENAME, c.UINT64)
+class DirEntry:
+    fileid: int
+    name: str
+    cookie: int
+
+
+@c.xdr_struct(POST_OP_ATTR, COOKIEVERF, c.LinkedList(DirEntry.CODEC), c.BOOL)
+class ReaddirOk:
+    dir_attributes: Fattr
+    cookieverf: bytes
+    entries: tuple
+    eof: bool
+
+
+@c.xdr_struct(FH, c.UINT64, COOKIEVERF, c.UINT32, c.UINT32)
+class ReaddirplusArgs:
+    dir: bytes
+    cookie: int
+    cookieverf: bytes
+    dircount: int
+    maxcount: int
+
+
+@c.xdr_struct(c.UINT64, FILENAME, c.UINT64, POST_OP_ATTR, POST_OP_FH)
+class DirEntryPlus:
+    fileid: int
+    name: str
+    cookie: int
+    name_attributes: Fattr
+    name_handle: bytes
+
+
+@c.xdr_struct(POST_OP_ATTR, COOKIEVERF, c.LinkedList(DirEntryPlus.CODEC),
+              c.BOOL)
+class ReaddirplusOk:
+    dir_attributes: Fattr
+    cookieverf: bytes
+    entries: tuple
+    eof: bool
+
+
+@c.xdr_struct(FH)
+class FsrootArgs:
+    """Arguments of FSSTAT, FSINFO and PATHCONF."""
+
+    fsroot: bytes
+
+
+@c.xdr_struct(POST_OP_ATTR, c.UINT64, c.UINT64, c.UINT64, c.UINT64, c.UINT64,
+              c.UINT64, c.UINT32)
+class FsstatOk:
+    obj_attributes: Fattr
+    tbytes: int
+    fbytes: int
+    abytes: int
+    tfiles: int
+    ffiles: int
+    afiles: int
+    invarsec: int
+
+
+@c.xdr_struct(POST_OP_ATTR, c.UINT32, c.UINT32, c.UINT32, c.UINT32, c.UINT32,
+              c.UINT32, c.UINT32, c.UINT64, NfsTime.CODEC, c.UINT32)
+class FsinfoOk:
+    obj_attributes: Fattr
+    rtmax: int
+    rtpref: int
+    rtmult: int
+    wtmax: int
+    wtpref: int
+    wtmult: int
+    dtpref: int
+    maxfilesize: int
+    time_delta: NfsTime
+    properties: int
+
+
+@c.xdr_struct(POST_OP_ATTR, c.UINT32, c.UINT32, c.BOOL, c.BOOL, c.BOOL,
+              c.BOOL)
+class PathconfOk:
+    obj_attributes: Fattr
+    linkmax: int
+    name_max: int
+    no_trunc: bool
+    chown_restricted: bool
+    case_insensitive: bool
+    case_preserving: bool
+
+
+@c.xdr_struct(FH, c.UINT64, c.UINT32)
+class CommitArgs:
+    file: bytes
+    offset: int
+    count: int
+
+
+@c.xdr_struct(WccData.CODEC, WRITEVERF)
+class CommitOk:
+    file_wcc: WccData
+    verf: bytes
+
+
+# --- results and the procedure table ---------------------------------------
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Result:
+    """A procedure result: ``body`` is the resok arm when ``status`` is OK,
+    else the resfail arm (which often still carries attributes)."""
+
+    status: int
+    body: object = None
+
+    @property
+    def ok(self):
+        return self.status == 0
+
+
+class ResultCodec(c.Codec):
+    def __init__(self, ok, fail):
+        self.ok_codec = ok
+        self.fail_codec = fail
+
+    def pack(self, packer, value):
+        packer.pack_int(value.status)
+        (self.ok_codec if value.status == 0 else self.fail_codec).pack(
+            packer, value.body)
+
+    def unpack(self, unpacker):
+        status = unpacker.unpack_int()
+        codec = self.ok_codec if status == 0 else self.fail_codec
+        return Result(status, codec.unpack(unpacker))
+
+
+@dataclasses.dataclass(frozen=True)
+class Procedure:
+    number: int
+    args: c.Codec
+    res: c.Codec
+
+
+def _proc(number, args, ok, fail):
+    return Procedure(number, args, ResultCodec(ok, fail))
+
+
+_ATTR = AttrBody.CODEC
+_WCC = WccBody.CODEC
+_NEWOBJ = NewObjOk.CODEC
+
+PROCEDURES = {p.number: p for p in (
+    Procedure(P.NULL, c.VOID, c.VOID),
+    _proc(P.GETATTR, GetattrArgs.CODEC, GetattrOk.CODEC, c.VOID),
+    _proc(P.SETATTR, SetattrArgs.CODEC, _WCC, _WCC),
+    _proc(P.LOOKUP, LookupArgs.CODEC, LookupOk.CODEC, _ATTR),
+    _proc(P.ACCESS, AccessArgs.CODEC, AccessOk.CODEC, _ATTR),
+    _proc(P.READLINK, ReadlinkArgs.CODEC, ReadlinkOk.CODEC, _ATTR),
+    _proc(P.READ, ReadArgs.CODEC, ReadOk.CODEC, _ATTR),
+    _proc(P.WRITE, WriteArgs.CODEC, WriteOk.CODEC, _WCC),
+    _proc(P.CREATE, CreateArgs.CODEC, _NEWOBJ, _WCC),
+    _proc(P.MKDIR, MkdirArgs.CODEC, _NEWOBJ, _WCC),
+    _proc(P.SYMLINK, SymlinkArgs.CODEC, _NEWOBJ, _WCC),
+    _proc(P.MKNOD, MknodArgs.CODEC, _NEWOBJ, _WCC),
+    _proc(P.REMOVE, RemoveArgs.CODEC, _WCC, _WCC),
+    _proc(P.RMDIR, RemoveArgs.CODEC, _WCC, _WCC),
+    _proc(P.RENAME, RenameArgs.CODEC, RenameBody.CODEC, RenameBody.CODEC),
+    _proc(P.LINK, LinkArgs.CODEC, LinkBody.CODEC, LinkBody.CODEC),
+    _proc(P.READDIR, ReaddirArgs.CODEC, ReaddirOk.CODEC, _ATTR),
+    _proc(P.READDIRPLUS, ReaddirplusArgs.CODEC, ReaddirplusOk.CODEC, _ATTR),
+    _proc(P.FSSTAT, FsrootArgs.CODEC, FsstatOk.CODEC, _ATTR),
+    _proc(P.FSINFO, FsrootArgs.CODEC, FsinfoOk.CODEC, _ATTR),
+    _proc(P.PATHCONF, FsrootArgs.CODEC, PathconfOk.CODEC, _ATTR),
+    _proc(P.COMMIT, CommitArgs.CODEC, CommitOk.CODEC, _WCC),
+)}
+
+
+def _lookup(table, proc):
+    try:
+        return table[proc]
+    except KeyError:
+        raise ProtocolError("unknown procedure %r" % (proc,)) from None
+
+
+def encode(table, proc, value, which):
+    p = Packer()
+    getattr(_lookup(table, proc), which).pack(p, value)
+    return p.get_buffer()
+
+
+def decode(table, proc, data, which):
+    u = Unpacker(data)
+    try:
+        value = getattr(_lookup(table, proc), which).unpack(u)
+    except (ValueError, TypeError, OverflowError) as e:
+        # An enum or dataclass refusing a decoded value is still garbage
+        # from the peer.
+        raise XdrError(str(e)) from e
+    u.done()
+    return value
+
+
+def encode_args(proc, args):
+    return encode(PROCEDURES, proc, args, "args")
+
+
+def decode_args(proc, data):
+    return decode(PROCEDURES, proc, data, "args")
+
+
+def encode_res(proc, res):
+    return encode(PROCEDURES, proc, res, "res")
+
+
+def decode_res(proc, data):
+    return decode(PROCEDURES, proc, data, "res")

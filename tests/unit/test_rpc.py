@@ -1,0 +1,132 @@
+import struct
+
+import pytest
+
+from gvfs_openstack.nfs import connection
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.nfs.connection import NEED_DATA
+from gvfs_openstack.nfs.connection import Role
+from gvfs_openstack.nfs.connection import RpcConnection
+from gvfs_openstack.nfs.errors import LocalProtocolError
+from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs.errors import RecordTooLarge
+
+
+def pump(data, receiver, chunk=7):
+    """Feed bytes in small pieces, as a network would."""
+    for i in range(0, len(data), chunk):
+        receiver.receive_data(data[i:i + chunk])
+
+
+def test_call_and_reply_pumped_between_client_and_server():
+    client = RpcConnection(Role.CLIENT)
+    server = RpcConnection(Role.SERVER)
+    cred = rpc.AuthSys(1000, 100, (4, 5), "node1").to_opaque()
+    pump(client.send(rpc.Call(42, const.NFS_PROGRAM, 3, 6, cred,
+                              args=b"\0\0\0\x01")), server)
+    call = server.next_event()
+    assert (call.xid, call.prog, call.vers, call.proc) == (42, 100003, 3, 6)
+    assert rpc.AuthSys.from_opaque(call.cred) == rpc.AuthSys(
+        1000, 100, (4, 5), "node1")
+    assert bytes(call.args) == b"\0\0\0\x01"
+    assert server.next_event() is NEED_DATA
+    pump(server.send(rpc.Reply(42, results=b"\0\0\0\0")), client)
+    reply = client.next_event()
+    assert reply.xid == 42 and bytes(reply.results) == b"\0\0\0\0"
+
+
+@pytest.mark.parametrize("msg", [
+    rpc.Reply(1, const.AcceptStat.PROG_MISMATCH, mismatch=(3, 3)),
+    rpc.Reply(2, const.AcceptStat.GARBAGE_ARGS),
+    rpc.Denied(3, const.RejectStat.AUTH_ERROR,
+               auth_stat=const.AuthStat.AUTH_TOOWEAK),
+    rpc.Denied(4, const.RejectStat.RPC_MISMATCH, mismatch=(2, 2)),
+])
+def test_error_replies_round_trip(msg):
+    assert rpc.decode_message(rpc.encode_message(msg)) == msg
+
+
+def test_multi_fragment_record_is_reassembled():
+    message = rpc.encode_message(rpc.Call(9, 100003, 3, 0))
+    half = len(message) // 2
+    data = struct.pack(">I", half) + message[:half] + \
+        struct.pack(">I", 0x80000000 | (len(message) - half)) + message[half:]
+    server = RpcConnection(Role.SERVER)
+    pump(data, server, chunk=3)
+    assert server.next_event().xid == 9
+
+
+def test_large_record_is_read_without_the_scratch_buffer():
+    reader = connection.RecordReader(scratch_size=64)
+    body = bytes(range(256)) * 40
+    reader.feed(connection.frame(body) + connection.frame(b"tail"))
+    assert bytes(reader.next_record()) == body
+    assert bytes(reader.next_record()) == b"tail"
+    assert reader.next_record() is None
+
+
+def test_buffered_protocol_interface_gives_the_same_records():
+    reader = connection.RecordReader(scratch_size=128)
+    stream = b"".join(connection.frame(bytes([i]) * (i * 37))
+                      for i in range(1, 12))
+    pos = 0
+    while pos < len(stream):
+        buf = reader.get_buffer()
+        n = min(len(buf), 50, len(stream) - pos)
+        buf[:n] = stream[pos:pos + n]
+        reader.buffer_updated(n)
+        pos += n
+    records = []
+    while (record := reader.next_record()) is not None:
+        records.append(bytes(record))
+    assert records == [bytes([i]) * (i * 37) for i in range(1, 12)]
+
+
+def test_oversized_record_is_refused_before_buffering():
+    server = RpcConnection(Role.SERVER, max_record_size=1024)
+    server.receive_data(struct.pack(">I", 0x80000000 | 1 << 20))
+    with pytest.raises(RecordTooLarge):
+        server.next_event()
+
+
+def test_eof_inside_a_record_is_a_protocol_error():
+    server = RpcConnection(Role.SERVER)
+    server.receive_data(struct.pack(">I", 0x80000010) + b"abc")
+    assert server.next_event() is NEED_DATA
+    server.receive_data(b"")
+    with pytest.raises(ProtocolError, match="inside a record"):
+        server.next_event()
+
+
+def test_clean_eof_is_reported():
+    server = RpcConnection(Role.SERVER)
+    server.receive_data(b"")
+    assert server.next_event() is connection.CLOSED
+
+
+def test_server_refuses_replies_and_cannot_send_calls():
+    server = RpcConnection(Role.SERVER)
+    server.receive_data(connection.frame(rpc.encode_message(rpc.Reply(1))))
+    with pytest.raises(ProtocolError):
+        server.next_event()
+    with pytest.raises(LocalProtocolError):
+        server.send(rpc.Call(1, 1, 1, 1))
+
+
+def test_wrong_rpc_version_is_kept_for_an_rpc_mismatch_reply():
+    data = bytearray(rpc.encode_message(rpc.Call(5, 100003, 3, 0)))
+    struct.pack_into(">I", data, 8, 3)
+    call = rpc.decode_message(bytes(data))
+    assert call.rpcvers == 3
+
+
+def test_set_xid_rewrites_in_place():
+    record = bytearray(rpc.encode_message(rpc.Reply(1, results=b"data")))
+    assert rpc.set_xid(record, 0xDEADBEEF) is record
+    assert rpc.read_xid(record) == 0xDEADBEEF
+
+
+def test_auth_sys_with_too_many_groups_is_refused():
+    with pytest.raises(LocalProtocolError):
+        rpc.AuthSys(1, 1, tuple(range(17))).to_opaque()

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what the lab, tests, benchmarks and demo need on Debian/Ubuntu:
+# the system packages listed in bindep.txt that are missing, toxiproxy
+# (pinned, built with `go install`) and tox.  Idempotent; uses sudo when
+# not root.
+set -euo pipefail
+
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+TOXIPROXY_VERSION=${TOXIPROXY_VERSION:-v2.5.0}
+TOXIPROXY_BIN=${TOXIPROXY_BIN:-/usr/local/bin/toxiproxy-server}
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO=sudo
+fi
+
+missing=()
+while read -r pkg _; do
+    case "$pkg" in ''|'#'*) continue ;; esac
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null \
+            | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done < "$TOP/bindep.txt"
+
+if ! command -v go >/dev/null 2>&1 && [ ! -x "$TOXIPROXY_BIN" ]; then
+    missing+=(golang-go)
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$TOXIPROXY_BIN" ]; then
+    echo "install-deps: building toxiproxy $TOXIPROXY_VERSION"
+    gobin=$(mktemp -d)
+    GOBIN="$gobin" GOFLAGS=-mod=mod go install \
+        "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION"
+    $SUDO install -m 0755 "$gobin/server" "$TOXIPROXY_BIN"
+    rm -rf "$gobin"
+fi
+
+if ! command -v tox >/dev/null 2>&1; then
+    echo "install-deps: installing tox"
+    python3 -m pip install --quiet 'tox>=4' 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages 'tox>=4'
+fi
+echo "install-deps: system dependencies are in place"
