@@ -77,7 +77,9 @@ server_opts = [
     cfg.PortOpt("mount_port", default=20048,
                 help="MOUNT (program 100005) port of the NFS server."),
     cfg.ListOpt("exports", default=[],
-                help="""Export paths clients may mount, and their subdirectories.
+                help="""Export paths that clients may mount.
+
+Subdirectories of these paths may be mounted too.
 
 Required in the server role.
 
@@ -123,8 +125,9 @@ upstream_opts = [
 For ``ssh`` tunnels this is as seen from the SSH server (normally
 127.0.0.1 on the DTN).
 """),
-    cfg.PortOpt("port", help="Port of the next proxy (required in the "
-                                "client role)."),
+    cfg.PortOpt("port",
+                help="Port of the next proxy (required in the client "
+                     "role)."),
     cfg.IntOpt("connections", default=2, min=1, max=64,
                help="Parallel connections to the next hop."),
     cfg.FloatOpt("call_timeout", default=300.0, min=1.0,

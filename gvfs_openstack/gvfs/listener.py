@@ -11,8 +11,8 @@ import logging
 
 from gvfs_openstack.gvfs.policy import PeerAllowlist
 from gvfs_openstack.nfs import connection
-from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import rpc
 
 LOG = logging.getLogger(__name__)
 

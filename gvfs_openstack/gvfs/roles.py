@@ -17,12 +17,12 @@ import logging
 from gvfs_openstack.gvfs import drc as drc_mod
 from gvfs_openstack.gvfs.upstream import UpstreamError
 from gvfs_openstack.nfs import const
-from gvfs_openstack.nfs import mount3
-from gvfs_openstack.nfs import nfs3
-from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.const import AcceptStat
 from gvfs_openstack.nfs.const import MountProc
 from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import mount3
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
 
 LOG = logging.getLogger(__name__)
 

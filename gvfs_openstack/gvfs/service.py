@@ -12,10 +12,10 @@ import time
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.gvfs import control
+from gvfs_openstack.gvfs.listener import Listener
 from gvfs_openstack.gvfs import policy
 from gvfs_openstack.gvfs import roles
 from gvfs_openstack.gvfs import tunnel
-from gvfs_openstack.gvfs.listener import Listener
 from gvfs_openstack.gvfs.upstream import UpstreamPool
 
 LOG = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ import logging
 import random
 
 from gvfs_openstack.nfs import connection
-from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import rpc
 
 LOG = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ import datetime
 import ipaddress
 import os
 
-from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 
@@ -26,8 +26,10 @@ def _write(path, key, cert):
 
 
 def make_pki(workdir, names=("server", "client")):
-    """Write ca.pem and NAME.pem/NAME.key, valid for 127.0.0.1; returns
-    a dict of paths."""
+    """Write ca.pem and NAME.pem/NAME.key valid for 127.0.0.1.
+
+    Returns a dict of the paths written.
+    """
     os.makedirs(workdir, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())

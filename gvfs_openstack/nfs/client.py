@@ -14,13 +14,13 @@ import random
 
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
-from gvfs_openstack.nfs import mount3
-from gvfs_openstack.nfs import nfs3
-from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.const import Nfs3Proc as P
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs.errors import RpcError
+from gvfs_openstack.nfs import mount3
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
 
 
 class _RpcProtocol(asyncio.BufferedProtocol):

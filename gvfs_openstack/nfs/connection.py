@@ -16,10 +16,10 @@ import enum
 import socket
 import struct
 
-from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.errors import LocalProtocolError
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs.errors import RecordTooLarge
+from gvfs_openstack.nfs import rpc
 
 _HEADER = struct.Struct(">I")
 _LAST_FRAGMENT = 0x80000000
@@ -237,8 +237,11 @@ class RpcConnection:
         self._reader.feed(data)
 
     def next_event(self):
-        """The next :class:`rpc.Call` / :class:`rpc.Reply` /
-        :class:`rpc.Denied`, or ``NEED_DATA``, or ``CLOSED``."""
+        """The next message, or ``NEED_DATA``, or ``CLOSED``.
+
+        Messages are :class:`rpc.Call` for a server and :class:`rpc.Reply`
+        or :class:`rpc.Denied` for a client.
+        """
         if self._broken:
             raise ProtocolError("connection already failed")
         try:

@@ -455,8 +455,11 @@ class CommitOk:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Result:
-    """A procedure result: ``body`` is the resok arm when ``status`` is OK,
-    else the resfail arm (which often still carries attributes)."""
+    """A procedure result: a status and the arm of the union it selects.
+
+    ``body`` is the resok arm when ``status`` is OK, else the resfail arm
+    (which often still carries attributes).
+    """
 
     status: int
     body: object = None

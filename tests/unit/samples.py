@@ -1,11 +1,11 @@
 """Sample arguments and results for every MOUNTv3 and NFSv3 procedure."""
 
 from gvfs_openstack.nfs import const
-from gvfs_openstack.nfs import mount3
-from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs.const import FileType
 from gvfs_openstack.nfs.const import MountProc as M
 from gvfs_openstack.nfs.const import Nfs3Proc as P
+from gvfs_openstack.nfs import mount3
+from gvfs_openstack.nfs import nfs3
 
 FH = b"\x01\x02handle\xff"
 T = nfs3.NfsTime(1700000000, 5)

@@ -2,8 +2,8 @@ import os
 import subprocess
 import sys
 
-import pytest
 from oslo_config import cfg
+import pytest
 
 from gvfs_openstack.conf import opts
 from gvfs_openstack.conf import proxy as proxy_conf
@@ -13,14 +13,27 @@ from gvfs_openstack.gvfs import service
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
 
-def make_conf(**sections):
-    conf = cfg.ConfigOpts()
-    proxy_conf.register_opts(conf)
-    for group, values in sections.items():
-        for name, value in values.items():
-            conf.set_override(name, value, group)
-    conf([])
-    return conf
+@pytest.fixture
+def make_conf():
+    """A fresh ConfigOpts per call, overrides cleared after the test.
+
+    The option groups (and so their overrides) are module-level objects.
+    """
+    made = []
+
+    def make(**sections):
+        conf = cfg.ConfigOpts()
+        proxy_conf.register_opts(conf)
+        for group, values in sections.items():
+            for name, value in values.items():
+                conf.set_override(name, value, group)
+                made.append((conf, name, group))
+        conf([])
+        return conf
+
+    yield make
+    for conf, name, group in made:
+        conf.clear_override(name, group)
 
 
 def test_list_opts_covers_every_registered_group():
@@ -43,13 +56,13 @@ def test_sample_config_is_up_to_date(tmp_path):
             "run `tox -e genconfig` and commit the sample"
 
 
-def test_client_role_needs_an_upstream_port():
+def test_client_role_needs_an_upstream_port(make_conf):
     conf = make_conf(proxy={"role": "client"}, upstream={"tunnel": "tcp"})
     with pytest.raises(exceptions.InvalidConfig, match="port"):
         service.ProxyService(conf)
 
 
-def test_ssh_tunnel_needs_host_key_pinning():
+def test_ssh_tunnel_needs_host_key_pinning(make_conf):
     conf = make_conf(proxy={"role": "client"},
                      upstream={"tunnel": "ssh", "port": 1,
                                "ssh_host": "127.0.0.1", "ssh_user": "u",
@@ -58,20 +71,20 @@ def test_ssh_tunnel_needs_host_key_pinning():
         service.ProxyService(conf)
 
 
-def test_server_role_needs_exports():
+def test_server_role_needs_exports(make_conf):
     conf = make_conf(proxy={"role": "server"})
     with pytest.raises(exceptions.InvalidConfig, match="export"):
         service.ProxyService(conf)
 
 
-def test_server_role_rejects_bad_id_maps():
+def test_server_role_rejects_bad_id_maps(make_conf):
     conf = make_conf(proxy={"role": "server"},
                      server={"exports": ["/srv"], "uid_map": {"a": "1"}})
     with pytest.raises(exceptions.InvalidConfig, match="uid map"):
         service.ProxyService(conf)
 
 
-def test_tls_listener_needs_key_and_ca():
+def test_tls_listener_needs_key_and_ca(make_conf):
     conf = make_conf(proxy={"role": "server"}, server={"exports": ["/srv"]},
                      listen={"tls_cert": "/c.pem"})
     with pytest.raises(exceptions.InvalidConfig, match="tls"):

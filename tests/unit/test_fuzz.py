@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
-from gvfs_openstack.nfs.errors import ProtocolError
 from tests.unit import samples
 
 FUZZ = settings(max_examples=400, deadline=None,

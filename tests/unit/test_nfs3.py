@@ -1,9 +1,9 @@
 import pytest
 
 from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
-from gvfs_openstack.nfs.errors import ProtocolError
 from tests.unit import samples
 
 

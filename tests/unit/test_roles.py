@@ -12,11 +12,11 @@ from gvfs_openstack.gvfs import policy
 from gvfs_openstack.gvfs import roles
 from gvfs_openstack.gvfs.upstream import UpstreamLost
 from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import MountProc
+from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
-from gvfs_openstack.nfs.const import MountProc
-from gvfs_openstack.nfs.const import Nfs3Proc
 
 
 class RecordingPool:

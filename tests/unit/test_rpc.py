@@ -3,14 +3,14 @@ import struct
 import pytest
 
 from gvfs_openstack.nfs import connection
-from gvfs_openstack.nfs import const
-from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.connection import NEED_DATA
 from gvfs_openstack.nfs.connection import Role
 from gvfs_openstack.nfs.connection import RpcConnection
+from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import LocalProtocolError
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs.errors import RecordTooLarge
+from gvfs_openstack.nfs import rpc
 
 
 def pump(data, receiver, chunk=7):

@@ -1,0 +1,64 @@
+"""Fixtures that build the loopback lab from real parts."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from gvfs_openstack.lab.topology import Lab
+
+REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen")
+
+
+def pytest_collection_modifyitems(config, items):
+    missing = [tool for tool in REQUIRED
+               if not shutil.which(tool) and not os.path.exists(
+                   os.path.join("/usr/sbin", tool))]
+    if missing or os.geteuid() != 0:
+        # Say so loudly: the suite must not pass quietly without its parts.
+        raise pytest.UsageError(
+            "functional tests need root and %s; run tools/install-deps.sh"
+            % ", ".join(missing or ["root"]))
+
+
+@pytest.fixture(scope="module")
+def lab_factory(tmp_path_factory):
+    labs = []
+
+    def make(tunnel, link=False):
+        workdir = str(tmp_path_factory.mktemp("lab-%s" % tunnel))
+        lab = Lab(workdir, tunnel=tunnel, link=link)
+        labs.append(lab)
+        return lab.__enter__()
+
+    yield make
+    for lab in labs:
+        lab.stop()
+
+
+def random_file(path, size):
+    """A file of ``size`` random bytes; returns its sha256."""
+    digest = hashlib.sha256()
+    with open(path, "wb") as f:
+        remaining = size
+        while remaining:
+            chunk = os.urandom(min(remaining, 8 << 20))
+            digest.update(chunk)
+            f.write(chunk)
+            remaining -= len(chunk)
+    return digest.hexdigest()
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def nfs_cp(src, dst, timeout=600):
+    return subprocess.run(["nfs-cp", src, dst], capture_output=True,
+                          text=True, timeout=timeout)

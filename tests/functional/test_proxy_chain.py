@@ -1,0 +1,218 @@
+"""NFS clients -> client proxy -> tunnel -> server proxy -> NFS-Ganesha.
+
+Everything here is real: libnfs's nfs-cp/nfs-ls and our asyncio client on
+one end, NFS-Ganesha on the other, sshd, TLS and toxiproxy in between.
+"""
+
+import asyncio
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from gvfs_openstack.lab.topology import FILE_GID
+from gvfs_openstack.lab.topology import FILE_UID
+from gvfs_openstack.nfs.client import NfsClient
+from gvfs_openstack.nfs import connection
+from gvfs_openstack.nfs.errors import NfsError
+from gvfs_openstack.nfs import rpc
+from tests.functional.conftest import nfs_cp
+from tests.functional.conftest import random_file
+from tests.functional.conftest import sha256
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize("tunnel", ["tcp", "tls", "ssh"])
+def test_256mib_round_trip_is_byte_identical(lab_factory, tmp_path, tunnel):
+    lab = lab_factory(tunnel)
+    src = tmp_path / "src"
+    expected = random_file(src, 256 * MIB)
+    up = nfs_cp(str(src), lab.client_url("round-trip.bin"))
+    assert up.returncode == 0, up.stderr
+    back = tmp_path / "back"
+    down = nfs_cp(lab.client_url("round-trip.bin"), str(back))
+    assert down.returncode == 0, down.stderr
+    assert sha256(back) == expected
+    on_export = os.path.join(lab.export, "round-trip.bin")
+    assert sha256(on_export) == expected
+    # Created through the proxy: owned by the mapped file account,
+    # although nfs-cp ran as root.
+    st = os.stat(on_export)
+    assert (st.st_uid, st.st_gid) == (FILE_UID, FILE_GID)
+    stats = lab.client_proxy.stats()
+    assert stats["calls"]["nfs_write"] >= 256
+    assert stats["upstream_bytes_out"] > 256 * MIB
+    os.unlink(on_export)
+
+
+def client_for(lab, port=None, uid=1000):
+    port = port or lab.client_proxy.port
+    return NfsClient("127.0.0.1", port, port, uid=uid, gid=uid, window=4)
+
+
+def test_directory_operations_through_the_chain(lab_factory):
+    lab = lab_factory("tcp")
+
+    async def scenario():
+        async with client_for(lab) as nfs:
+            root = await nfs.mount(lab.export)
+            top = await nfs.mkdir(root, "dir-ops")
+            sub = await nfs.mkdir(top, "sub")
+            fh = await nfs.create(sub, "file.txt")
+            payload = os.urandom(3 * MIB + 17)
+            assert await nfs.write_file(fh, [payload]) == len(payload)
+            await nfs.rename(sub, "file.txt", top, "renamed.txt")
+            names = sorted(e.name for e in await nfs.readdirplus(top))
+            assert names == [".", "..", "renamed.txt", "sub"]
+            renamed = await nfs.lookup_path("dir-ops/renamed.txt")
+            data = bytearray()
+            async for _, chunk in nfs.read_file(renamed):
+                data += chunk
+            assert bytes(data) == payload
+            attrs = await nfs.getattr(renamed)
+            assert (attrs.uid, attrs.size) == (FILE_UID, len(payload))
+            with pytest.raises(NfsError, match="NOTEMPTY"):
+                await nfs.rmdir(root, "dir-ops")
+            await nfs.remove(top, "renamed.txt")
+            await nfs.rmdir(top, "sub")
+            await nfs.rmdir(root, "dir-ops")
+            with pytest.raises(NfsError, match="NOENT"):
+                await nfs.lookup(root, "dir-ops")
+            fsstat = await nfs.fsstat()
+            assert fsstat.tbytes > 0
+
+    asyncio.run(scenario())
+    listing = subprocess.run(["nfs-ls", lab.client_url("")],
+                             capture_output=True, text=True, timeout=60)
+    assert listing.returncode == 0, listing.stderr
+
+
+def test_mount_outside_the_allowlist_is_refused(lab_factory):
+    lab = lab_factory("tcp")
+
+    async def scenario():
+        async with client_for(lab) as nfs:
+            with pytest.raises(NfsError, match="ACCES"):
+                await nfs.mount("/etc")
+            with pytest.raises(NfsError, match="ACCES"):
+                await nfs.mount(lab.export + "/../")
+            assert await nfs.exports() == [lab.export]
+
+    asyncio.run(scenario())
+    port = lab.client_proxy.port
+    out = subprocess.run(
+        ["nfs-ls", "nfs://127.0.0.1/etc?version=3&nfsport=%d&mountport=%d"
+         % (port, port)], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert lab.server_proxy.stats()["mount_refused"] >= 3
+
+
+def _closed_by_peer(sock):
+    sock.settimeout(10)
+    try:
+        sock.sendall(connection.frame(rpc.encode_message(
+            rpc.Call(1, 100003, 3, 0))))
+        return sock.recv(100) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+
+
+def test_a_client_off_the_tunnel_cannot_reach_the_server_proxy(lab_factory):
+    lab = lab_factory("tcp")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.2", 0))
+        sock.connect(("127.0.0.1", lab.server_proxy.port))
+        assert _closed_by_peer(sock)
+    assert lab.server_proxy.stats()["peers_refused"] >= 1
+
+
+def test_plain_tcp_to_a_tls_server_proxy_gets_nothing(lab_factory):
+    lab = lab_factory("tls")
+    with socket.create_connection(("127.0.0.1",
+                                   lab.server_proxy.port)) as sock:
+        assert _closed_by_peer(sock)
+
+
+@pytest.mark.parametrize("proxy", ["client_proxy", "server_proxy"])
+@pytest.mark.parametrize("garbage", [
+    connection.frame(b"not an rpc call, just text"),   # bad call header
+    b"\x80\x00\x00\x40short",                          # truncated record
+    b"\xff\xff\xff\xff" + b"A" * 64,                   # oversized record
+    connection.frame(rpc.encode_message(rpc.Reply(3))),  # reply, not call
+])
+def test_garbage_closes_only_the_sender(lab_factory, proxy, garbage):
+    lab = lab_factory("tcp")
+    target = getattr(lab, proxy)
+    before = target.stats()["protocol_errors"]
+
+    async def scenario():
+        async with client_for(lab, port=target.port) as good:
+            await good.mount(lab.export)
+            with socket.create_connection(("127.0.0.1", target.port)) as bad:
+                bad.sendall(garbage)
+                if garbage.startswith(b"\x80\x00\x00\x40"):
+                    bad.shutdown(socket.SHUT_WR)
+                bad.settimeout(10)
+                try:
+                    assert bad.recv(100) == b""
+                except ConnectionResetError:
+                    pass  # Aborted: as good as closed.
+            await good.null()
+            assert (await good.getattr(good.root)).type == 2
+
+    asyncio.run(scenario())
+    assert target.stats()["protocol_errors"] >= before
+
+
+def _cut_while_copying(lab, cmd, cut):
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    stats = lab.client_proxy.stats
+    deadline = time.monotonic() + 60
+    # Cut once a quarter of the data has crossed the tunnel.
+    while stats()["upstream_bytes_in"] + stats()["upstream_bytes_out"] < \
+            64 * MIB and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "copy finished before the tunnel was cut"
+    cut()
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    return stats()
+
+
+@pytest.mark.parametrize("tunnel,link", [("tcp", True), ("ssh", False)])
+def test_tunnel_cut_mid_copy_still_gives_identical_bytes(
+        lab_factory, tmp_path, tunnel, link):
+    lab = lab_factory(tunnel, link=link)
+    src = tmp_path / "src"
+    expected = random_file(src, 256 * MIB)
+    before = lab.client_proxy.stats()["upstream_connects"]
+    stats = _cut_while_copying(
+        lab, ["nfs-cp", str(src), lab.client_url("cut.bin")], lab.cut_tunnel)
+    assert stats["upstream_connects"] > before
+    assert sha256(os.path.join(lab.export, "cut.bin")) == expected
+    back = tmp_path / "back"
+    before = stats["upstream_connects"]
+    stats = _cut_while_copying(
+        lab, ["nfs-cp", lab.client_url("cut.bin"), str(back)],
+        lab.cut_tunnel)
+    assert stats["upstream_connects"] > before
+    assert sha256(back) == expected
+
+
+def test_sigterm_stops_proxies_cleanly(lab_factory):
+    lab = lab_factory("tcp")
+    done = threading.Event()
+    status = {}
+
+    def stop():
+        status["client"] = lab.client_proxy.stop()
+        done.set()
+
+    stop()
+    assert done.is_set() and status["client"] == 0
+    assert not os.path.exists(lab.client_proxy.control_socket)

@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m tools.bench SCENARIO [--quick] [--json FILE]``."""

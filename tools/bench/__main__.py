@@ -1,0 +1,36 @@
+"""Run one benchmark scenario and print its table.
+
+Every scenario measures its baseline in the same run and reports ratios
+against it; ``--json`` writes ``{"scenario", "metrics", "ratios"}``.
+"""
+
+import argparse
+import json
+import sys
+
+from tools.bench import proxy_throughput
+
+SCENARIOS = {
+    "proxy-throughput": proxy_throughput.run,
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="tox -e bench --")
+    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("--quick", action="store_true",
+                        help="a smaller run that takes under a minute")
+    parser.add_argument("--json", metavar="FILE",
+                        help="write the results as JSON to FILE")
+    parser.add_argument("--plot", metavar="PNG",
+                        help="write a bar chart (needs matplotlib)")
+    args = parser.parse_args(argv)
+    result = SCENARIOS[args.scenario](quick=args.quick, plot=args.plot)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
