@@ -7,14 +7,20 @@ nobody else's; a peer that is not allowed is dropped at accept.
 """
 
 import asyncio
+import dataclasses
 import logging
 
 from gvfs_openstack.gvfs.policy import PeerAllowlist
+from gvfs_openstack.gvfs import streams
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import rpc
 
 LOG = logging.getLogger(__name__)
+
+#: Bytes of a large call needed to decide whether to relay it: more than
+#: the largest RPC header (two 400-byte auth bodies and the fixed fields).
+RELAY_HEAD = 1024
 
 
 class _DownstreamProtocol(asyncio.BufferedProtocol):
@@ -24,11 +30,14 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         self.reader = connection.RecordReader(listener.max_record_size)
         self.transport = None
         self.tasks = set()
+        self.relaying = None  # (record buffer, CallRelay or None)
         self.paused = False
         self.peer = None
 
     def connection_made(self, transport):
         self.transport = transport
+        self.writer = streams.RecordWriter(transport, self.stats,
+                                           "downstream_bytes_out")
         connection.tune_socket(transport)
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer = "%s:%s" % peer[:2]
@@ -47,15 +56,29 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes):
         self.stats["downstream_bytes_in"] += nbytes
         self.reader.buffer_updated(nbytes)
+        self._relay_partial()
         try:
             while (record := self.reader.next_record()) is not None:
+                relay = None
+                if self.relaying is not None and \
+                        self.relaying[0] is record:
+                    relay = self.relaying[1]
+                    self.relaying = None
+                    if relay is not None:
+                        relay.finish()
                 call = rpc.decode_message(record)
                 if not isinstance(call, rpc.Call):
                     raise ProtocolError("expected a call, got a %s"
                                         % type(call).__name__)
+                if relay is not None:
+                    # Relaying rewrote the XID in the record itself.
+                    call = dataclasses.replace(call,
+                                               xid=relay.downstream_xid)
                 task = asyncio.get_running_loop().create_task(
-                    self._serve(call, record))
+                    self._serve(call, record, relay))
                 self.tasks.add(task)
+            if len(self.tasks) > self.stats["max_inflight_seen"]:
+                self.stats["max_inflight_seen"] = len(self.tasks)
         except ProtocolError as e:
             self.stats["protocol_errors"] += 1
             LOG.warning("closing connection from %s: %s", self.peer, e)
@@ -65,9 +88,25 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
             self.paused = True
             self.transport.pause_reading()
 
-    async def _serve(self, call, record):
+    def _relay_partial(self):
+        """Start or continue relaying a large call that is still arriving."""
+        partial = self.reader.partial()
+        if partial is None:
+            return
+        buffer, filled = partial
+        if self.relaying is not None and self.relaying[0] is buffer:
+            if self.relaying[1] is not None:
+                self.relaying[1].progress(filled)
+            return
+        if filled < min(len(buffer), RELAY_HEAD):
+            return
+        self.relaying = (buffer, self.listener.role.relay_call(
+            buffer, filled, self.writer))
+
+    async def _serve(self, call, record, relay=None):
         try:
-            reply = await self.listener.role.handle(call, record)
+            reply = await self.listener.role.handle(call, record,
+                                                    self.writer, relay)
         finally:
             self.tasks.discard(asyncio.current_task())
             if self.paused and \
@@ -75,13 +114,14 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
                     not self.transport.is_closing():
                 self.paused = False
                 self.transport.resume_reading()
-        if reply is None or self.transport.is_closing():
-            return
-        self.stats["downstream_bytes_out"] += connection.write_record(
-            self.transport, (reply,))
+        if reply is not None:
+            self.writer.write_record((reply,))
 
     def connection_lost(self, exc):
         self.listener.connections.discard(self)
+        if self.relaying is not None and self.relaying[1] is not None:
+            self.relaying[1].abandon()
+        self.relaying = None
         # Calls already forwarded are left to finish: a non-idempotent one
         # completes into the duplicate request cache for the client's retry.
 
@@ -101,6 +141,7 @@ class Listener:
         self.max_inflight = max_inflight
         self.stats = stats
         for key in ("connections", "peers_refused", "protocol_errors",
+                    "max_inflight_seen",
                     "downstream_bytes_in", "downstream_bytes_out"):
             self.stats.setdefault(key, 0)
         self.connections = set()

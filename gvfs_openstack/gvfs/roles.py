@@ -15,6 +15,7 @@ below after a tunnel failure is executed once.
 import logging
 
 from gvfs_openstack.gvfs import drc as drc_mod
+from gvfs_openstack.gvfs import streams
 from gvfs_openstack.gvfs.upstream import UpstreamError
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import AcceptStat
@@ -59,8 +60,14 @@ class Role:
         self.stats.setdefault("calls", {})
         self.drc = drc or drc_mod.DuplicateRequestCache()
 
-    async def handle(self, call, record):
-        """The reply message (unframed) for ``call``, or None for none."""
+    async def handle(self, call, record, writer=None, relay=None):
+        """The reply message (unframed) for ``call``, or None for none.
+
+        ``writer`` is the caller's :class:`streams.RecordWriter`: a large
+        reply may be relayed into it as it arrives, and then None is
+        returned.  ``relay`` is the :class:`CallRelay` that already sent
+        the call upstream while it arrived (see :meth:`relay_call`).
+        """
         if call.rpcvers != const.RPC_VERSION:
             return denied(call.xid, const.RejectStat.RPC_MISMATCH,
                           mismatch=(const.RPC_VERSION, const.RPC_VERSION))
@@ -76,17 +83,46 @@ class Role:
         calls = self.stats["calls"]
         calls[name] = calls.get(name, 0) + 1
         try:
-            return await self.dispatch(call, record)
+            if relay is not None:
+                return self._reply(await relay.wait(), call)
+            return await self.dispatch(call, record, writer)
         except UpstreamError as e:
             LOG.warning("%s call xid %#x failed upstream: %s", name,
                         call.xid, e)
             return accepted(call.xid, AcceptStat.SYSTEM_ERR)
 
-    async def dispatch(self, call, record):
+    async def dispatch(self, call, record, writer):
         raise NotImplementedError
 
-    async def forward(self, pool, call, build_message, replayable):
-        """Forward through ``pool``; non-idempotent calls go via the DRC."""
+    def relay_call(self, buffer, filled, writer):
+        """Start forwarding a large call whose record is still arriving.
+
+        Only idempotent NFSv3 calls qualify (in practice WRITE); returns a
+        :class:`CallRelay` or None, in which case the call takes the
+        normal path once complete.
+        """
+        try:
+            call, args_at = rpc.decode_call_header(
+                memoryview(buffer)[:filled])
+        except ProtocolError:
+            return None  # The normal path reports it.
+        if call.rpcvers != const.RPC_VERSION or \
+                call.prog != const.NFS_PROGRAM or call.vers != 3 or \
+                call.proc in const.NON_IDEMPOTENT or \
+                call.proc not in const.Nfs3Proc.__members__.values():
+            return None
+        return self._relay(call, buffer, args_at, filled,
+                           streams.RelayTarget(writer, call.xid))
+
+    def _relay(self, call, buffer, args_at, filled, relay_to):
+        raise NotImplementedError
+
+    async def forward(self, pool, call, build_message, replayable,
+                      writer=None):
+        """Forward through ``pool``; non-idempotent calls go via the DRC.
+
+        Replies of other calls may be relayed straight into ``writer``.
+        """
         if call.prog == const.NFS_PROGRAM and \
                 call.proc in const.NON_IDEMPOTENT:
             key = drc_mod.request_key(call.xid, call.prog, call.proc,
@@ -99,17 +135,26 @@ class Role:
                 return await future
             try:
                 reply = await self._forward(pool, call, build_message,
-                                            replayable)
+                                            replayable, None)
             except BaseException:
                 future.cancel()
                 raise
             future.set_result(reply)
             return reply
-        return await self._forward(pool, call, build_message, replayable)
+        relay_to = streams.RelayTarget(writer, call.xid) \
+            if writer is not None else None
+        return await self._forward(pool, call, build_message, replayable,
+                                   relay_to)
 
     @staticmethod
-    async def _forward(pool, call, build_message, replayable):
-        reply = await pool.call(build_message, replayable)
+    async def _forward(pool, call, build_message, replayable, relay_to):
+        reply = await pool.call(build_message, replayable, relay_to)
+        return Role._reply(reply, call)
+
+    @staticmethod
+    def _reply(reply, call):
+        if reply is streams.RELAYED:
+            return None
         return rpc.set_xid(reply, call.xid)
 
 
@@ -122,12 +167,19 @@ class ClientRole(Role):
         super().__init__(stats, drc)
         self.pool = pool
 
-    async def dispatch(self, call, record):
+    async def dispatch(self, call, record, writer):
         # The next hop is a proxy with its own duplicate request cache, so
         # every call may be re-sent with its XID after a tunnel failure.
         return await self.forward(self.pool, call,
                                   lambda xid: (rpc.set_xid(record, xid),),
-                                  replayable=True)
+                                  True, writer)
+
+    def _relay(self, call, buffer, args_at, filled, relay_to):
+        def prefix(xid):
+            rpc.set_xid(buffer, xid)
+            return b""
+
+        return self.pool.start_relay(prefix, buffer, 0, filled, relay_to)
 
 
 class ServerRole(Role):
@@ -157,7 +209,7 @@ class ServerRole(Role):
                                 const.AuthStat.AUTH_BADCRED)
         return self.identity.map(cred).to_opaque(), None
 
-    async def dispatch(self, call, record):
+    async def dispatch(self, call, record, writer):
         cred, refusal = self._credential(call)
         if refusal is not None:
             self.stats["auth_refused"] = self.stats.get("auth_refused", 0) + 1
@@ -171,7 +223,20 @@ class ServerRole(Role):
         if call.prog == const.MOUNT_PROGRAM:
             return await self._mount(call, build)
         replayable = call.proc not in const.NON_IDEMPOTENT
-        return await self.forward(self.nfs_pool, call, build, replayable)
+        return await self.forward(self.nfs_pool, call, build, replayable,
+                                  writer)
+
+    def _relay(self, call, buffer, args_at, filled, relay_to):
+        cred, refusal = self._credential(call)
+        if refusal is not None:
+            return None
+
+        def prefix(xid):
+            return rpc.encode_message(rpc.Call(
+                xid, call.prog, call.vers, call.proc, cred, rpc.AUTH_NONE))
+
+        return self.nfs_pool.start_relay(prefix, buffer, args_at, filled,
+                                         relay_to)
 
     async def _mount(self, call, build):
         if call.proc == MountProc.MNT:

@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import random
 
+from gvfs_openstack.gvfs import streams
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import rpc
@@ -38,7 +39,31 @@ class _Pending:
     message: tuple  # buffers that make up the call, XID included
     future: asyncio.Future
     replayable: bool
+    relay_to: object = None
     conn: object = None
+
+
+class _Relay:
+    """A reply record being relayed downstream while it arrives."""
+
+    def __init__(self, buffer, pending):
+        self.buffer = buffer
+        self.pending = pending
+        self.sent = 0
+
+    def start(self, filled):
+        target = self.pending.relay_to
+        if not target.writer.start_relay(len(self.buffer)):
+            self.pending = None  # Busy downstream: deliver it whole.
+            return
+        rpc.set_xid(self.buffer, target.xid)
+        self.progress(filled)
+
+    def progress(self, filled):
+        if self.pending is not None and filled > self.sent:
+            self.pending.relay_to.writer.relay_part(
+                memoryview(self.buffer)[self.sent:filled])
+            self.sent = filled
 
 
 class _UpstreamProtocol(asyncio.BufferedProtocol):
@@ -47,10 +72,13 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
         self.reader = connection.RecordReader(pool.max_record_size)
         self.transport = None
         self.inflight = {}
+        self.relay = None
         self.closed = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport):
         self.transport = transport
+        self.writer = streams.RecordWriter(transport, self.pool.stats,
+                                           "upstream_bytes_out")
         connection.tune_socket(transport)
 
     def get_buffer(self, sizehint):
@@ -59,15 +87,49 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes):
         self.pool.stats["upstream_bytes_in"] += nbytes
         self.reader.buffer_updated(nbytes)
+        self._relay_partial()
         try:
             while (record := self.reader.next_record()) is not None:
+                relay = self.relay
+                if relay is not None and record is relay.buffer:
+                    self.relay = None
+                    if relay.pending is not None:
+                        relay.progress(len(record))
+                        self.inflight.pop(relay.pending.xid, None)
+                        relay.pending.future.set_result(streams.RELAYED)
+                        continue
                 self.pool._on_reply(self, record)
         except ProtocolError as e:
             LOG.warning("upstream %s sent garbage, reconnecting: %s",
                         self.pool.connector.describe(), e)
             self.transport.abort()
 
+    def _relay_partial(self):
+        partial = self.reader.partial()
+        if partial is None:
+            return
+        buffer, filled = partial
+        relay = self.relay
+        if relay is not None and relay.buffer is buffer:
+            relay.progress(filled)
+            return
+        if filled < 4:
+            return
+        pending = self.inflight.get(rpc.read_xid(buffer))
+        if pending is None or pending.relay_to is None or \
+                pending.future.done():
+            self.relay = _Relay(buffer, None)
+            return
+        self.relay = _Relay(buffer, pending)
+        self.relay.start(filled)
+
     def connection_lost(self, exc):
+        relay, self.relay = self.relay, None
+        if relay is not None and relay.pending is not None:
+            # Half a record went downstream: that stream is broken too,
+            # and the call must not be re-sent into it.
+            relay.pending.relay_to.writer.abort()
+            relay.pending.replayable = False
         if not self.closed.done():
             self.closed.set_result(exc)
         self.pool._on_lost(self)
@@ -75,8 +137,58 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
     def send(self, pending):
         pending.conn = self
         self.inflight[pending.xid] = pending
-        self.pool.stats["upstream_bytes_out"] += connection.write_record(
-            self.transport, pending.message)
+        self.writer.write_record(pending.message)
+
+
+class CallRelay:
+    """A large call relayed upstream while it still arrives from below.
+
+    The upstream message is ``prefix`` followed by ``buffer`` from
+    ``source_start`` on; ``buffer`` is the downstream record being filled.
+    If the upstream connection dies before the record is complete, the
+    call is re-sent whole once it is (it is idempotent).
+    """
+
+    def __init__(self, pool, conn, pending, buffer, prefix, source_start):
+        self.pool = pool
+        self.conn = conn
+        self.pending = pending
+        self.buffer = buffer
+        self.prefix = prefix
+        self.source_start = source_start
+        self.sent = source_start
+        length = len(prefix) + len(buffer) - source_start
+        conn.writer.start_relay(length)
+        if prefix:
+            conn.writer.relay_part(prefix)
+
+    @property
+    def downstream_xid(self):
+        return self.pending.relay_to.xid
+
+    def progress(self, filled):
+        if self.pending.conn is self.conn and filled > self.sent:
+            self.conn.writer.relay_part(
+                memoryview(self.buffer)[self.sent:filled])
+            self.sent = filled
+
+    def finish(self):
+        """The downstream record is complete."""
+        self.progress(len(self.buffer))
+        body = memoryview(self.buffer)[self.source_start:]
+        self.pending.message = (self.prefix, body) if self.prefix else \
+            (body,)
+        if self.pending.conn is not self.conn:
+            self.pool._resend_later(self.pending)
+
+    def abandon(self):
+        """The downstream record will never complete: unblock upstream."""
+        if self.pending.conn is self.conn:
+            self.conn.transport.abort()
+        self.pool._forget(self.pending)
+
+    async def wait(self):
+        return await self.pool._wait(self.pending, send=False)
 
 
 class UpstreamPool:
@@ -163,29 +275,68 @@ class UpstreamPool:
         conn = await self._pick()
         conn.send(pending)
 
-    async def call(self, build_message, replayable):
+    def _register(self, message, replayable, relay_to, build):
+        xid = self._next_xid()
+        pending = _Pending(xid, message, asyncio.get_running_loop(
+        ).create_future(), replayable, relay_to)
+        pending.message = build(xid)
+        self._pending[xid] = pending
+        return pending
+
+    def _forget(self, pending):
+        self._pending.pop(pending.xid, None)
+        if pending.conn is not None:
+            pending.conn.inflight.pop(pending.xid, None)
+        if not pending.future.done():
+            pending.future.cancel()
+
+    def start_relay(self, build_prefix, buffer, source_start, filled,
+                    relay_to):
+        """Start relaying a call whose record is still arriving.
+
+        ``build_prefix(xid)`` returns the bytes that replace the first
+        ``source_start`` bytes of ``buffer`` upstream.  Returns a
+        :class:`CallRelay`, or None when no connection is free to carry a
+        relayed record right now (the call is then sent whole, later).
+        """
+        free = [c for c in self._live if not c.writer.busy]
+        if not free:
+            return None
+        conn = min(free, key=lambda c: len(c.inflight))
+        pending = self._register(None, True, relay_to, lambda xid: None)
+        prefix = build_prefix(pending.xid)
+        pending.conn = conn
+        conn.inflight[pending.xid] = pending
+        relay = CallRelay(self, conn, pending, buffer, prefix, source_start)
+        relay.progress(filled)
+        return relay
+
+    def _resend_later(self, pending):
+        asyncio.get_running_loop().create_task(self._resend(pending))
+
+    async def call(self, build_message, replayable, relay_to=None):
         """Send the buffers ``build_message(xid)`` and return the reply.
 
         The reply is the raw record as a ``bytearray`` (its XID is the
-        upstream one).
+        upstream one) -- or :data:`streams.RELAYED` if ``relay_to`` (a
+        :class:`streams.RelayTarget`) was given and the reply was large
+        enough to be relayed there as it arrived.
         """
-        xid = self._next_xid()
-        pending = _Pending(xid, build_message(xid),
-                           asyncio.get_running_loop().create_future(),
-                           replayable)
-        self._pending[xid] = pending
+        pending = self._register(None, replayable, relay_to, build_message)
+        return await self._wait(pending, send=True)
+
+    async def _wait(self, pending, send):
         try:
-            await asyncio.wait_for(self._send_and_wait(pending),
-                                   self.call_timeout)
+            await asyncio.wait_for(
+                self._send_and_wait(pending) if send else pending.future,
+                self.call_timeout)
             return pending.future.result()
         except asyncio.TimeoutError:
             self.stats["upstream_failed_calls"] += 1
             raise UpstreamTimeout("no reply from %s within %.0fs" % (
                 self.connector.describe(), self.call_timeout)) from None
         finally:
-            self._pending.pop(xid, None)
-            if pending.conn is not None:
-                pending.conn.inflight.pop(xid, None)
+            self._forget(pending)
 
     async def _send_and_wait(self, pending):
         await self._send(pending)
@@ -209,7 +360,11 @@ class UpstreamPool:
         for pending in list(conn.inflight.values()):
             if pending.future.done():
                 continue
-            if pending.replayable:
+            if pending.message is None:
+                # Still being relayed from below: CallRelay.finish re-sends
+                # it once the whole record is in.
+                pending.conn = None
+            elif pending.replayable:
                 self.stats["upstream_resent"] += 1
                 pending.conn = None
                 asyncio.get_running_loop().create_task(self._resend(pending))

@@ -118,23 +118,40 @@ def _pack_auth(p, auth):
     p.pack_opaque(auth.body, MAX_AUTH_BYTES)
 
 
+def _unpack_call_header(u, xid):
+    rpcvers = u.unpack_uint()
+    prog = u.unpack_uint()
+    vers = u.unpack_uint()
+    proc = u.unpack_uint()
+    cred = _unpack_auth(u)
+    verf = _unpack_auth(u)
+    return Call(xid, prog, vers, proc, cred, verf, b"", rpcvers)
+
+
+def decode_call_header(data):
+    """The header of a call as a Call without args, and the args' offset.
+
+    Works on the first bytes of a record that is still arriving.
+    """
+    u = Unpacker(data)
+    xid = u.unpack_uint()
+    if u.unpack_uint() != const.MsgType.CALL:
+        raise ProtocolError("record is not a call")
+    return _unpack_call_header(u, xid), u.position
+
+
 def decode_message(record):
     """Decode one RPC message; raises only :class:`ProtocolError`."""
     u = Unpacker(record)
     xid = u.unpack_uint()
     mtype = u.unpack_uint()
     if mtype == const.MsgType.CALL:
-        rpcvers = u.unpack_uint()
-        prog = u.unpack_uint()
-        vers = u.unpack_uint()
-        proc = u.unpack_uint()
-        cred = _unpack_auth(u)
-        verf = _unpack_auth(u)
-        if rpcvers != const.RPC_VERSION:
+        call = _unpack_call_header(u, xid)
+        if call.rpcvers != const.RPC_VERSION:
             # Kept as a call so that a server can answer RPC_MISMATCH.
-            return Call(xid, prog, vers, proc, cred, verf, b"", rpcvers)
-        return Call(xid, prog, vers, proc, cred, verf,
-                    u.unpack_fopaque_view(u.remaining()))
+            return call
+        return dataclasses.replace(call,
+                                   args=u.unpack_fopaque_view(u.remaining()))
     if mtype != const.MsgType.REPLY:
         raise ProtocolError("message type %d is neither CALL nor REPLY"
                             % mtype)

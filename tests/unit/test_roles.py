@@ -25,7 +25,7 @@ class RecordingPool:
         self.results = results
         self.fail = fail
 
-    async def call(self, build_message, replayable):
+    async def call(self, build_message, replayable, relay_to=None):
         message = b"".join(bytes(b) for b in build_message(777))
         self.sent.append((rpc.decode_message(message), replayable))
         await asyncio.sleep(0)

@@ -6,6 +6,7 @@ the client -> server proxy chain over tcp, tls and ssh.
 """
 
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -24,11 +25,16 @@ def _timed_copy(src, dst):
     return time.monotonic() - start
 
 
-def _measure(name, url_of, local, size, back):
-    write = _timed_copy(local, url_of("bench-%s.bin" % name))
-    read = _timed_copy(url_of("bench-%s.bin" % name), back)
-    os.unlink(back)
-    return {"write_mbps": size / MIB / write, "read_mbps": size / MIB / read}
+def _measure(name, url_of, local, size, back, repeat):
+    """Median MB/s of ``repeat`` writes and reads (one client, nfs-cp)."""
+    writes, reads = [], []
+    for i in range(repeat):
+        target = url_of("bench-%s-%d.bin" % (name, i))
+        writes.append(_timed_copy(local, target))
+        reads.append(_timed_copy(target, back))
+        os.unlink(back)
+    return {"write_mbps": size / MIB / statistics.median(writes),
+            "read_mbps": size / MIB / statistics.median(reads)}
 
 
 def _make_file(path, size):
@@ -39,6 +45,7 @@ def _make_file(path, size):
 
 def run(quick=False, plot=None):
     size = (128 if quick else 1024) * MIB
+    repeat = 1 if quick else 3
     rows = {}
     rss = []
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
@@ -49,15 +56,17 @@ def run(quick=False, plot=None):
             with Lab(os.path.join(work, tunnel), tunnel=tunnel) as lab:
                 if tunnel == "tcp":
                     rows["direct"] = _measure("direct", lab.direct_url,
-                                              local, size, back)
+                                              local, size, back, repeat)
                     rows["server proxy"] = _measure(
-                        "server", lab.server_proxy_url, local, size, back)
+                        "server", lab.server_proxy_url, local, size, back,
+                        repeat)
                 rows["chain/" + tunnel] = _measure(
-                    tunnel, lab.client_url, local, size, back)
+                    tunnel, lab.client_url, local, size, back, repeat)
                 for proxy in (lab.client_proxy, lab.server_proxy):
                     rss.append(proxy.stats()["peak_rss_kb"] / 1024)
     base = rows["direct"]
-    print("\nproxy-throughput: %d MiB sequential with nfs-cp" % (size // MIB))
+    print("\nproxy-throughput: %d MiB sequential with nfs-cp, median of %d"
+          % (size // MIB, repeat))
     print("%-14s %10s %10s %9s %9s" % ("path", "write MB/s", "read MB/s",
                                        "write x", "read x"))
     for name, row in rows.items():
