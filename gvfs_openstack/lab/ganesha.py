@@ -75,7 +75,11 @@ class Ganesha:
             f.write(_CONFIG.format(nfs_port=self.nfs_port,
                                    mount_port=self.mount_port,
                                    workdir=workdir, export=export))
+        self._start()
+
+    def _start(self):
         binary = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
+        workdir = self.workdir
         self.process = process.ManagedProcess(
             "ganesha.nfsd",
             [binary, "-F", "-f", self.config,
@@ -88,6 +92,14 @@ class Ganesha:
         except process.LabError:
             self.stop()
             raise
+
+    def restart(self):
+        """Stop and start again on the same ports: a server reboot.
+
+        The NFSv3 write verifier changes, as after a real reboot.
+        """
+        self.stop()
+        self._start()
 
     def url(self, path):
         """libnfs URL of ``path`` (relative to the export) on this server."""

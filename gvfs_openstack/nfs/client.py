@@ -9,6 +9,7 @@ unstable data: RFC 1813 section 3.3.7).
 """
 
 import asyncio
+import logging
 import posixpath
 import random
 
@@ -21,6 +22,8 @@ from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+
+LOG = logging.getLogger(__name__)
 
 
 class _RpcProtocol(asyncio.BufferedProtocol):
@@ -317,7 +320,7 @@ class NfsClient:
         unstable data and everything since the last good COMMIT is sent
         again -- so at most ``commit_every`` bytes are held in memory.
         """
-        batch = _WriteBatch(self, fh)
+        batch = WriteBatch(self, fh)
         position = offset
         async for chunk in _aiter(chunks):
             view = memoryview(chunk)
@@ -340,7 +343,7 @@ async def _aiter(chunks):
             yield chunk
 
 
-class _WriteBatch:
+class WriteBatch:
     """UNSTABLE writes since the last COMMIT, kept until it succeeds."""
 
     MAX_COMMIT_RETRIES = 3
@@ -352,6 +355,7 @@ class _WriteBatch:
         self.size = 0
         self.inflight = set()
         self.verifiers = set()
+        self.resent_bytes = 0
 
     async def _one(self, offset, data):
         while data:
@@ -386,6 +390,9 @@ class _WriteBatch:
                 self.sent, self.size, self.verifiers = [], 0, set()
                 return
             # The server restarted between WRITE and COMMIT: re-send.
+            LOG.warning("write verifier changed before COMMIT (server "
+                        "restart?): re-sending %d bytes", self.size)
+            self.resent_bytes += self.size
             self.verifiers = set()
             self.inflight = {asyncio.ensure_future(self._one(o, d))
                              for o, d in self.sent}
