@@ -18,6 +18,13 @@ LOG = logging.getLogger(__name__)
 
 _PUMP_CHUNK = 256 * 1024
 _STREAM_ERRORS = (OSError, EOFError, paramiko.SSHException)
+#: AEAD ciphers paramiko runs fastest; tried before the rest.
+_FAST_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+
+
+def _prefer(available, first):
+    return tuple(c for c in first if c in available) + tuple(
+        c for c in available if c not in first)
 
 
 class TcpConnector:
@@ -91,7 +98,7 @@ class SshConnector(TcpConnector):
         self.key_file = key_file
         self.known_hosts = known_hosts
         self.connect_timeout = connect_timeout
-        self._client = None
+        self._ssh = None
         self._lock = threading.Lock()
 
     def describe(self):
@@ -101,25 +108,45 @@ class SshConnector(TcpConnector):
 
     def _transport(self):
         with self._lock:
-            client = self._client
-            if client is not None:
-                transport = client.get_transport()
-                if transport is not None and transport.is_active():
-                    return transport
-                client.close()
-            client = paramiko.SSHClient()
-            client.load_host_keys(self.known_hosts)
-            client.set_missing_host_key_policy(paramiko.RejectPolicy())
-            client.connect(self.ssh_host, port=self.ssh_port,
-                           username=self.user, key_filename=self.key_file,
-                           look_for_keys=False, allow_agent=False,
-                           timeout=self.connect_timeout,
-                           banner_timeout=self.connect_timeout,
-                           auth_timeout=self.connect_timeout)
-            transport = client.get_transport()
-            transport.set_keepalive(15)
-            self._client = client
-            return transport
+            transport = self._ssh
+            if transport is not None and transport.is_active():
+                return transport
+            if transport is not None:
+                transport.close()
+            self._ssh = self._connect()
+            return self._ssh
+
+    def _connect(self):
+        """A new authenticated SSH transport.
+
+        Built by hand rather than with ``SSHClient`` for three reasons:
+        TCP_NODELAY (without it Nagle and delayed ACKs add tens of
+        milliseconds to every small NFS reply), AES-GCM first (twice the
+        throughput of AES-CTR with HMAC in paramiko), and a host key that
+        must be in ``known_hosts`` -- never trusted on first use.
+        """
+        known = paramiko.HostKeys(self.known_hosts)
+        sock = socket.create_connection((self.ssh_host, self.ssh_port),
+                                        timeout=self.connect_timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport = paramiko.Transport(sock)
+        try:
+            options = transport.get_security_options()
+            options.ciphers = _prefer(options.ciphers, _FAST_CIPHERS)
+            transport.start_client(timeout=self.connect_timeout)
+            host_key = transport.get_remote_server_key()
+            name = self.ssh_host if self.ssh_port == 22 else \
+                "[%s]:%d" % (self.ssh_host, self.ssh_port)
+            if not known.check(name, host_key):
+                raise paramiko.SSHException(
+                    "host key of %s is not in %s" % (name, self.known_hosts))
+            transport.auth_publickey(
+                self.user, paramiko.PKey.from_path(self.key_file))
+        except BaseException:
+            transport.close()
+            raise
+        transport.set_keepalive(15)
+        return transport
 
     def _open_stream(self):
         transport = self._transport()
@@ -169,9 +196,9 @@ class SshConnector(TcpConnector):
 
     def close(self):
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            if self._ssh is not None:
+                self._ssh.close()
+                self._ssh = None
 
 
 def _close_quietly(sock):

@@ -11,8 +11,10 @@ import subprocess
 import threading
 import time
 
+import paramiko
 import pytest
 
+from gvfs_openstack.gvfs import tunnel
 from gvfs_openstack.lab.topology import FILE_GID
 from gvfs_openstack.lab.topology import FILE_UID
 from gvfs_openstack.nfs.client import NfsClient
@@ -216,3 +218,20 @@ def test_sigterm_stops_proxies_cleanly(lab_factory):
     stop()
     assert done.is_set() and status["client"] == 0
     assert not os.path.exists(lab.client_proxy.control_socket)
+
+
+def test_ssh_tunnel_refuses_a_host_key_it_does_not_know(lab_factory,
+                                                        tmp_path):
+    lab = lab_factory("ssh")
+    other = tmp_path / "other_host_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                    str(other)], check=True)
+    kind, key = (other.with_suffix(".pub")).read_text().split()[:2]
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("[127.0.0.1]:%d %s %s\n" % (lab.sshd.port, kind,
+                                                       key))
+    connector = tunnel.SshConnector(
+        "127.0.0.1", lab.server_proxy.port, "127.0.0.1", lab.sshd.port,
+        lab.sshd.user, lab.sshd.key, str(known_hosts))
+    with pytest.raises(paramiko.SSHException, match="not in"):
+        connector._transport()
