@@ -28,7 +28,7 @@ _LENGTH_MASK = 0x7FFFFFFF
 #: A 1 MiB READ or WRITE plus headers fits with room to spare.
 DEFAULT_MAX_RECORD = 4 * 1024 * 1024
 #: Records smaller than this are parsed from one shared buffer.
-SCRATCH_SIZE = 256 * 1024
+SCRATCH_SIZE = 64 * 1024
 #: Largest fragment we write; big enough that headers cost nothing.
 MAX_FRAGMENT = 1 << 30
 
@@ -184,7 +184,7 @@ class RecordReader:
                 continue
             if 4 + length > len(scratch):
                 big = bytearray(length)
-                big[:have] = scratch[body:self._end]
+                big[:have] = memoryview(scratch)[body:self._end]
                 self._big, self._big_filled, self._big_last = big, have, last
                 self._start = self._end = 0
             break

@@ -5,6 +5,9 @@ NFS-Ganesha (the baseline), through the server proxy alone, and through
 the client -> server proxy chain over tcp, tls and ssh.
 """
 
+import asyncio
+import collections
+import contextlib
 import os
 import statistics
 import subprocess
@@ -12,6 +15,7 @@ import tempfile
 import time
 
 from gvfs_openstack.lab.topology import Lab
+from gvfs_openstack.nfs.client import NfsClient
 
 MIB = 1024 * 1024
 
@@ -25,48 +29,60 @@ def _timed_copy(src, dst):
     return time.monotonic() - start
 
 
-def _measure(name, url_of, local, size, back, repeat):
-    """Median MB/s of ``repeat`` writes and reads (one client, nfs-cp)."""
-    writes, reads = [], []
-    for i in range(repeat):
-        target = url_of("bench-%s-%d.bin" % (name, i))
-        writes.append(_timed_copy(local, target))
-        reads.append(_timed_copy(target, back))
-        os.unlink(back)
-    return {"write_mbps": size / MIB / statistics.median(writes),
-            "read_mbps": size / MIB / statistics.median(reads)}
+async def _remove(lab, name):
+    port = lab.ganesha.nfs_port
+    async with NfsClient("127.0.0.1", port, lab.ganesha.mount_port) as nfs:
+        root = await nfs.mount(lab.export)
+        await nfs.remove(root, name)
 
 
 def _make_file(path, size):
     with open(path, "wb") as f:
         for _ in range(size // (16 * MIB)):
             f.write(os.urandom(16 * MIB))
+    os.sync()
 
 
 def run(quick=False, plot=None):
     size = (128 if quick else 1024) * MIB
     repeat = 1 if quick else 3
-    rows = {}
+    times = collections.defaultdict(lambda: {"write": [], "read": []})
     rss = []
-    with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
+    with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work, \
+            contextlib.ExitStack() as stack:
         local = os.path.join(work, "payload")
         back = os.path.join(work, "back")
         _make_file(local, size)
-        for tunnel in ("tcp", "tls", "ssh"):
-            with Lab(os.path.join(work, tunnel), tunnel=tunnel) as lab:
-                if tunnel == "tcp":
-                    rows["direct"] = _measure("direct", lab.direct_url,
-                                              local, size, back, repeat)
-                    rows["server proxy"] = _measure(
-                        "server", lab.server_proxy_url, local, size, back,
-                        repeat)
-                rows["chain/" + tunnel] = _measure(
-                    tunnel, lab.client_url, local, size, back, repeat)
-                for proxy in (lab.client_proxy, lab.server_proxy):
-                    rss.append(proxy.stats()["peak_rss_kb"] / 1024)
+        labs = {tunnel: stack.enter_context(
+            Lab(os.path.join(work, tunnel), tunnel=tunnel))
+            for tunnel in ("tcp", "tls", "ssh")}
+        tcp = labs["tcp"]
+        paths = [("direct", tcp.direct_url),
+                 ("server proxy", tcp.server_proxy_url)]
+        paths += [("chain/" + t, lab.client_url) for t, lab in labs.items()]
+        lab_of = {"direct": tcp, "server proxy": tcp}
+        lab_of.update(("chain/" + t, lab) for t, lab in labs.items())
+        # Rounds interleave the paths so that whatever else the machine
+        # does (page cache writeback, other tenants) hits them alike.
+        for _ in range(repeat):
+            for name, url_of in paths:
+                target = url_of("bench.bin")
+                times[name]["write"].append(_timed_copy(local, target))
+                times[name]["read"].append(_timed_copy(target, back))
+                os.unlink(back)
+                # Through NFS: removing it behind Ganesha's back would leave
+                # a stale entry in Ganesha's directory cache.
+                asyncio.run(_remove(lab_of[name], "bench.bin"))
+                os.sync()
+        for lab in labs.values():
+            for proxy in (lab.client_proxy, lab.server_proxy):
+                rss.append(proxy.stats()["peak_rss_kb"] / 1024)
+    rows = {name: {"write_mbps": size / MIB / statistics.median(t["write"]),
+                   "read_mbps": size / MIB / statistics.median(t["read"])}
+            for name, t in times.items()}
     base = rows["direct"]
-    print("\nproxy-throughput: %d MiB sequential with nfs-cp, median of %d"
-          % (size // MIB, repeat))
+    print("\nproxy-throughput: %d MiB sequential with nfs-cp (one call in "
+          "flight), median of %d" % (size // MIB, repeat))
     print("%-14s %10s %10s %9s %9s" % ("path", "write MB/s", "read MB/s",
                                        "write x", "read x"))
     for name, row in rows.items():
@@ -76,17 +92,14 @@ def run(quick=False, plot=None):
             row["read_mbps"] / base["read_mbps"]))
     print("proxy peak RSS: %.1f MB" % max(rss))
     ratios = {}
-    for tunnel in ("tcp", "tls", "ssh"):
-        row = rows["chain/" + tunnel]
-        ratios["read_%s_chain_vs_direct" % tunnel] = \
-            row["read_mbps"] / base["read_mbps"]
-        ratios["write_%s_chain_vs_direct" % tunnel] = \
-            row["write_mbps"] / base["write_mbps"]
-    ratios["read_server_proxy_vs_direct"] = \
-        rows["server proxy"]["read_mbps"] / base["read_mbps"]
-    ratios["write_server_proxy_vs_direct"] = \
-        rows["server proxy"]["write_mbps"] / base["write_mbps"]
-    metrics = {"size_mib": size // MIB, "proxy_peak_rss_mb": max(rss)}
+    for name, key in (("chain/tcp", "tcp_chain"), ("chain/tls", "tls_chain"),
+                      ("chain/ssh", "ssh_chain"),
+                      ("server proxy", "server_proxy")):
+        for op in ("read", "write"):
+            ratios["%s_%s_vs_direct" % (op, key)] = \
+                rows[name][op + "_mbps"] / base[op + "_mbps"]
+    metrics = {"size_mib": size // MIB, "repeat": repeat,
+               "proxy_peak_rss_mb": max(rss)}
     for name, row in rows.items():
         for key, value in row.items():
             metrics["%s_%s" % (name.replace(" ", "_").replace("/", "_"),
