@@ -6,6 +6,7 @@ against it; ``--json`` writes ``{"scenario", "metrics", "ratios"}``.
 
 import argparse
 import json
+import os
 import sys
 
 from tools.bench import proxy_throughput
@@ -23,8 +24,12 @@ def main(argv=None):
     parser.add_argument("--json", metavar="FILE",
                         help="write the results as JSON to FILE")
     parser.add_argument("--plot", metavar="PNG",
-                        help="write a bar chart (needs matplotlib)")
+                        help="where to write the chart (default: "
+                             "bench-results/SCENARIO.png)")
     args = parser.parse_args(argv)
+    if args.plot is None:
+        os.makedirs("bench-results", exist_ok=True)
+        args.plot = os.path.join("bench-results", args.scenario + ".png")
     result = SCENARIOS[args.scenario](quick=args.quick, plot=args.plot)
     if args.json:
         with open(args.json, "w") as f:
