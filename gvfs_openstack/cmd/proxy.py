@@ -2,6 +2,7 @@
 
     gvfs-proxy --config-file proxy.conf serve
     gvfs-proxy --config-file proxy.conf stats
+    gvfs-proxy --config-file proxy.conf drop
 """
 
 import asyncio
@@ -30,14 +31,14 @@ def _serve():
     return 0
 
 
-def _stats():
+def _control(command):
     path = CONF.proxy.control_socket
     if not path:
         print("gvfs-proxy: [proxy] control_socket is not set in the "
               "configuration", file=sys.stderr)
         return 2
     try:
-        result = control.request(path, "stats")
+        result = control.request(path, command)
     except control.ControlError as e:
         print("gvfs-proxy: %s" % e, file=sys.stderr)
         return 1
@@ -45,12 +46,15 @@ def _stats():
     return 0
 
 
-_ACTIONS = {"serve": _serve, "stats": _stats}
+_ACTIONS = {"serve": _serve,
+            "stats": lambda: _control("stats"),
+            "drop": lambda: _control("drop")}
 
 
 def _add_parsers(subparsers):
     subparsers.add_parser("serve", help="run the proxy until SIGTERM")
     subparsers.add_parser("stats", help="print the running proxy's counters")
+    subparsers.add_parser("drop", help="empty the running proxy's cache")
 
 
 def main(argv=None):

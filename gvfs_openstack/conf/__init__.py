@@ -2,8 +2,16 @@
 
 from oslo_config import cfg
 
+from gvfs_openstack.conf import cache
 from gvfs_openstack.conf import proxy
 
 CONF = cfg.CONF
+MODULES = (proxy, cache)
 
-proxy.register_opts(CONF)
+
+def register_opts(conf):
+    for module in MODULES:
+        module.register_opts(conf)
+
+
+register_opts(CONF)

@@ -1,12 +1,10 @@
 """Entry point for oslo-config-generator: every option of the project."""
 
-from gvfs_openstack.conf import proxy
-
-_MODULES = (proxy,)
+from gvfs_openstack import conf
 
 
 def list_opts():
     opts = []
-    for module in _MODULES:
+    for module in conf.MODULES:
         opts.extend(module.list_opts())
     return opts

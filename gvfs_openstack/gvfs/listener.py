@@ -115,7 +115,8 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
                 self.paused = False
                 self.transport.resume_reading()
         if reply is not None:
-            self.writer.write_record((reply,))
+            self.writer.write_record(reply if isinstance(reply, tuple)
+                                     else (reply,))
 
     def connection_lost(self, exc):
         self.listener.connections.discard(self)

@@ -14,6 +14,8 @@ below after a tunnel failure is executed once.
 
 import logging
 
+from gvfs_openstack.gvfs.cache.reads import Fallback
+from gvfs_openstack.gvfs.cache import updates as cache_updates
 from gvfs_openstack.gvfs import drc as drc_mod
 from gvfs_openstack.gvfs import streams
 from gvfs_openstack.gvfs.upstream import UpstreamError
@@ -63,6 +65,8 @@ class Role:
     async def handle(self, call, record, writer=None, relay=None):
         """The reply message (unframed) for ``call``, or None for none.
 
+        The message is bytes, or a tuple of buffers to write in order.
+
         ``writer`` is the caller's :class:`streams.RecordWriter`: a large
         reply may be relayed into it as it arrives, and then None is
         returned.  ``relay`` is the :class:`CallRelay` that already sent
@@ -84,8 +88,11 @@ class Role:
         calls[name] = calls.get(name, 0) + 1
         try:
             if relay is not None:
-                return self._reply(await relay.wait(), call)
-            return await self.dispatch(call, record, writer)
+                reply = self._reply(await relay.wait(), call)
+            else:
+                reply = await self.dispatch(call, record, writer)
+            self.after(call, reply)
+            return reply
         except UpstreamError as e:
             LOG.warning("%s call xid %#x failed upstream: %s", name,
                         call.xid, e)
@@ -93,6 +100,9 @@ class Role:
 
     async def dispatch(self, call, record, writer):
         raise NotImplementedError
+
+    def after(self, call, reply):
+        """See every reply that goes back down (None if it was relayed)."""
 
     def relay_call(self, buffer, filled, writer):
         """Start forwarding a large call whose record is still arriving.
@@ -163,16 +173,28 @@ class ClientRole(Role):
 
     name = "client"
 
-    def __init__(self, pool, stats, drc=None):
+    def __init__(self, pool, stats, drc=None, cache=None):
         super().__init__(stats, drc)
         self.pool = pool
+        self.cache = cache
 
     async def dispatch(self, call, record, writer):
+        if self.cache is not None and call.prog == const.NFS_PROGRAM and \
+                call.proc == const.Nfs3Proc.READ:
+            try:
+                return await self.cache.read(call)
+            except Fallback:
+                pass  # Not cacheable (a directory, an error): forward it.
         # The next hop is a proxy with its own duplicate request cache, so
         # every call may be re-sent with its XID after a tunnel failure.
         return await self.forward(self.pool, call,
                                   lambda xid: (rpc.set_xid(record, xid),),
                                   True, writer)
+
+    def after(self, call, reply):
+        if self.cache is not None and reply is not None and \
+                call.prog == const.NFS_PROGRAM:
+            cache_updates.observe_reply(self.cache, call, reply)
 
     def _relay(self, call, buffer, args_at, filled, relay_to):
         def prefix(xid):

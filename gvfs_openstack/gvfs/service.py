@@ -11,6 +11,8 @@ import signal
 import time
 
 from gvfs_openstack import exceptions
+from gvfs_openstack.gvfs.cache import reads
+from gvfs_openstack.gvfs.cache import store
 from gvfs_openstack.gvfs import control
 from gvfs_openstack.gvfs.listener import Listener
 from gvfs_openstack.gvfs import policy
@@ -52,6 +54,7 @@ class ProxyService:
         self.conf = conf
         self.stats = {"started_at": time.time()}
         self.pools = []
+        self.cache = None
         self.role = self._build_role()
         listen = conf.listen
         ssl_context = None
@@ -73,7 +76,8 @@ class ProxyService:
         self.control = None
         if conf.proxy.control_socket:
             self.control = control.ControlServer(
-                conf.proxy.control_socket, {"stats": self._stats})
+                conf.proxy.control_socket, {"stats": self._stats,
+                                            "drop": self._drop})
         self._stopping = None
 
     def _pool(self, connector, size, timeout=300.0, initial=0.05,
@@ -83,6 +87,24 @@ class ProxyService:
         self.pools.append(pool)
         return pool
 
+    def _build_cache(self, pool):
+        opts = self.conf.cache
+        if not opts.directory:
+            return None
+        if opts.block_size & (opts.block_size - 1):
+            raise exceptions.InvalidConfig(option="[cache] block_size",
+                                           reason="must be a power of two")
+        mib = 1024 * 1024
+        geometry = store.Geometry.for_capacity(
+            opts.capacity_mb * mib, opts.block_size, opts.associativity,
+            opts.bank_size_mb * mib)
+        revalidate = opts.coherence_window if opts.consistency == "window" \
+            else opts.immutable_revalidate
+        return reads.CachedReads(
+            store.BlockStore(opts.directory, geometry), pool, self.stats,
+            revalidate, opts.readahead_kb * 1024,
+            max_fetch=self.conf.proxy.max_record_size // 4)
+
     def _build_role(self):
         conf = self.conf
         if conf.proxy.role == "client":
@@ -90,7 +112,8 @@ class ProxyService:
             pool = self._pool(_connector(up), up.connections,
                               up.call_timeout, up.reconnect_initial_delay,
                               up.reconnect_max_delay)
-            return roles.ClientRole(pool, self.stats)
+            self.cache = self._build_cache(pool)
+            return roles.ClientRole(pool, self.stats, cache=self.cache)
         server = conf.server
         try:
             exports = policy.ExportAllowlist(server.exports)
@@ -122,6 +145,12 @@ class ProxyService:
                     drc_entries=len(self.role.drc),
                     upstream=[p.connector.describe() for p in self.pools])
 
+    async def _drop(self, request):
+        if self.cache is None:
+            return {"dropped": False, "reason": "no cache configured"}
+        self.cache.drop()
+        return {"dropped": True}
+
     async def start(self):
         for pool in self.pools:
             await pool.start()
@@ -136,6 +165,8 @@ class ProxyService:
         await self.listener.close()
         for pool in self.pools:
             await pool.close()
+        if self.cache is not None:
+            self.cache.store.close()
         if self.control is not None:
             await self.control.close()
         LOG.info("gvfs-proxy stopped; counters: %s", self.stats)

@@ -13,6 +13,7 @@ the ``with`` block fails.
 import configparser
 import contextlib
 import os
+import signal
 import sys
 
 from gvfs_openstack.gvfs import control
@@ -68,13 +69,16 @@ class Lab:
     """
 
     def __init__(self, workdir, tunnel="tcp", link=False,
-                 upstream_connections=2):
+                 upstream_connections=2, cache=None):
         if tunnel not in ("tcp", "tls", "ssh"):
             raise ValueError("unknown tunnel %r" % tunnel)
         self.workdir = workdir
         self.tunnel = tunnel
         self.link = link
         self.upstream_connections = upstream_connections
+        #: Options of the client proxy's [cache] section; None: no cache.
+        self.cache = None if cache is None else dict(
+            {"directory": os.path.join(workdir, "cache")}, **cache)
         self.export = os.path.join(workdir, "export")
         self._stack = contextlib.ExitStack()
         self.toxiproxy = None
@@ -110,8 +114,9 @@ class Lab:
             if self.tunnel == "tls" else None
         self.server_proxy = self._keep(Proxy(self.workdir, "server-proxy",
                                              self._server_sections()))
+        self._client_config = self._client_sections()
         self.client_proxy = self._keep(Proxy(self.workdir, "client-proxy",
-                                             self._client_sections()))
+                                             self._client_config))
 
     def _server_sections(self):
         listen = {"host": "127.0.0.1", "port": process.free_port(),
@@ -148,11 +153,28 @@ class Lab:
             upstream.update(ssh_host="127.0.0.1", ssh_port=target,
                             ssh_user=self.sshd.user, ssh_key=self.sshd.key,
                             ssh_known_hosts=self.sshd.known_hosts)
-        return {
+        sections = {
             "proxy": {"role": "client"},
             "listen": {"host": "127.0.0.1", "port": process.free_port()},
             "upstream": upstream,
         }
+        if self.cache is not None:
+            sections["cache"] = self.cache
+        return sections
+
+    def restart_client_proxy(self, kill=False):
+        """Stop the client proxy and start it again.
+
+        The new one has the same configuration, port and cache directory;
+        ``kill`` stops the old one with SIGKILL instead of SIGTERM.
+        """
+        if kill:
+            self.client_proxy.process.signal(signal.SIGKILL)
+        self.client_proxy.stop()
+        self.client_proxy = Proxy(self.workdir, "client-proxy",
+                                  self._client_config)
+        self._stack.callback(self.client_proxy.stop)
+        return self.client_proxy
 
     def cut_tunnel(self):
         """Break every tunnel connection (the client proxy reconnects)."""

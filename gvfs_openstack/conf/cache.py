@@ -1,0 +1,61 @@
+"""Options of the client proxy's block disk cache."""
+
+from oslo_config import cfg
+
+cache_group = cfg.OptGroup("cache", title="Block disk cache",
+                           help="The client-side proxy's disk cache of "
+                                "file blocks (GVFS paper, section 3.2.1).")
+
+cache_opts = [
+    cfg.StrOpt("directory",
+               help="""Directory holding the cache banks; unset: no cache.
+
+Created mode 0700 if missing. A cache left there by an earlier run with the
+same layout is reused warm; one with another layout is discarded.
+Related options: capacity_mb, block_size, associativity.
+"""),
+    cfg.IntOpt("capacity_mb", default=10240, min=1,
+               help="Cache capacity in MiB (data frames; tags add about "
+                    "0.1%)."),
+    cfg.IntOpt("block_size", default=64 * 1024, min=4096,
+               max=1024 * 1024,
+               help="""Cache block size in bytes; a power of two.
+
+Blocks are the unit of caching and of upstream fetches. 64 KiB matches
+qcow2's default cluster size.
+"""),
+    cfg.IntOpt("associativity", default=8, min=1, max=64,
+               help="Frames per set; the least recently used frame of a "
+                    "set is replaced."),
+    cfg.IntOpt("bank_size_mb", default=256, min=1,
+               help="Size of one bank file in MiB; banks are created on "
+                    "first use."),
+    cfg.StrOpt("consistency", default="window", choices=[
+        ("window", "trust the file's attributes for coherence_window "
+                   "seconds, then ask the server (GETATTR)"),
+        ("immutable", "golden images: ask the server only every "
+                      "immutable_revalidate seconds")],
+        help="""How often the proxy checks that cached blocks are current.
+
+Either way a block fetched under other attributes than the file's current
+ones is never served.
+"""),
+    cfg.FloatOpt("coherence_window", default=3.0, min=0.0,
+                 help="Seconds the file attributes are trusted under the "
+                      "``window`` policy (NFS clients use 3 to 60)."),
+    cfg.FloatOpt("immutable_revalidate", default=600.0, min=0.0,
+                 help="Seconds between checks under the ``immutable`` "
+                      "policy."),
+    cfg.IntOpt("readahead_kb", default=4096, min=0,
+               help="How far ahead of a sequential reader to fetch, in "
+                    "KiB; 0 disables read-ahead."),
+]
+
+
+def register_opts(conf):
+    conf.register_group(cache_group)
+    conf.register_opts(cache_opts, group=cache_group)
+
+
+def list_opts():
+    return [(cache_group, cache_opts)]

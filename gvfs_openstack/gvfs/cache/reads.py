@@ -1,0 +1,321 @@
+"""READs served from the block cache, and what keeps it from going stale.
+
+A READ is split into blocks; hits come from the :class:`BlockStore`,
+misses are coalesced into as few upstream READs as possible, concurrent
+misses of one block share one fetch (collapsed forwarding), and a
+sequential reader gets the next blocks fetched ahead of it.
+
+Freshness (never serve stale bytes silently): every block carries the
+file's (size, mtime, ctime) from when it was fetched.  The proxy keeps,
+per file, the set of attributes that are "current" -- the last ones the
+server reported, plus those produced by writes that went through this very
+proxy.  An unexplained change empties that set, so every older block is a
+miss.  How often the proxy asks the server (GETATTR) is the consistency
+policy: within a coherence window the last answer is trusted; an
+``immutable`` export (golden images) is re-checked rarely.
+"""
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import time
+
+from gvfs_openstack.gvfs.cache.store import Attrs
+from gvfs_openstack.gvfs.cache.store import fh_digest
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.nfs.xdr import Packer
+
+LOG = logging.getLogger(__name__)
+
+#: Files whose state is kept in memory (least recently used dropped).
+MAX_FILES = 65536
+#: Attribute versions remembered as current per file.
+MAX_CURRENT = 64
+
+
+def attrs_of(fattr):
+    return Attrs(fattr.size,
+                 fattr.mtime.seconds << 32 | fattr.mtime.nseconds,
+                 fattr.ctime.seconds << 32 | fattr.ctime.nseconds)
+
+
+def _wcc_attrs(before):
+    return Attrs(before.size,
+                 before.mtime.seconds << 32 | before.mtime.nseconds,
+                 before.ctime.seconds << 32 | before.ctime.nseconds)
+
+
+@dataclasses.dataclass
+class _File:
+    fh: bytes
+    fattr: nfs3.Fattr
+    checked: float
+    current: list
+    digest: bytes
+    next_offset: int = -1
+
+
+class Fallback(Exception):
+    """This READ cannot be served through the cache: forward it as is."""
+
+
+class CachedReads:
+    def __init__(self, store, pool, stats, revalidate_after=3.0,
+                 readahead=4 * 1024 * 1024, max_fetch=1024 * 1024,
+                 clock=time.monotonic):
+        self.store = store
+        self.pool = pool
+        self.stats = stats
+        self.revalidate_after = revalidate_after
+        self.readahead_blocks = readahead // store.geometry.block_size
+        self.max_fetch_blocks = max(1, max_fetch // store.geometry.block_size)
+        self.clock = clock
+        self._files = collections.OrderedDict()
+        self._inflight = {}
+        for key in ("cache_hits", "cache_misses", "cache_bytes_local",
+                    "cache_bytes_fetched", "cache_invalidations",
+                    "cache_readahead_blocks", "cache_collapsed"):
+            self.stats.setdefault(key, 0)
+
+    # --- file state ---------------------------------------------------------
+
+    def observe(self, fh, fattr):
+        """The server reported ``fattr`` for ``fh``."""
+        if fattr is None:
+            return
+        fh = bytes(fh)
+        attrs = attrs_of(fattr)
+        state = self._files.get(fh)
+        if state is None:
+            state = _File(fh, fattr, self.clock(), [attrs], fh_digest(fh))
+            self._files[fh] = state
+            if len(self._files) > MAX_FILES:
+                self._files.popitem(last=False)
+        elif attrs not in state.current:
+            # Changed behind our back: every older block is stale.
+            self.stats["cache_invalidations"] += 1
+            state.current = [attrs]
+        state.fattr = fattr
+        state.checked = self.clock()
+        self._files.move_to_end(fh)
+        return state
+
+    def observe_own_change(self, fh, wcc, reset=False):
+        """A WRITE or SETATTR that went through this proxy changed ``fh``.
+
+        If the file was as we knew it just before (``wcc.before``), the
+        new attributes join the current ones and blocks cached under the
+        old ones stay valid (except those the caller discards); a size
+        change by SETATTR (``reset``) keeps only the new attributes.
+        """
+        state = self._files.get(bytes(fh))
+        if state is None or wcc is None or wcc.after is None:
+            return
+        after = attrs_of(wcc.after)
+        ours = wcc.before is not None and \
+            _wcc_attrs(wcc.before) in state.current
+        if reset or not ours:
+            if not ours:
+                self.stats["cache_invalidations"] += 1
+            state.current = [after]
+        elif after not in state.current:
+            state.current.append(after)
+            del state.current[:-MAX_CURRENT]
+        state.fattr = wcc.after
+        state.checked = self.clock()
+
+    def discard_range(self, fh, offset, count):
+        state = self._files.get(bytes(fh))
+        digest = state.digest if state else fh_digest(fh)
+        bs = self.store.geometry.block_size
+        for block in range(offset // bs, (offset + max(count, 1) - 1) // bs
+                           + 1):
+            self.store.discard(digest, block)
+
+    async def _state(self, call, fh):
+        state = self._files.get(fh)
+        if state is not None and \
+                self.clock() - state.checked < self.revalidate_after:
+            return state
+        res = await self._upstream(call, Nfs3Proc.GETATTR,
+                                   nfs3.GetattrArgs(fh))
+        if not res.ok:
+            raise Fallback()
+        return self.observe(fh, res.body.obj_attributes)
+
+    # --- upstream calls ------------------------------------------------------
+
+    async def _upstream(self, call, proc, args):
+        """Call ``proc`` upstream with the client's own credential."""
+        body = nfs3.encode_args(proc, args)
+
+        def build(xid):
+            return (rpc.encode_message(rpc.Call(
+                xid, const.NFS_PROGRAM, const.NFS_V3, proc, call.cred,
+                call.verf, body)),)
+
+        record = await self.pool.call(build, True)
+        try:
+            reply = rpc.decode_message(record)
+            if not isinstance(reply, rpc.Reply) or \
+                    reply.accept_stat != const.AcceptStat.SUCCESS:
+                raise Fallback()
+            return nfs3.decode_res(proc, reply.results)
+        except ProtocolError as e:
+            LOG.warning("garbled %s reply from upstream: %s", proc.name, e)
+            raise Fallback() from e
+
+    def _fetch(self, call, state, first, count):
+        """Start one upstream READ for ``count`` blocks from ``first``."""
+        loop = asyncio.get_running_loop()
+        futures = {}
+        for block in range(first, first + count):
+            futures[block] = self._inflight[(state.digest, block)] = \
+                loop.create_future()
+        loop.create_task(self._fill(call, state, first, count, futures))
+        return futures
+
+    async def _fill(self, call, state, first, count, futures):
+        bs = self.store.geometry.block_size
+        fh = state.fh
+        try:
+            res = await self._upstream(call, Nfs3Proc.READ, nfs3.ReadArgs(
+                fh, first * bs, count * bs))
+            if not res.ok:
+                raise Fallback()
+            data = memoryview(res.body.data)
+            fresh = self.observe(fh, res.body.file_attributes) or state
+            attrs = fresh.current[-1]
+            self.stats["cache_bytes_fetched"] += len(data)
+            for i, block in enumerate(range(first, first + count)):
+                chunk = data[i * bs:(i + 1) * bs]
+                if chunk and (len(chunk) == bs or res.body.eof):
+                    self.store.put(fresh.digest, block, chunk, attrs)
+                futures[block].set_result((chunk, attrs))
+        except BaseException as e:
+            for future in futures.values():
+                if not future.done():
+                    future.set_exception(e if isinstance(e, Exception)
+                                         else Fallback())
+            if not isinstance(e, Exception):
+                raise
+        finally:
+            for block in futures:
+                self._inflight.pop((state.digest, block), None)
+            for future in futures.values():
+                if future.done() and not future.cancelled():
+                    future.exception()  # Retrieved: the reader may be gone.
+
+    # --- the READ path -------------------------------------------------------
+
+    def _cached(self, state, block, expected_len):
+        found = self.store.get(state.digest, block)
+        if found is None:
+            return None
+        data, attrs = found
+        if attrs not in state.current or len(data) != expected_len:
+            return None
+        return data
+
+    async def read(self, call):
+        """The READ reply for ``call`` as a tuple of buffers.
+
+        Raises Fallback when the call cannot be served from the cache.
+        """
+        try:
+            args = nfs3.decode_args(Nfs3Proc.READ, call.args)
+        except ProtocolError:
+            raise Fallback() from None
+        fh = bytes(args.file)
+        state = await self._state(call, fh)
+        if state.fattr.type != const.FileType.NF3REG:
+            raise Fallback()
+        size = state.fattr.size
+        end = min(args.offset + args.count, size)
+        pieces = []
+        if end > args.offset:
+            pieces = await self._blocks(call, state, args.offset, end)
+        count = max(0, end - args.offset)
+        if args.offset == state.next_offset or args.offset == 0:
+            self._read_ahead(call, state, end, size)
+        state.next_offset = end
+        return _read_reply(call.xid, state.fattr, count,
+                           args.offset + count >= size, pieces)
+
+    async def _blocks(self, call, state, start, end):
+        bs = self.store.geometry.block_size
+        size = state.fattr.size
+        first, last = start // bs, (end - 1) // bs
+        pieces = {}
+        waiting = {}
+        missing = []
+        for block in range(first, last + 1):
+            expected = min(bs, size - block * bs)
+            data = self._cached(state, block, expected)
+            if data is not None:
+                pieces[block] = data
+                self.stats["cache_hits"] += 1
+            elif (state.digest, block) in self._inflight:
+                waiting[block] = self._inflight[(state.digest, block)]
+                self.stats["cache_collapsed"] += 1
+            else:
+                missing.append(block)
+                self.stats["cache_misses"] += 1
+        for run_start, run_len in _runs(missing, self.max_fetch_blocks):
+            waiting.update(self._fetch(call, state, run_start, run_len))
+        for block, future in waiting.items():
+            chunk, _ = await asyncio.shield(future)
+            pieces[block] = chunk
+        local = sum(len(pieces[b]) for b in pieces if b not in waiting)
+        self.stats["cache_bytes_local"] += local
+        views = [memoryview(pieces[b]) for b in range(first, last + 1)]
+        views[-1] = views[-1][:end - last * bs]
+        views[0] = views[0][start - first * bs:]
+        return views
+
+    def _read_ahead(self, call, state, end, size):
+        bs = self.store.geometry.block_size
+        first = -(-end // bs)
+        last = min(first + self.readahead_blocks, -(-size // bs))
+        missing = [b for b in range(first, last)
+                   if (state.digest, b) not in self._inflight
+                   and self._cached(state, b, min(bs, size - b * bs)) is None]
+        for run_start, run_len in _runs(missing, self.max_fetch_blocks):
+            self.stats["cache_readahead_blocks"] += run_len
+            self._fetch(call, state, run_start, run_len)
+
+    def drop(self):
+        self.store.drop_all()
+        self._files.clear()
+
+
+def _read_reply(xid, fattr, count, eof, pieces):
+    """A READ reply as buffers: header, then the data pieces uncopied."""
+    p = Packer()
+    p.pack_int(0)
+    nfs3.POST_OP_ATTR.pack(p, fattr)
+    p.pack_uint(count)
+    p.pack_bool(eof)
+    p.pack_uint(count)
+    header = rpc.encode_message(rpc.Reply(xid)) + p.get_buffer()
+    return (header, *pieces, b"\0" * ((4 - count % 4) % 4))
+
+
+def _runs(blocks, limit):
+    """Contiguous runs of sorted block numbers, each at most limit long."""
+    run_start, run_len = None, 0
+    for block in blocks:
+        if run_start is not None and block == run_start + run_len and \
+                run_len < limit:
+            run_len += 1
+            continue
+        if run_start is not None:
+            yield run_start, run_len
+        run_start, run_len = block, 1
+    if run_start is not None:
+        yield run_start, run_len

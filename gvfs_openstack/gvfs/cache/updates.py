@@ -1,0 +1,55 @@
+"""What replies passing through the proxy tell the cache.
+
+Writes and attribute changes that go through this proxy must reach the
+cache (write-through): written blocks are discarded, and the new file
+attributes are recorded as this proxy's own change so that the file's
+other cached blocks stay valid.  GETATTR replies refresh what the proxy
+knows of a file.
+"""
+
+import logging
+
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.nfs.xdr import Unpacker
+
+LOG = logging.getLogger(__name__)
+
+_WATCHED = (Nfs3Proc.WRITE, Nfs3Proc.SETATTR, Nfs3Proc.GETATTR)
+
+
+def _write_range(args):
+    """fh, offset and count of WRITE args, without copying the data."""
+    u = Unpacker(args)
+    return (u.unpack_opaque(const.NFS3_FHSIZE), u.unpack_uhyper(),
+            u.unpack_uint())
+
+
+def observe_reply(cache, call, reply_message):
+    if call.proc not in _WATCHED:
+        return
+    try:
+        if call.proc == Nfs3Proc.WRITE:
+            fh, offset, count = _write_range(call.args)
+            # Whatever the outcome, those bytes may have changed.
+            cache.discard_range(fh, offset, count)
+        reply = rpc.decode_message(reply_message)
+        if not isinstance(reply, rpc.Reply) or \
+                reply.accept_stat != const.AcceptStat.SUCCESS:
+            return
+        res = nfs3.decode_res(call.proc, reply.results)
+        if call.proc == Nfs3Proc.WRITE:
+            cache.observe_own_change(
+                fh, res.body.file_wcc if res.ok else res.body.obj_wcc)
+        elif call.proc == Nfs3Proc.SETATTR:
+            fh = nfs3.decode_args(Nfs3Proc.SETATTR, call.args).object
+            cache.observe_own_change(fh, res.body.obj_wcc, reset=True)
+        elif res.ok:
+            fh = nfs3.decode_args(Nfs3Proc.GETATTR, call.args).object
+            cache.observe(fh, res.body.obj_attributes)
+    except ProtocolError as e:
+        LOG.warning("cannot learn from a %s reply: %s",
+                    Nfs3Proc(call.proc).name, e)
