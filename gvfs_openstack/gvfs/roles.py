@@ -97,6 +97,12 @@ class Role:
             LOG.warning("%s call xid %#x failed upstream: %s", name,
                         call.xid, e)
             return accepted(call.xid, AcceptStat.SYSTEM_ERR)
+        except Exception:
+            # A bug must cost one call an error reply, not leave the
+            # client waiting for a reply that never comes.
+            LOG.exception("%s call xid %#x failed in the proxy", name,
+                          call.xid)
+            return accepted(call.xid, AcceptStat.SYSTEM_ERR)
 
     async def dispatch(self, call, record, writer):
         raise NotImplementedError

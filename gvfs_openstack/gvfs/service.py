@@ -103,7 +103,8 @@ class ProxyService:
         return reads.CachedReads(
             store.BlockStore(opts.directory, geometry), pool, self.stats,
             revalidate, opts.readahead_kb * 1024,
-            max_fetch=self.conf.proxy.max_record_size // 4)
+            max_fetch=self.conf.proxy.max_record_size // 4,
+            max_read=self.conf.proxy.max_record_size // 2)
 
     def _build_role(self):
         conf = self.conf
@@ -139,6 +140,11 @@ class ProxyService:
 
     async def _stats(self, request):
         usage = resource.getrusage(resource.RUSAGE_SELF)
+        if self.cache is not None:
+            self.stats["cache_corrupt_blocks"] = \
+                self.cache.store.corrupt_blocks
+            self.stats["cache_capacity"] = self.cache.store.geometry.capacity
+            self.stats["cache_io_errors"] = self.cache.store.io_errors
         return dict(self.stats, role=self.role.name,
                     port=self.listener.port,
                     peak_rss_kb=usage.ru_maxrss,

@@ -27,9 +27,9 @@ def pytest_collection_modifyitems(config, items):
 def lab_factory(tmp_path_factory):
     labs = []
 
-    def make(tunnel, link=False):
+    def make(tunnel, link=False, cache=None):
         workdir = str(tmp_path_factory.mktemp("lab-%s" % tunnel))
-        lab = Lab(workdir, tunnel=tunnel, link=link)
+        lab = Lab(workdir, tunnel=tunnel, link=link, cache=cache)
         labs.append(lab)
         return lab.__enter__()
 

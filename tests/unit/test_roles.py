@@ -145,3 +145,13 @@ def test_wrong_rpc_version_gets_rpc_mismatch():
     reply = rpc.decode_message(run(roles.ClientRole(RecordingPool(),
                                                     {}).handle(c, record)))
     assert reply.reject_stat == const.RejectStat.RPC_MISMATCH
+
+
+def test_an_unexpected_failure_still_gets_a_reply():
+    class BrokenPool(RecordingPool):
+        async def call(self, build_message, replayable, relay_to=None):
+            raise RuntimeError("bug")
+
+    reply = rpc.decode_message(run(roles.ClientRole(BrokenPool(), {}).handle(
+        *call(Nfs3Proc.GETATTR))))
+    assert reply.accept_stat == const.AcceptStat.SYSTEM_ERR

@@ -67,13 +67,14 @@ class Fallback(Exception):
 class CachedReads:
     def __init__(self, store, pool, stats, revalidate_after=3.0,
                  readahead=4 * 1024 * 1024, max_fetch=1024 * 1024,
-                 clock=time.monotonic):
+                 max_read=1024 * 1024, clock=time.monotonic):
         self.store = store
         self.pool = pool
         self.stats = stats
         self.revalidate_after = revalidate_after
         self.readahead_blocks = readahead // store.geometry.block_size
         self.max_fetch_blocks = max(1, max_fetch // store.geometry.block_size)
+        self.max_read = max_read
         self.clock = clock
         self._files = collections.OrderedDict()
         self._inflight = {}
@@ -236,7 +237,9 @@ class CachedReads:
         if state.fattr.type != const.FileType.NF3REG:
             raise Fallback()
         size = state.fattr.size
-        end = min(args.offset + args.count, size)
+        # A short read is always allowed (RFC 1813 section 3.3.6): a
+        # hostile count cannot make the proxy fetch a whole file at once.
+        end = min(args.offset + min(args.count, self.max_read), size)
         pieces = []
         if end > args.offset:
             pieces = await self._blocks(call, state, args.offset, end)

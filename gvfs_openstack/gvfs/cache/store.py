@@ -85,6 +85,9 @@ class _Bank:
             self.tags = mmap.mmap(tags_fd, frames * TAG_SIZE)
         finally:
             os.close(tags_fd)
+        #: Frames written or checked by this process: their CRC is not
+        #: computed again on every hit (one byte per frame).
+        self.verified = bytearray(frames)
 
     def close(self):
         self.tags.flush()
@@ -104,6 +107,7 @@ class BlockStore:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self._check_format()
         self.corrupt_blocks = 0
+        self.io_errors = 0
 
     def _check_format(self):
         """Reuse a warm cache only if it was laid out the same way."""
@@ -149,9 +153,20 @@ class BlockStore:
         return bank
 
     def _locate(self, digest, block):
+        """The bank and first frame of the block's set.
+
+        ``(None, None)`` if the bank cannot be opened (full or failing
+        disk).
+        """
         g = self.geometry
         set_index = (int.from_bytes(digest[:8], "little") + block) % g.sets
-        bank = self._bank(set_index // g.sets_per_bank)
+        try:
+            bank = self._bank(set_index // g.sets_per_bank)
+        except OSError as e:
+            self.io_errors += 1
+            LOG.warning("cannot open a cache bank in %s: %s",
+                        self.directory, e)
+            return None, None
         first_frame = (set_index % g.sets_per_bank) * g.ways
         return bank, first_frame
 
@@ -169,31 +184,46 @@ class BlockStore:
         """
         with self._lock:
             bank, first = self._locate(digest, block)
+            if bank is None:
+                return None
             frame, tag = self._find(bank, first, digest, block)
             if frame is None:
                 return None
             length = tag[4]
-            data = os.pread(bank.data_fd, length,
-                            frame * self.geometry.block_size)
-            if len(data) != length or zlib.crc32(data) != tag[1]:
+            try:
+                data = os.pread(bank.data_fd, length,
+                                frame * self.geometry.block_size)
+            except OSError as e:
+                LOG.warning("cannot read the cache bank: %s", e)
+                self.io_errors += 1
+                return None
+            if len(data) != length or not bank.verified[frame] and \
+                    zlib.crc32(data) != tag[1]:
                 self.corrupt_blocks += 1
                 LOG.warning("cache block %d of a file failed its checksum; "
                             "fetching it again", block)
                 bank.tags[frame * TAG_SIZE:(frame + 1) * TAG_SIZE] = \
                     bytes(TAG_SIZE)
                 return None
+            bank.verified[frame] = 1
             self._clock += 1
             _TAG.pack_into(bank.tags, frame * TAG_SIZE, *tag[:9],
                            self._clock)
             return data, Attrs(*tag[6:9])
 
     def put(self, digest, block, data, attrs):
-        """Store a block (at most block_size bytes) fetched under attrs."""
+        """Store a block (at most block_size bytes) fetched under attrs.
+
+        Returns False if the disk refused it (full, failing): the cache
+        then simply does not hold the block.
+        """
         if len(data) > self.geometry.block_size:
             raise ValueError("block of %d bytes exceeds the block size"
                              % len(data))
         with self._lock:
             bank, first = self._locate(digest, block)
+            if bank is None:
+                return False
             frame, _ = self._find(bank, first, digest, block)
             if frame is None:
                 frame = self._victim(bank, first)
@@ -201,11 +231,25 @@ class BlockStore:
             # Invalidate, write the data, then the tag: a crash in between
             # leaves an invalid or CRC-failing frame, never a wrong one.
             bank.tags[offset:offset + TAG_SIZE] = bytes(TAG_SIZE)
-            os.pwrite(bank.data_fd, data, frame * self.geometry.block_size)
+            bank.verified[frame] = 0
+            try:
+                written = os.pwrite(bank.data_fd, data,
+                                    frame * self.geometry.block_size)
+            except OSError as e:
+                # A full or failing cache disk costs hits, never data: the
+                # frame stays invalid and the reader has its bytes anyway.
+                self.io_errors += 1
+                LOG.warning("cannot store a block in the cache: %s", e)
+                return False
+            if written != len(data):
+                self.io_errors += 1
+                return False
+            bank.verified[frame] = 1
             self._clock += 1
             _TAG.pack_into(bank.tags, offset, _VALID, zlib.crc32(data),
                            digest, block, len(data), 0, attrs.size,
                            attrs.mtime, attrs.ctime, self._clock)
+            return True
 
     def _victim(self, bank, first):
         best, best_stamp = first, None
@@ -220,6 +264,8 @@ class BlockStore:
     def discard(self, digest, block):
         with self._lock:
             bank, first = self._locate(digest, block)
+            if bank is None:
+                return
             frame, _ = self._find(bank, first, digest, block)
             if frame is not None:
                 bank.tags[frame * TAG_SIZE:(frame + 1) * TAG_SIZE] = \
@@ -230,6 +276,7 @@ class BlockStore:
         with self._lock:
             for bank in self._banks.values():
                 bank.tags[:] = bytes(len(bank.tags))
+                bank.verified[:] = bytes(len(bank.verified))
                 os.ftruncate(bank.data_fd, 0)
 
     def close(self):

@@ -1,0 +1,87 @@
+"""Freshness bookkeeping of the cached READ path (no network)."""
+
+from gvfs_openstack.gvfs.cache import reads
+from gvfs_openstack.gvfs.cache.store import BlockStore
+from gvfs_openstack.gvfs.cache.store import Geometry
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs import nfs3
+
+T = nfs3.NfsTime
+
+
+def fattr(size, mtime):
+    return nfs3.Fattr(const.FileType.NF3REG, 0o644, 1, 1, 1, size, size,
+                      nfs3.SpecData(), 1, 2, T(mtime), T(mtime), T(mtime))
+
+
+def wcc(before, after):
+    return nfs3.WccData(
+        nfs3.WccAttr(before.size, before.mtime, before.ctime)
+        if before else None, after)
+
+
+def make(tmp_path):
+    store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
+    return reads.CachedReads(store, pool=None, stats={})
+
+
+def test_own_write_with_pre_op_attributes_keeps_other_blocks_current(
+        tmp_path):
+    cache = make(tmp_path)
+    v1, v2 = fattr(8192, 1), fattr(8192, 2)
+    state = cache.observe(b"fh", v1)
+    cache.observe_own_change(b"fh", wcc(v1, v2))
+    assert state.current == [reads.attrs_of(v1), reads.attrs_of(v2)]
+    assert cache.stats["cache_invalidations"] == 0
+
+
+def test_write_without_pre_op_attributes_invalidates(tmp_path):
+    cache = make(tmp_path)
+    v1, v2 = fattr(8192, 1), fattr(8192, 2)
+    state = cache.observe(b"fh", v1)
+    cache.observe_own_change(b"fh", wcc(None, v2))
+    assert state.current == [reads.attrs_of(v2)]
+    assert cache.stats["cache_invalidations"] == 1
+
+
+def test_someone_elses_change_invalidates(tmp_path):
+    cache = make(tmp_path)
+    state = cache.observe(b"fh", fattr(8192, 1))
+    cache.observe_own_change(b"fh", wcc(fattr(8192, 5), fattr(8192, 6)))
+    assert state.current == [reads.attrs_of(fattr(8192, 6))]
+    cache.observe(b"fh", fattr(9000, 7))
+    assert state.current == [reads.attrs_of(fattr(9000, 7))]
+    assert cache.stats["cache_invalidations"] == 2
+
+
+def test_setattr_keeps_only_the_new_attributes(tmp_path):
+    cache = make(tmp_path)
+    v1, v2 = fattr(8192, 1), fattr(0, 2)
+    state = cache.observe(b"fh", v1)
+    cache.observe_own_change(b"fh", wcc(v1, v2), reset=True)
+    assert state.current == [reads.attrs_of(v2)]
+
+
+def test_blocks_fetched_under_old_attributes_are_misses(tmp_path):
+    cache = make(tmp_path)
+    v1 = fattr(8192, 1)
+    state = cache.observe(b"fh", v1)
+    cache.store.put(state.digest, 0, b"a" * 4096, reads.attrs_of(v1))
+    assert cache._cached(state, 0, 4096) == b"a" * 4096
+    cache.observe(b"fh", fattr(8192, 2))
+    assert cache._cached(state, 0, 4096) is None
+
+
+def test_a_short_block_is_not_served_once_the_file_grew(tmp_path):
+    cache = make(tmp_path)
+    v1 = fattr(100, 1)
+    state = cache.observe(b"fh", v1)
+    cache.store.put(state.digest, 0, b"x" * 100, reads.attrs_of(v1))
+    assert cache._cached(state, 0, 100) == b"x" * 100
+    assert cache._cached(state, 0, 4096) is None
+
+
+def test_runs_are_contiguous_and_bounded():
+    assert list(reads._runs([1, 2, 3, 7, 8, 20], 2)) == [
+        (1, 2), (3, 1), (7, 2), (20, 1)]
+    assert list(reads._runs([], 4)) == []
