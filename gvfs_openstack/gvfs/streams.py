@@ -19,6 +19,10 @@ class RecordWriter:
         self.counter = counter
         self._remaining = 0
         self._queue = collections.deque()
+        self._gathered = bytearray()
+        # A plain socket transport copies what it cannot send at once; the
+        # TLS transport keeps a reference, so nothing may be reused there.
+        self._reuse_safe = transport.get_extra_info("sslcontext") is None
 
     @property
     def busy(self):
@@ -36,8 +40,28 @@ class RecordWriter:
         if self._remaining:
             self._queue.append(tuple(buffers))
             return
+        if len(buffers) > 2:
+            buffers = (self._gather(buffers) if self._reuse_safe
+                       else b"".join(buffers),)
         self.stats[self.counter] += connection.write_record(self.transport,
                                                             buffers)
+
+    def _gather(self, buffers):
+        """Copy many small pieces (cache blocks) into one reused buffer.
+
+        One ``send`` instead of one per piece, and no fresh allocation
+        per reply: the transport copies only what the socket does not
+        take at once, so the buffer is free again when write() returns.
+        """
+        total = sum(len(b) for b in buffers)
+        if len(self._gathered) < total:
+            self._gathered = bytearray(total)
+        view = memoryview(self._gathered)
+        pos = 0
+        for piece in buffers:
+            view[pos:pos + len(piece)] = piece
+            pos += len(piece)
+        return view[:total]
 
     def start_relay(self, length):
         """Begin a record of ``length`` bytes sent in parts; False if busy."""

@@ -162,6 +162,28 @@ class Lab:
             sections["cache"] = self.cache
         return sections
 
+    def add_leaf(self, name, cache=None):
+        """Another client proxy whose next hop is the client proxy.
+
+        With a cache on both, the client proxy is a LAN proxy: a second
+        level cache shared by the leaves (the GVFS paper's WAN-S3 setup).
+        """
+        sections = {
+            "proxy": {"role": "client"},
+            "listen": {"host": "127.0.0.1", "port": process.free_port()},
+            "upstream": {"tunnel": "tcp", "host": "127.0.0.1",
+                         "port": self.client_proxy.port,
+                         "reconnect_max_delay": 1.0},
+        }
+        if cache is not None:
+            sections["cache"] = dict(
+                {"directory": os.path.join(self.workdir, name + "-cache")},
+                **cache)
+        return self._keep(Proxy(self.workdir, name, sections))
+
+    def leaf_url(self, leaf, path):
+        return ganesha.nfs_url(self.export, path, leaf.port, leaf.port)
+
     def restart_client_proxy(self, kill=False):
         """Stop the client proxy and start it again.
 

@@ -62,9 +62,6 @@ def frame_header(length):
 
 #: Below this size, buffers are joined into one write (one syscall).
 _JOIN_BELOW = 64 * 1024
-#: More pieces than this are joined too: one copy costs less than a
-#: ``send`` per piece (asyncio on Python 3.11 has no vectored write).
-_MAX_PIECES = 3
 
 
 def tune_socket(transport, size=4 * 1024 * 1024):
@@ -89,8 +86,8 @@ def write_record(transport, buffers):
     """
     total = sum(len(b) for b in buffers)
     header = frame_header(total)
-    if total < _JOIN_BELOW or len(buffers) > _MAX_PIECES:
-        transport.write(header + b"".join(buffers))
+    if total < _JOIN_BELOW:
+        transport.write(b"".join((header, *buffers)))
     else:
         transport.write(header)
         for buf in buffers:

@@ -201,3 +201,27 @@ def test_a_full_cache_disk_costs_hits_not_data(lab_factory, tmp_path,
     assert stats["cache_io_errors"] > 0
     assert stats["cache_bytes_local"] > 0  # What fitted was still used.
     lab.stop()
+
+
+def test_a_lan_proxy_is_a_second_level_cache_for_its_leaves(lab_factory,
+                                                            tmp_path):
+    lab = lab_factory("tcp", cache={"capacity_mb": 64})
+    leaves = [lab.add_leaf("leaf%d" % i, cache={"capacity_mb": 64})
+              for i in range(2)]
+    src = tmp_path / "src"
+    expected = random_file(src, 24 * MIB)
+    put(lab, src, "golden.img")
+
+    def read_via(leaf, dest):
+        out = nfs_cp(lab.leaf_url(leaf, "golden.img"), str(dest))
+        assert out.returncode == 0, out.stderr
+        return sha256(dest)
+
+    assert read_via(leaves[0], tmp_path / "a") == expected
+    lan_after_first = fetched(lab)
+    assert lan_after_first >= 24 * MIB
+    assert read_via(leaves[1], tmp_path / "b") == expected
+    # The second leaf was served by the LAN proxy's cache: nothing more
+    # crossed the tunnel to the DTN.
+    assert fetched(lab) == lan_after_first
+    assert leaves[1].stats()["cache_bytes_fetched"] >= 24 * MIB

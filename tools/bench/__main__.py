@@ -9,9 +9,11 @@ import json
 import os
 import sys
 
+from tools.bench import cache
 from tools.bench import proxy_throughput
 
 SCENARIOS = {
+    "cache": cache.run,
     "proxy-throughput": proxy_throughput.run,
 }
 

@@ -58,6 +58,8 @@ class _File:
     current: list
     digest: bytes
     next_offset: int = -1
+    #: Read-ahead has looked at the blocks before this one.
+    ahead: int = 0
 
 
 class Fallback(Exception):
@@ -245,6 +247,8 @@ class CachedReads:
             pieces = await self._blocks(call, state, args.offset, end)
         count = max(0, end - args.offset)
         if args.offset == state.next_offset or args.offset == 0:
+            if args.offset == 0:
+                state.ahead = 0
             self._read_ahead(call, state, end, size)
         state.next_offset = end
         return _read_reply(call.xid, state.fattr, count,
@@ -281,13 +285,23 @@ class CachedReads:
         views[0] = views[0][start - first * bs:]
         return views
 
+    def _present(self, state, block, expected_len):
+        """Whether a current copy of the block is cached (tags only)."""
+        found = self.store.peek(state.digest, block)
+        return found is not None and found[0] == expected_len and \
+            found[1] in state.current
+
     def _read_ahead(self, call, state, end, size):
         bs = self.store.geometry.block_size
-        first = -(-end // bs)
-        last = min(first + self.readahead_blocks, -(-size // bs))
+        # Blocks before state.ahead were looked at by an earlier call.
+        first = max(-(-end // bs), state.ahead)
+        last = min(-(-end // bs) + self.readahead_blocks, -(-size // bs))
+        if first >= last:
+            return
+        state.ahead = last
         missing = [b for b in range(first, last)
                    if (state.digest, b) not in self._inflight
-                   and self._cached(state, b, min(bs, size - b * bs)) is None]
+                   and not self._present(state, b, min(bs, size - b * bs))]
         for run_start, run_len in _runs(missing, self.max_fetch_blocks):
             self.stats["cache_readahead_blocks"] += run_len
             self._fetch(call, state, run_start, run_len)

@@ -211,6 +211,17 @@ class BlockStore:
                            self._clock)
             return data, Attrs(*tag[6:9])
 
+    def peek(self, digest, block):
+        """``(length, Attrs)`` of a cached block without reading it."""
+        with self._lock:
+            bank, first = self._locate(digest, block)
+            if bank is None:
+                return None
+            frame, tag = self._find(bank, first, digest, block)
+            if frame is None:
+                return None
+            return tag[4], Attrs(*tag[6:9])
+
     def put(self, digest, block, data, attrs):
         """Store a block (at most block_size bytes) fetched under attrs.
 

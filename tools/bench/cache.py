@@ -1,0 +1,151 @@
+"""The client cache over an emulated WAN, against plain NFS over it.
+
+One lab, one run: the link between the client side and the DTN goes
+through toxiproxy with a latency and a bandwidth cap.  Measured with
+``nfs-cp`` (one call in flight, like a VM's sequential boot read):
+
+* sequential read of one file: straight to Ganesha on loopback (the
+  local-disk baseline), plain NFS over the WAN link (no proxy cache), and
+  through a caching client proxy cold and then warm;
+* 8 concurrent readers on 8 fresh client proxies behind one warm LAN proxy
+  (second-level cache), against 8 readers straight over the WAN link.
+
+Write-back is not measured yet: the proxy only writes through.
+"""
+
+import os
+import subprocess
+import tempfile
+import time
+
+from gvfs_openstack.lab import ganesha
+from gvfs_openstack.lab.topology import Lab
+
+MIB = 1024 * 1024
+
+
+def _read(url, dest):
+    start = time.monotonic()
+    subprocess.run(["nfs-cp", url, dest], check=True,
+                   stdout=subprocess.DEVNULL, timeout=3600)
+    elapsed = time.monotonic() - start
+    os.unlink(dest)
+    return elapsed
+
+
+def _parallel_read(urls, dest_prefix):
+    start = time.monotonic()
+    procs = [subprocess.Popen(["nfs-cp", url, "%s.%d" % (dest_prefix, i)],
+                              stdout=subprocess.DEVNULL)
+             for i, url in enumerate(urls)]
+    for proc in procs:
+        if proc.wait(timeout=3600) != 0:
+            raise RuntimeError("nfs-cp failed")
+    elapsed = time.monotonic() - start
+    for i in range(len(urls)):
+        os.unlink("%s.%d" % (dest_prefix, i))
+    return elapsed
+
+
+def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
+    size = (64 if quick else 1024) * MIB
+    reader_size = (16 if quick else 256) * MIB
+    readers = 8
+    link_mbps = rate_mbit / 8.0 * 1e6 / MIB
+    with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
+        src = os.path.join(work, "image")
+        with open(src, "wb") as f:
+            for _ in range(size // (16 * MIB)):
+                f.write(os.urandom(16 * MIB))
+        small = os.path.join(work, "small")
+        with open(small, "wb") as f:
+            f.write(os.urandom(reader_size))
+        os.sync()
+        dest = os.path.join(work, "out")
+        cache = {"capacity_mb": 2 * size // MIB + 64}
+        with Lab(os.path.join(work, "lab"), tunnel="tcp", link=True,
+                 cache=cache) as lab:
+            tox = lab.toxiproxy
+            tox.wan("wan", rtt_ms, rate_mbit)
+            plain_port = tox.add_link("plain", lab.server_proxy.port)
+            tox.wan("plain", rtt_ms, rate_mbit)
+            for path in (src, small):
+                subprocess.run(["nfs-cp", path, lab.server_proxy_url(
+                    os.path.basename(path))], check=True,
+                    stdout=subprocess.DEVNULL)
+
+            def plain(name):
+                return ganesha.nfs_url(lab.export, name, plain_port,
+                                       plain_port)
+
+            times = {
+                "loopback direct": _read(lab.direct_url("image"), dest),
+                "plain NFS over WAN": _read(plain("image"), dest),
+                "GVFS cold": _read(lab.client_url("image"), dest),
+                "GVFS warm": _read(lab.client_url("image"), dest),
+            }
+            rss = [lab.client_proxy.stats()["peak_rss_kb"] / 1024]
+            # Warm the LAN proxy (the lab's client proxy), then read from
+            # 8 fresh leaf proxies at once.
+            _read(lab.client_url("small"), dest)
+            leaves = [lab.add_leaf("leaf%d" % i) for i in range(readers)]
+            lan = _parallel_read([lab.leaf_url(leaf, "small")
+                                  for leaf in leaves], dest)
+            wan = _parallel_read([plain("small")] * readers, dest)
+            rss += [leaf.stats()["peak_rss_kb"] / 1024 for leaf in leaves]
+            rss.append(lab.client_proxy.stats()["peak_rss_kb"] / 1024)
+            rss.append(lab.server_proxy.stats()["peak_rss_kb"] / 1024)
+    mbps = {name: size / MIB / t for name, t in times.items()}
+    lan_mbps = readers * reader_size / MIB / lan
+    wan_mbps = readers * reader_size / MIB / wan
+    print("\ncache: %d MiB sequential read with nfs-cp; WAN link %d ms RTT, "
+          "%d Mbit/s (%.1f MiB/s)" % (size // MIB, rtt_ms, rate_mbit,
+                                      link_mbps))
+    print("%-22s %10s %8s" % ("path", "MiB/s", "seconds"))
+    for name, value in mbps.items():
+        print("%-22s %10.1f %8.1f" % (name, value, times[name]))
+    print("\n%d readers x %d MiB: behind a warm LAN proxy %.1f MiB/s, "
+          "straight over the WAN %.1f MiB/s" % (
+              readers, reader_size // MIB, lan_mbps, wan_mbps))
+    print("proxy peak RSS: %.1f MB" % max(rss))
+    ratios = {
+        "cold_vs_link": mbps["GVFS cold"] / link_mbps,
+        "warm_vs_local": mbps["GVFS warm"] / mbps["loopback direct"],
+        "cold_vs_plain_wan": mbps["GVFS cold"] / mbps["plain NFS over WAN"],
+        "lan_aggregate_speedup": lan_mbps / wan_mbps,
+    }
+    for name, value in ratios.items():
+        print("%-24s %6.2f" % (name, value))
+    metrics = {"size_mib": size // MIB, "rtt_ms": rtt_ms,
+               "rate_mbit": rate_mbit, "link_mibps": link_mbps,
+               "proxy_peak_rss_mb": max(rss),
+               "lan_aggregate_mibps": lan_mbps,
+               "wan_aggregate_mibps": wan_mbps}
+    metrics.update(("%s_mibps" % k.replace(" ", "_").lower(), v)
+                   for k, v in mbps.items())
+    if plot:
+        _plot(mbps, lan_mbps, wan_mbps, link_mbps, plot)
+    return {"scenario": "cache", "metrics": metrics, "ratios": ratios}
+
+
+def _plot(mbps, lan_mbps, wan_mbps, link_mbps, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.bar(list(mbps), list(mbps.values()),
+             color=["grey", "tab:red", "tab:blue", "tab:green"])
+    left.axhline(link_mbps, linestyle="--", color="black",
+                 label="WAN link rate")
+    left.set_ylabel("MiB/s")
+    left.set_title("one sequential reader")
+    left.tick_params(axis="x", labelrotation=20)
+    left.legend()
+    right.bar(["8 over WAN", "8 behind LAN proxy"], [wan_mbps, lan_mbps],
+              color=["tab:red", "tab:green"])
+    right.set_title("aggregate of 8 readers")
+    right.set_ylabel("MiB/s")
+    fig.tight_layout()
+    fig.savefig(path)
+    print("plot written to %s" % path)
