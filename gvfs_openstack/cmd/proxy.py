@@ -3,6 +3,7 @@
     gvfs-proxy --config-file proxy.conf serve
     gvfs-proxy --config-file proxy.conf stats
     gvfs-proxy --config-file proxy.conf drop
+    gvfs-proxy --config-file proxy.conf warm /srv/images/golden.qcow2
 """
 
 import asyncio
@@ -31,14 +32,14 @@ def _serve():
     return 0
 
 
-def _control(command):
+def _control(command, timeout=30.0, **args):
     path = CONF.proxy.control_socket
     if not path:
         print("gvfs-proxy: [proxy] control_socket is not set in the "
               "configuration", file=sys.stderr)
         return 2
     try:
-        result = control.request(path, command)
+        result = control.request(path, command, timeout, **args)
     except control.ControlError as e:
         print("gvfs-proxy: %s" % e, file=sys.stderr)
         return 1
@@ -48,13 +49,21 @@ def _control(command):
 
 _ACTIONS = {"serve": _serve,
             "stats": lambda: _control("stats"),
-            "drop": lambda: _control("drop")}
+            "drop": lambda: _control("drop"),
+            "warm": lambda: _control("warm", None, path=CONF.action.path,
+                                     rate_mib=CONF.action.rate_mib)}
 
 
 def _add_parsers(subparsers):
     subparsers.add_parser("serve", help="run the proxy until SIGTERM")
     subparsers.add_parser("stats", help="print the running proxy's counters")
     subparsers.add_parser("drop", help="empty the running proxy's cache")
+    warm = subparsers.add_parser(
+        "warm", help="fetch a file into the running proxy's cache")
+    warm.add_argument("path", help="absolute path of the file on the DTN "
+                                   "export, e.g. /srv/images/golden.qcow2")
+    warm.add_argument("--rate-mib", type=int, default=None,
+                      help="cap in MiB/s (default: [cache] warm_rate_mib)")
 
 
 def main(argv=None):

@@ -46,6 +46,11 @@ ones is never served.
     cfg.FloatOpt("immutable_revalidate", default=600.0, min=0.0,
                  help="Seconds between checks under the ``immutable`` "
                       "policy."),
+    cfg.IntOpt("warm_rate_mib", default=50, min=1,
+               help="""Default cap, in MiB/s, of ``gvfs-proxy warm``.
+
+Keeps many hosts warming the same golden image from flooding the DTN.
+"""),
     cfg.IntOpt("readahead_kb", default=4096, min=0,
                help="How far ahead of a sequential reader to fetch, in "
                     "KiB; 0 disables read-ahead."),

@@ -10,6 +10,8 @@ import logging
 import os
 import socket
 
+from gvfs_openstack import exceptions
+
 LOG = logging.getLogger(__name__)
 
 MAX_REQUEST = 64 * 1024
@@ -42,8 +44,10 @@ class ControlServer:
                     request.get("command"), sorted(self.commands))}
             else:
                 reply = {"result": await handler(request)}
+        except exceptions.GvfsError as e:
+            reply = {"error": str(e)}
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                ValueError, AttributeError) as e:
+                ValueError, AttributeError, TypeError) as e:
             reply = {"error": "bad request: %s" % e}
         writer.write(json.dumps(reply).encode() + b"\n")
         try:
@@ -65,13 +69,13 @@ class ControlError(Exception):
     """The proxy could not be reached or refused the request."""
 
 
-def request(path, command, timeout=10.0, **args):
-    """Send one command to the proxy at ``path`` and return its result."""
+def request(socket_path, command, timeout=10.0, **args):
+    """Send one command to the proxy at ``socket_path``; its result."""
     payload = dict(args, command=command)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
-            sock.connect(path)
+            sock.connect(socket_path)
             sock.sendall(json.dumps(payload).encode() + b"\n")
             data = b""
             while not data.endswith(b"\n"):
@@ -81,11 +85,11 @@ def request(path, command, timeout=10.0, **args):
                 data += chunk
     except OSError as e:
         raise ControlError("cannot reach the proxy control socket %s: %s"
-                           % (path, e)) from e
+                           % (socket_path, e)) from e
     try:
         reply = json.loads(data)
     except ValueError as e:
-        raise ControlError("garbled reply from %s" % path) from e
+        raise ControlError("garbled reply from %s" % socket_path) from e
     if "error" in reply:
         raise ControlError(reply["error"])
     return reply["result"]

@@ -13,6 +13,7 @@ import time
 from gvfs_openstack import exceptions
 from gvfs_openstack.gvfs.cache import reads
 from gvfs_openstack.gvfs.cache import store
+from gvfs_openstack.gvfs.cache import warm
 from gvfs_openstack.gvfs import control
 from gvfs_openstack.gvfs.listener import Listener
 from gvfs_openstack.gvfs import policy
@@ -47,6 +48,23 @@ def _connector(up):
                                up.ssh_user, up.ssh_key, up.ssh_known_hosts)
 
 
+def peak_rss_kb():
+    """Peak resident memory of this process image, in KiB.
+
+    ``VmHWM`` rather than ``getrusage``: Linux carries ``ru_maxrss`` over
+    ``execve``, so a proxy started by a big parent would report the
+    parent's memory as its own.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass  # Not Linux: fall back to getrusage.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 class ProxyService:
     """One proxy: a listener, its role, upstream pools, a control socket."""
 
@@ -77,7 +95,8 @@ class ProxyService:
         if conf.proxy.control_socket:
             self.control = control.ControlServer(
                 conf.proxy.control_socket, {"stats": self._stats,
-                                            "drop": self._drop})
+                                            "drop": self._drop,
+                                            "warm": self._warm})
         self._stopping = None
 
     def _pool(self, connector, size, timeout=300.0, initial=0.05,
@@ -139,7 +158,6 @@ class ProxyService:
                                 self.stats)
 
     async def _stats(self, request):
-        usage = resource.getrusage(resource.RUSAGE_SELF)
         if self.cache is not None:
             self.stats["cache_corrupt_blocks"] = \
                 self.cache.store.corrupt_blocks
@@ -147,7 +165,7 @@ class ProxyService:
             self.stats["cache_io_errors"] = self.cache.store.io_errors
         return dict(self.stats, role=self.role.name,
                     port=self.listener.port,
-                    peak_rss_kb=usage.ru_maxrss,
+                    peak_rss_kb=peak_rss_kb(),
                     drc_entries=len(self.role.drc),
                     upstream=[p.connector.describe() for p in self.pools])
 
@@ -156,6 +174,18 @@ class ProxyService:
             return {"dropped": False, "reason": "no cache configured"}
         self.cache.drop()
         return {"dropped": True}
+
+    async def _warm(self, request):
+        if self.cache is None:
+            raise exceptions.InvalidConfig(option="[cache] directory",
+                                           reason="warming needs a cache")
+        path = request.get("path")
+        if not isinstance(path, str):
+            raise ValueError("warm needs a path")
+        return await warm.Warmer(
+            self.cache, self.cache.pool,
+            self.conf.cache.warm_rate_mib).warm(path,
+                                                request.get("rate_mib"))
 
     async def start(self):
         for pool in self.pools:

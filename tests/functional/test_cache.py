@@ -1,6 +1,7 @@
 """The client proxy's block disk cache, on the lab with real Ganesha."""
 
 import asyncio
+import json
 import os
 import subprocess
 
@@ -225,3 +226,49 @@ def test_a_lan_proxy_is_a_second_level_cache_for_its_leaves(lab_factory,
     # crossed the tunnel to the DTN.
     assert fetched(lab) == lan_after_first
     assert leaves[1].stats()["cache_bytes_fetched"] >= 24 * MIB
+
+
+def gvfs_proxy(proxy, *args):
+    return subprocess.run(
+        ["gvfs-proxy", "--config-file", proxy.config] + list(args),
+        capture_output=True, text=True, timeout=600)
+
+
+def test_warm_fetches_a_file_ahead_of_its_readers_within_a_cap(cached_lab,
+                                                               tmp_path):
+    lab = cached_lab
+    src = tmp_path / "src"
+    expected = random_file(src, 16 * MIB + 3)
+    put(lab, src, "golden.qcow2")
+    out = gvfs_proxy(lab.client_proxy, "warm",
+                     lab.export + "/golden.qcow2", "--rate-mib", "8")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["fetched"] == 16 * MIB + 3
+    # 16 MiB at no more than 8 MiB/s: the cap held.
+    assert result["seconds"] >= 1.5
+    before = fetched(lab)
+    assert read_back(lab, "golden.qcow2", tmp_path / "read") == expected
+    assert fetched(lab) == before
+    again = json.loads(gvfs_proxy(lab.client_proxy, "warm",
+                                  lab.export + "/golden.qcow2").stdout)
+    assert again["fetched"] == 0 and again["already_cached"] == 16 * MIB + 3
+
+
+@pytest.mark.parametrize("path,message", [
+    ("/etc/passwd", "not under an export"),
+    ("relative/path", "absolute path"),
+    ("/x/../etc", "absolute path"),
+    ("/nonexistent-file", "not under an export"),
+])
+def test_warm_refuses_bad_paths_clearly(cached_lab, path, message):
+    out = gvfs_proxy(cached_lab.client_proxy, "warm", path)
+    assert out.returncode == 1
+    assert message in out.stderr
+
+
+def test_warm_of_a_missing_file_says_so(cached_lab):
+    out = gvfs_proxy(cached_lab.client_proxy, "warm",
+                     cached_lab.export + "/no-such-image")
+    assert out.returncode == 1
+    assert "NOENT" in out.stderr

@@ -140,7 +140,7 @@ class CachedReads:
                            + 1):
             self.store.discard(digest, block)
 
-    async def _state(self, call, fh):
+    async def state_of(self, call, fh):
         state = self._files.get(fh)
         if state is not None and \
                 self.clock() - state.checked < self.revalidate_after:
@@ -173,7 +173,7 @@ class CachedReads:
             LOG.warning("garbled %s reply from upstream: %s", proc.name, e)
             raise Fallback() from e
 
-    def _fetch(self, call, state, first, count):
+    def fetch(self, call, state, first, count):
         """Start one upstream READ for ``count`` blocks from ``first``."""
         loop = asyncio.get_running_loop()
         futures = {}
@@ -235,7 +235,7 @@ class CachedReads:
         except ProtocolError:
             raise Fallback() from None
         fh = bytes(args.file)
-        state = await self._state(call, fh)
+        state = await self.state_of(call, fh)
         if state.fattr.type != const.FileType.NF3REG:
             raise Fallback()
         size = state.fattr.size
@@ -274,7 +274,7 @@ class CachedReads:
                 missing.append(block)
                 self.stats["cache_misses"] += 1
         for run_start, run_len in _runs(missing, self.max_fetch_blocks):
-            waiting.update(self._fetch(call, state, run_start, run_len))
+            waiting.update(self.fetch(call, state, run_start, run_len))
         for block, future in waiting.items():
             chunk, _ = await asyncio.shield(future)
             pieces[block] = chunk
@@ -285,7 +285,7 @@ class CachedReads:
         views[0] = views[0][start - first * bs:]
         return views
 
-    def _present(self, state, block, expected_len):
+    def present(self, state, block, expected_len):
         """Whether a current copy of the block is cached (tags only)."""
         found = self.store.peek(state.digest, block)
         return found is not None and found[0] == expected_len and \
@@ -301,10 +301,21 @@ class CachedReads:
         state.ahead = last
         missing = [b for b in range(first, last)
                    if (state.digest, b) not in self._inflight
-                   and not self._present(state, b, min(bs, size - b * bs))]
+                   and not self.present(state, b, min(bs, size - b * bs))]
         for run_start, run_len in _runs(missing, self.max_fetch_blocks):
             self.stats["cache_readahead_blocks"] += run_len
-            self._fetch(call, state, run_start, run_len)
+            self.fetch(call, state, run_start, run_len)
+
+    def runs(self, blocks):
+        """Contiguous runs of ``blocks``, each one upstream READ."""
+        return _runs(blocks, self.max_fetch_blocks)
+
+    def in_flight(self, state, block):
+        return (state.digest, block) in self._inflight
+
+    def forget(self, fh):
+        """Ask the server about ``fh`` again before trusting it."""
+        self._files.pop(bytes(fh), None)
 
     def drop(self):
         self.store.drop_all()
