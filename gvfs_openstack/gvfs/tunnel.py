@@ -155,39 +155,12 @@ class SshConnector(TcpConnector):
             window_size=64 * 1024 * 1024, max_packet_size=256 * 1024,
             timeout=self.connect_timeout)
         ours, theirs = socket.socketpair()
-        for target, name in ((self._pump_to_channel, "to"),
-                             (self._pump_from_channel, "from")):
-            threading.Thread(target=target, args=(theirs, channel),
+        for source, sink, name in ((theirs, channel, "to"),
+                                   (channel, theirs, "from")):
+            threading.Thread(target=_pump, args=(source, sink, theirs,
+                                                 channel),
                              name="ssh-pump-%s" % name, daemon=True).start()
         return ours
-
-    @staticmethod
-    def _pump_to_channel(sock, channel):
-        try:
-            while True:
-                data = sock.recv(_PUMP_CHUNK)
-                if not data:
-                    break
-                channel.sendall(data)
-        except _STREAM_ERRORS as e:
-            LOG.debug("ssh stream to channel ended: %s", e)
-        finally:
-            channel.close()
-            _close_quietly(sock)
-
-    @staticmethod
-    def _pump_from_channel(sock, channel):
-        try:
-            while True:
-                data = channel.recv(_PUMP_CHUNK)
-                if not data:
-                    break
-                sock.sendall(data)
-        except _STREAM_ERRORS as e:
-            LOG.debug("ssh stream from channel ended: %s", e)
-        finally:
-            channel.close()
-            _close_quietly(sock)
 
     async def connect(self, protocol_factory):
         loop = asyncio.get_running_loop()
@@ -199,6 +172,21 @@ class SshConnector(TcpConnector):
             if self._ssh is not None:
                 self._ssh.close()
                 self._ssh = None
+
+
+def _pump(source, sink, sock, channel):
+    """Copy one direction until EOF or error, then close both ends."""
+    try:
+        while True:
+            data = source.recv(_PUMP_CHUNK)
+            if not data:
+                break
+            sink.sendall(data)
+    except _STREAM_ERRORS as e:
+        LOG.debug("ssh stream ended: %s", e)
+    finally:
+        channel.close()
+        _close_quietly(sock)
 
 
 def _close_quietly(sock):

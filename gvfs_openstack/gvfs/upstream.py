@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import random
 
+from gvfs_openstack.gvfs import relay as relays
 from gvfs_openstack.gvfs import streams
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs.errors import ProtocolError
@@ -41,29 +42,6 @@ class _Pending:
     replayable: bool
     relay_to: object = None
     conn: object = None
-
-
-class _Relay:
-    """A reply record being relayed downstream while it arrives."""
-
-    def __init__(self, buffer, pending):
-        self.buffer = buffer
-        self.pending = pending
-        self.sent = 0
-
-    def start(self, filled):
-        target = self.pending.relay_to
-        if not target.writer.start_relay(len(self.buffer)):
-            self.pending = None  # Busy downstream: deliver it whole.
-            return
-        rpc.set_xid(self.buffer, target.xid)
-        self.progress(filled)
-
-    def progress(self, filled):
-        if self.pending is not None and filled > self.sent:
-            self.pending.relay_to.writer.relay_part(
-                memoryview(self.buffer)[self.sent:filled])
-            self.sent = filled
 
 
 class _UpstreamProtocol(asyncio.BufferedProtocol):
@@ -118,9 +96,9 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
         pending = self.inflight.get(rpc.read_xid(buffer))
         if pending is None or pending.relay_to is None or \
                 pending.future.done():
-            self.relay = _Relay(buffer, None)
+            self.relay = relays.ReplyRelay(buffer, None)
             return
-        self.relay = _Relay(buffer, pending)
+        self.relay = relays.ReplyRelay(buffer, pending)
         self.relay.start(filled)
 
     def connection_lost(self, exc):
@@ -138,57 +116,6 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
         pending.conn = self
         self.inflight[pending.xid] = pending
         self.writer.write_record(pending.message)
-
-
-class CallRelay:
-    """A large call relayed upstream while it still arrives from below.
-
-    The upstream message is ``prefix`` followed by ``buffer`` from
-    ``source_start`` on; ``buffer`` is the downstream record being filled.
-    If the upstream connection dies before the record is complete, the
-    call is re-sent whole once it is (it is idempotent).
-    """
-
-    def __init__(self, pool, conn, pending, buffer, prefix, source_start):
-        self.pool = pool
-        self.conn = conn
-        self.pending = pending
-        self.buffer = buffer
-        self.prefix = prefix
-        self.source_start = source_start
-        self.sent = source_start
-        length = len(prefix) + len(buffer) - source_start
-        conn.writer.start_relay(length)
-        if prefix:
-            conn.writer.relay_part(prefix)
-
-    @property
-    def downstream_xid(self):
-        return self.pending.relay_to.xid
-
-    def progress(self, filled):
-        if self.pending.conn is self.conn and filled > self.sent:
-            self.conn.writer.relay_part(
-                memoryview(self.buffer)[self.sent:filled])
-            self.sent = filled
-
-    def finish(self):
-        """The downstream record is complete."""
-        self.progress(len(self.buffer))
-        body = memoryview(self.buffer)[self.source_start:]
-        self.pending.message = (self.prefix, body) if self.prefix else \
-            (body,)
-        if self.pending.conn is not self.conn:
-            self.pool._resend_later(self.pending)
-
-    def abandon(self):
-        """The downstream record will never complete: unblock upstream."""
-        if self.pending.conn is self.conn:
-            self.conn.transport.abort()
-        self.pool._forget(self.pending)
-
-    async def wait(self):
-        return await self.pool._wait(self.pending, send=False)
 
 
 class UpstreamPool:
@@ -296,8 +223,9 @@ class UpstreamPool:
 
         ``build_prefix(xid)`` returns the bytes that replace the first
         ``source_start`` bytes of ``buffer`` upstream.  Returns a
-        :class:`CallRelay`, or None when no connection is free to carry a
-        relayed record right now (the call is then sent whole, later).
+        :class:`relays.CallRelay`, or None when no connection is free to
+        carry a relayed record right now (the call is then sent whole,
+        later).
         """
         free = [c for c in self._live if not c.writer.busy]
         if not free:
@@ -307,7 +235,8 @@ class UpstreamPool:
         prefix = build_prefix(pending.xid)
         pending.conn = conn
         conn.inflight[pending.xid] = pending
-        relay = CallRelay(self, conn, pending, buffer, prefix, source_start)
+        relay = relays.CallRelay(self, conn, pending, buffer, prefix,
+                                 source_start)
         relay.progress(filled)
         return relay
 

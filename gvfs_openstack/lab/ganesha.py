@@ -48,10 +48,9 @@ class Rpcbind:
         if os.path.exists(RPCBIND_SOCKET):
             return
         binary = shutil.which("rpcbind") or "/usr/sbin/rpcbind"
-        self.process = process.ManagedProcess(
+        self.process = process.start_listening(
             "rpcbind", [binary, "-f", "-w"],
-            os.path.join(workdir, "rpcbind.log"))
-        process.wait_for_port(111, process=self.process)
+            os.path.join(workdir, "rpcbind.log"), [111])
 
     def stop(self):
         if self.process is not None:
@@ -80,18 +79,13 @@ class Ganesha:
     def _start(self):
         binary = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
         workdir = self.workdir
-        self.process = process.ManagedProcess(
+        self.process = process.start_listening(
             "ganesha.nfsd",
             [binary, "-F", "-f", self.config,
              "-L", os.path.join(workdir, "ganesha.log"),
              "-p", os.path.join(workdir, "ganesha.pid"), "-N", "NIV_EVENT"],
-            os.path.join(workdir, "ganesha.out"))
-        try:
-            process.wait_for_port(self.nfs_port, process=self.process)
-            process.wait_for_port(self.mount_port, process=self.process)
-        except process.LabError:
-            self.stop()
-            raise
+            os.path.join(workdir, "ganesha.out"),
+            [self.nfs_port, self.mount_port])
 
     def restart(self):
         """Stop and start again on the same ports: a server reboot.

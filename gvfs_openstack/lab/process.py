@@ -42,15 +42,14 @@ def wait_for_port(port, host="127.0.0.1", timeout=30.0, process=None):
 class ManagedProcess:
     """A child process with its output in a log file."""
 
-    def __init__(self, name, argv, log_path, env=None, cwd=None):
+    def __init__(self, name, argv, log_path):
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.popen = subprocess.Popen(
             argv, stdout=self._log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, env=env, cwd=cwd,
-            start_new_session=True)
+            stdin=subprocess.DEVNULL, start_new_session=True)
 
     @property
     def pid(self):
@@ -79,10 +78,18 @@ class ManagedProcess:
         self._log.close()
         return self.popen.returncode
 
-    def log_tail(self, lines=20):
-        try:
-            with open(self.log_path, "rb") as f:
-                return b"\n".join(f.read().splitlines()[-lines:]).decode(
-                    "utf-8", "replace")
-        except OSError:
-            return ""
+
+def start_listening(name, argv, log_path, ports):
+    """Start a process and wait until it listens on every port in ports.
+
+    A process that exits or never listens is stopped and LabError raised,
+    with its log's path in the message.
+    """
+    proc = ManagedProcess(name, argv, log_path)
+    try:
+        for port in ports:
+            wait_for_port(port, process=proc)
+    except LabError:
+        proc.stop()
+        raise
+    return proc

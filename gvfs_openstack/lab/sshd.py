@@ -64,14 +64,9 @@ class Sshd:
         with open(self.config, "w") as f:
             f.write(_CONFIG.format(port=self.port, workdir=workdir))
         binary = shutil.which("sshd") or "/usr/sbin/sshd"
-        self.process = process.ManagedProcess(
+        self.process = process.start_listening(
             "sshd", [binary, "-D", "-e", "-f", self.config],
-            os.path.join(workdir, "sshd.log"))
-        try:
-            process.wait_for_port(self.port, process=self.process)
-        except process.LabError:
-            self.stop()
-            raise
+            os.path.join(workdir, "sshd.log"), [self.port])
 
     def session_pids(self):
         """PIDs of sshd's per-connection children (to cut a tunnel)."""

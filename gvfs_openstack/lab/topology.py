@@ -44,15 +44,10 @@ class Proxy:
             parser[section] = {k: str(v) for k, v in values.items()}
         with open(self.config, "w") as f:
             parser.write(f)
-        self.process = process.ManagedProcess(
+        self.process = process.start_listening(
             name, [sys.executable, "-m", "gvfs_openstack.cmd.proxy",
                    "--config-file", self.config, "serve"],
-            os.path.join(workdir, name + ".log"))
-        try:
-            process.wait_for_port(self.port, process=self.process)
-        except process.LabError:
-            self.stop()
-            raise
+            os.path.join(workdir, name + ".log"), [self.port])
 
     def stats(self):
         return control.request(self.control_socket, "stats")

@@ -14,15 +14,10 @@ class Toxiproxy:
     def __init__(self, workdir):
         self.port = process.free_port()
         binary = shutil.which("toxiproxy-server") or DEFAULT_BINARY
-        self.process = process.ManagedProcess(
+        self.process = process.start_listening(
             "toxiproxy", [binary, "-host", "127.0.0.1", "-port",
                           str(self.port)],
-            os.path.join(workdir, "toxiproxy.log"))
-        try:
-            process.wait_for_port(self.port, process=self.process)
-        except process.LabError:
-            self.stop()
-            raise
+            os.path.join(workdir, "toxiproxy.log"), [self.port])
 
     def _request(self, method, path, body=None):
         data = json.dumps(body).encode() if body is not None else None

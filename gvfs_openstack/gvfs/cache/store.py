@@ -170,6 +170,17 @@ class BlockStore:
         first_frame = (set_index % g.sets_per_bank) * g.ways
         return bank, first_frame
 
+    def _lookup(self, digest, block):
+        """``(bank, first frame of the set, frame, tag)`` of a block.
+
+        frame and tag are None when the block is not cached; everything is
+        None when the bank cannot be opened.
+        """
+        bank, first = self._locate(digest, block)
+        if bank is None:
+            return None, None, None, None
+        return (bank, first) + self._find(bank, first, digest, block)
+
     def _find(self, bank, first_frame, digest, block):
         for frame in range(first_frame, first_frame + self.geometry.ways):
             tag = _TAG.unpack_from(bank.tags, frame * TAG_SIZE)
@@ -183,10 +194,7 @@ class BlockStore:
         A block whose CRC does not match is dropped and counted.
         """
         with self._lock:
-            bank, first = self._locate(digest, block)
-            if bank is None:
-                return None
-            frame, tag = self._find(bank, first, digest, block)
+            bank, _, frame, tag = self._lookup(digest, block)
             if frame is None:
                 return None
             length = tag[4]
@@ -214,10 +222,7 @@ class BlockStore:
     def peek(self, digest, block):
         """``(length, Attrs)`` of a cached block without reading it."""
         with self._lock:
-            bank, first = self._locate(digest, block)
-            if bank is None:
-                return None
-            frame, tag = self._find(bank, first, digest, block)
+            _, _, frame, tag = self._lookup(digest, block)
             if frame is None:
                 return None
             return tag[4], Attrs(*tag[6:9])
@@ -232,10 +237,9 @@ class BlockStore:
             raise ValueError("block of %d bytes exceeds the block size"
                              % len(data))
         with self._lock:
-            bank, first = self._locate(digest, block)
+            bank, first, frame, _ = self._lookup(digest, block)
             if bank is None:
                 return False
-            frame, _ = self._find(bank, first, digest, block)
             if frame is None:
                 frame = self._victim(bank, first)
             offset = frame * TAG_SIZE
@@ -274,10 +278,7 @@ class BlockStore:
 
     def discard(self, digest, block):
         with self._lock:
-            bank, first = self._locate(digest, block)
-            if bank is None:
-                return
-            frame, _ = self._find(bank, first, digest, block)
+            bank, _, frame, _ = self._lookup(digest, block)
             if frame is not None:
                 bank.tags[frame * TAG_SIZE:(frame + 1) * TAG_SIZE] = \
                     bytes(TAG_SIZE)
