@@ -40,6 +40,13 @@ qcow2's default cluster size.
 Either way a block fetched under other attributes than the file's current
 ones is never served.
 """),
+    cfg.DictOpt("export_consistency", default={},
+                help="""Per-export ``consistency``, e.g.
+``/srv/golden:immutable,/srv/scratch:window``.
+
+Exports not named here use ``consistency``. A file's export is learnt from
+the MNT and LOOKUP replies that pass through the proxy.
+"""),
     cfg.FloatOpt("coherence_window", default=3.0, min=0.0,
                  help="Seconds the file attributes are trusted under the "
                       "``window`` policy (NFS clients use 3 to 60)."),

@@ -198,9 +198,12 @@ class ClientRole(Role):
                                   True, writer)
 
     def after(self, call, reply):
-        if self.cache is not None and reply is not None and \
-                call.prog == const.NFS_PROGRAM:
+        if self.cache is None or reply is None or isinstance(reply, tuple):
+            return
+        if call.prog == const.NFS_PROGRAM:
             cache_updates.observe_reply(self.cache, call, reply)
+        else:
+            cache_updates.observe_mount(self.cache, call, reply)
 
     def _relay(self, call, buffer, args_at, filled, relay_to):
         def prefix(xid):

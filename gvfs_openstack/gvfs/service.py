@@ -11,6 +11,7 @@ import signal
 import time
 
 from gvfs_openstack import exceptions
+from gvfs_openstack.gvfs.cache import exports
 from gvfs_openstack.gvfs.cache import reads
 from gvfs_openstack.gvfs.cache import store
 from gvfs_openstack.gvfs.cache import warm
@@ -117,11 +118,21 @@ class ProxyService:
         geometry = store.Geometry.for_capacity(
             opts.capacity_mb * mib, opts.block_size, opts.associativity,
             opts.bank_size_mb * mib)
-        revalidate = opts.coherence_window if opts.consistency == "window" \
-            else opts.immutable_revalidate
+        seconds = {"window": opts.coherence_window,
+                   "immutable": opts.immutable_revalidate}
+        overrides = {}
+        for path, name in opts.export_consistency.items():
+            if name not in seconds or not path.startswith("/"):
+                raise exceptions.InvalidConfig(
+                    option="[cache] export_consistency",
+                    reason="%r:%r is not an absolute export path and "
+                           "window or immutable" % (path, name))
+            overrides[path] = seconds[name]
+        policies = exports.ExportPolicies(seconds[opts.consistency],
+                                          overrides)
         return reads.CachedReads(
             store.BlockStore(opts.directory, geometry), pool, self.stats,
-            revalidate, opts.readahead_kb * 1024,
+            policies, opts.readahead_kb * 1024,
             max_fetch=self.conf.proxy.max_record_size // 4,
             max_read=self.conf.proxy.max_record_size // 2)
 

@@ -71,10 +71,14 @@ class Lab:
         self.tunnel = tunnel
         self.link = link
         self.upstream_connections = upstream_connections
-        #: Options of the client proxy's [cache] section; None: no cache.
-        self.cache = None if cache is None else dict(
-            {"directory": os.path.join(workdir, "cache")}, **cache)
         self.export = os.path.join(workdir, "export")
+        #: Options of the client proxy's [cache] section; None: no cache.
+        #: String values may name the export as ``{export}``.
+        self.cache = None if cache is None else dict(
+            {"directory": os.path.join(workdir, "cache")},
+            **{key: value.format(export=self.export)
+               if isinstance(value, str) else value
+               for key, value in cache.items()})
         self._stack = contextlib.ExitStack()
         self.toxiproxy = None
         self.sshd = None

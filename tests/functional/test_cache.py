@@ -272,3 +272,31 @@ def test_warm_of_a_missing_file_says_so(cached_lab):
                      cached_lab.export + "/no-such-image")
     assert out.returncode == 1
     assert "NOENT" in out.stderr
+
+
+def test_an_immutable_export_is_trusted_and_counted_apart(lab_factory,
+                                                          tmp_path):
+    lab = lab_factory("tcp", cache={
+        "capacity_mb": 64, "coherence_window": 0,
+        "export_consistency": "{export}:immutable",
+        "immutable_revalidate": 600})
+    src = tmp_path / "src"
+    original = random_file(src, 4 * MIB)
+    put(lab, src, "golden.raw")
+    assert read_back(lab, "golden.raw", tmp_path / "first") == original
+    checks = lab.client_proxy.stats()["cache_revalidations"]
+    assert read_back(lab, "golden.raw", tmp_path / "again") == original
+    # The operator declared this export immutable: the proxy did not ask
+    # the DTN again (with the default window of 0 it asks on every READ).
+    stats = lab.client_proxy.stats()
+    assert stats["cache_revalidations"] == checks
+    # Evidence still counts: nfs-cp's own GETATTR, which the proxy
+    # forwards, shows the change and the old blocks are dropped.
+    patch = os.urandom(4096)
+    _rewrite_on_the_dtn(lab, "golden.raw", 0, patch)
+    with open(src, "r+b") as f:
+        f.write(patch)
+    assert read_back(lab, "golden.raw", tmp_path / "second") == sha256(src)
+    per_export = stats["cache_exports"][lab.export]
+    assert per_export["bytes_fetched"] >= 4 * MIB
+    assert per_export["bytes_local"] >= 4 * MIB

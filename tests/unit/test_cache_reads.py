@@ -1,5 +1,6 @@
 """Freshness bookkeeping of the cached READ path (no network)."""
 
+from gvfs_openstack.gvfs.cache import exports
 from gvfs_openstack.gvfs.cache import reads
 from gvfs_openstack.gvfs.cache.store import BlockStore
 from gvfs_openstack.gvfs.cache.store import Geometry
@@ -23,6 +24,21 @@ def wcc(before, after):
 def make(tmp_path):
     store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
     return reads.CachedReads(store, pool=None, stats={})
+
+
+def test_export_policies_follow_mounts_and_lookups():
+    policies = exports.ExportPolicies(3.0, {"/srv/golden": 600.0})
+    policies.learn_root(b"root-g", "/srv/golden/")
+    policies.learn_root(b"root-s", "/srv/scratch")
+    policies.learn_child(b"root-g", b"img")
+    policies.learn_child(b"img", b"deeper")
+    policies.learn_child(b"unknown-dir", b"orphan")
+    assert policies.revalidate_after(b"deeper") == 600.0
+    assert policies.export_of(b"img") == "/srv/golden"
+    assert policies.revalidate_after(b"root-s") == 3.0
+    assert policies.revalidate_after(b"orphan") == 3.0
+    policies.learn_root(b"sub", "/srv/golden/project")
+    assert policies.revalidate_after(b"sub") == 600.0
 
 
 def test_own_write_with_pre_op_attributes_keeps_other_blocks_current(

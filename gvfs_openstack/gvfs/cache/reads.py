@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import time
 
+from gvfs_openstack.gvfs.cache import exports
 from gvfs_openstack.gvfs.cache.store import Attrs
 from gvfs_openstack.gvfs.cache.store import fh_digest
 from gvfs_openstack.nfs import const
@@ -67,13 +68,13 @@ class Fallback(Exception):
 
 
 class CachedReads:
-    def __init__(self, store, pool, stats, revalidate_after=3.0,
+    def __init__(self, store, pool, stats, policies=None,
                  readahead=4 * 1024 * 1024, max_fetch=1024 * 1024,
                  max_read=1024 * 1024, clock=time.monotonic):
         self.store = store
         self.pool = pool
         self.stats = stats
-        self.revalidate_after = revalidate_after
+        self.policies = policies or exports.ExportPolicies(3.0)
         self.readahead_blocks = readahead // store.geometry.block_size
         self.max_fetch_blocks = max(1, max_fetch // store.geometry.block_size)
         self.max_read = max_read
@@ -82,8 +83,10 @@ class CachedReads:
         self._inflight = {}
         for key in ("cache_hits", "cache_misses", "cache_bytes_local",
                     "cache_bytes_fetched", "cache_invalidations",
-                    "cache_readahead_blocks", "cache_collapsed"):
+                    "cache_readahead_blocks", "cache_collapsed",
+                    "cache_revalidations"):
             self.stats.setdefault(key, 0)
+        self.stats.setdefault("cache_exports", {})
 
     # --- file state ---------------------------------------------------------
 
@@ -142,9 +145,10 @@ class CachedReads:
 
     async def state_of(self, call, fh):
         state = self._files.get(fh)
-        if state is not None and \
-                self.clock() - state.checked < self.revalidate_after:
+        if state is not None and self.clock() - state.checked < \
+                self.policies.revalidate_after(fh):
             return state
+        self.stats["cache_revalidations"] += 1
         res = await self._upstream(call, Nfs3Proc.GETATTR,
                                    nfs3.GetattrArgs(fh))
         if not res.ok:
@@ -195,6 +199,7 @@ class CachedReads:
             fresh = self.observe(fh, res.body.file_attributes) or state
             attrs = fresh.current[-1]
             self.stats["cache_bytes_fetched"] += len(data)
+            self._count(fh, "bytes_fetched", len(data))
             for i, block in enumerate(range(first, first + count)):
                 chunk = data[i * bs:(i + 1) * bs]
                 if chunk and (len(chunk) == bs or res.body.eof):
@@ -280,10 +285,20 @@ class CachedReads:
             pieces[block] = chunk
         local = sum(len(pieces[b]) for b in pieces if b not in waiting)
         self.stats["cache_bytes_local"] += local
+        self._count(state.fh, "bytes_local", local)
+        self._count(state.fh, "hits", len(pieces) - len(waiting))
+        self._count(state.fh, "misses", len(waiting))
         views = [memoryview(pieces[b]) for b in range(first, last + 1)]
         views[-1] = views[-1][:end - last * bs]
         views[0] = views[0][start - first * bs:]
         return views
+
+    def _count(self, fh, key, amount):
+        """Per-export counters (``?`` for handles of unknown export)."""
+        export = self.policies.export_of(fh) or "?"
+        counters = self.stats["cache_exports"].setdefault(export, {
+            "hits": 0, "misses": 0, "bytes_local": 0, "bytes_fetched": 0})
+        counters[key] += amount
 
     def present(self, state, block, expected_len):
         """Whether a current copy of the block is cached (tags only)."""

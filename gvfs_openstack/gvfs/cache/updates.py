@@ -10,15 +10,18 @@ knows of a file.
 import logging
 
 from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import MountProc
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.xdr import Unpacker
 
 LOG = logging.getLogger(__name__)
 
-_WATCHED = (Nfs3Proc.WRITE, Nfs3Proc.SETATTR, Nfs3Proc.GETATTR)
+_WATCHED = (Nfs3Proc.WRITE, Nfs3Proc.SETATTR, Nfs3Proc.GETATTR,
+            Nfs3Proc.LOOKUP, Nfs3Proc.CREATE, Nfs3Proc.MKDIR)
 
 
 def _write_range(args):
@@ -26,6 +29,30 @@ def _write_range(args):
     u = Unpacker(args)
     return (u.unpack_opaque(const.NFS3_FHSIZE), u.unpack_uhyper(),
             u.unpack_uint())
+
+
+def _results(reply_message):
+    reply = rpc.decode_message(reply_message)
+    if not isinstance(reply, rpc.Reply) or \
+            reply.accept_stat != const.AcceptStat.SUCCESS:
+        return None
+    return reply.results
+
+
+def observe_mount(cache, call, reply_message):
+    """An MNT reply names the root handle of an export."""
+    if call.proc != MountProc.MNT:
+        return
+    try:
+        results = _results(reply_message)
+        if results is None:
+            return
+        res = mount3.decode_res(MountProc.MNT, results)
+        if res.ok:
+            path = mount3.decode_args(MountProc.MNT, call.args).dirpath
+            cache.policies.learn_root(res.body.fhandle, path)
+    except ProtocolError as e:
+        LOG.warning("cannot learn from an MNT reply: %s", e)
 
 
 def observe_reply(cache, call, reply_message):
@@ -36,20 +63,27 @@ def observe_reply(cache, call, reply_message):
             fh, offset, count = _write_range(call.args)
             # Whatever the outcome, those bytes may have changed.
             cache.discard_range(fh, offset, count)
-        reply = rpc.decode_message(reply_message)
-        if not isinstance(reply, rpc.Reply) or \
-                reply.accept_stat != const.AcceptStat.SUCCESS:
+        results = _results(reply_message)
+        if results is None:
             return
-        res = nfs3.decode_res(call.proc, reply.results)
+        res = nfs3.decode_res(call.proc, results)
         if call.proc == Nfs3Proc.WRITE:
             cache.observe_own_change(
                 fh, res.body.file_wcc if res.ok else res.body.obj_wcc)
         elif call.proc == Nfs3Proc.SETATTR:
             fh = nfs3.decode_args(Nfs3Proc.SETATTR, call.args).object
             cache.observe_own_change(fh, res.body.obj_wcc, reset=True)
-        elif res.ok:
+        elif call.proc == Nfs3Proc.GETATTR and res.ok:
             fh = nfs3.decode_args(Nfs3Proc.GETATTR, call.args).object
             cache.observe(fh, res.body.obj_attributes)
+        elif call.proc == Nfs3Proc.LOOKUP and res.ok:
+            args = nfs3.decode_args(Nfs3Proc.LOOKUP, call.args)
+            cache.policies.learn_child(args.what.dir, res.body.object)
+        elif res.ok and res.body.obj:
+            # CREATE and MKDIR: the new object lives in its directory's
+            # export.
+            where = nfs3.decode_args(call.proc, call.args).where
+            cache.policies.learn_child(where.dir, res.body.obj)
     except ProtocolError as e:
         LOG.warning("cannot learn from a %s reply: %s",
                     Nfs3Proc(call.proc).name, e)
