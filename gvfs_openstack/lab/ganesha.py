@@ -7,6 +7,7 @@ only that one).  Clients never use rpcbind: ports are given explicitly.
 
 import os
 import shutil
+import socket
 
 from gvfs_openstack.lab import process
 
@@ -40,12 +41,26 @@ EXPORT {{
 RPCBIND_SOCKET = "/run/rpcbind.sock"
 
 
+def _rpcbind_alive():
+    """Whether an rpcbind answers on its socket.
+
+    The socket file alone proves nothing: rpcbind leaves it behind when
+    it stops, and Ganesha then fails to register and exits.
+    """
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(RPCBIND_SOCKET)
+        except OSError:
+            return False
+    return True
+
+
 class Rpcbind:
     """Starts rpcbind if the machine has none; stops only its own."""
 
     def __init__(self, workdir):
         self.process = None
-        if os.path.exists(RPCBIND_SOCKET):
+        if _rpcbind_alive():
             return
         binary = shutil.which("rpcbind") or "/usr/sbin/rpcbind"
         self.process = process.start_listening(
