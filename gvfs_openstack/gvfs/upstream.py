@@ -157,12 +157,6 @@ class UpstreamPool:
             conn.transport.abort()
         self.connector.close()
 
-    async def wait_connected(self, timeout):
-        async with self._live_changed:
-            await asyncio.wait_for(
-                self._live_changed.wait_for(lambda: bool(self._live)),
-                timeout)
-
     async def _keep_connected(self, slot):
         delay = self.backoff_initial
         while not self._closing:

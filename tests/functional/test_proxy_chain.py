@@ -18,6 +18,7 @@ from gvfs_openstack.lab.topology import FILE_GID
 from gvfs_openstack.lab.topology import FILE_UID
 from gvfs_openstack.nfs.client import NfsClient
 from gvfs_openstack.nfs import connection
+from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs import rpc
 from tests.functional.conftest import nfs_cp
@@ -85,6 +86,10 @@ def test_directory_operations_through_the_chain(lab_factory):
                 await nfs.lookup(root, "dir-ops")
             fsstat = await nfs.fsstat()
             assert fsstat.tbytes > 0
+            allowed = await nfs.access(root, const.ACCESS3_READ |
+                                       const.ACCESS3_MODIFY)
+            assert allowed & const.ACCESS3_READ
+            await nfs.unmount()
 
     asyncio.run(scenario())
     listing = subprocess.run(["nfs-ls", lab.client_url("")],
