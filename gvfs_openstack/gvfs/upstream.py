@@ -196,11 +196,11 @@ class UpstreamPool:
         conn = await self._pick()
         conn.send(pending)
 
-    def _register(self, message, replayable, relay_to, build):
+    def _register(self, replayable, relay_to, build):
         xid = self._next_xid()
-        pending = _Pending(xid, message, asyncio.get_running_loop(
-        ).create_future(), replayable, relay_to)
-        pending.message = build(xid)
+        pending = _Pending(xid, build(xid),
+                           asyncio.get_running_loop().create_future(),
+                           replayable, relay_to)
         self._pending[xid] = pending
         return pending
 
@@ -225,7 +225,7 @@ class UpstreamPool:
         if not free:
             return None
         conn = min(free, key=lambda c: len(c.inflight))
-        pending = self._register(None, True, relay_to, lambda xid: None)
+        pending = self._register(True, relay_to, lambda xid: None)
         prefix = build_prefix(pending.xid)
         pending.conn = conn
         conn.inflight[pending.xid] = pending
@@ -245,7 +245,7 @@ class UpstreamPool:
         :class:`streams.RelayTarget`) was given and the reply was large
         enough to be relayed there as it arrived.
         """
-        pending = self._register(None, replayable, relay_to, build_message)
+        pending = self._register(replayable, relay_to, build_message)
         return await self._wait(pending, send=True)
 
     async def _wait(self, pending, send):

@@ -6,6 +6,8 @@ something the protocol does not allow.  Decoders raise only
 :class:`ProtocolError` (and its subclasses) on bad input, whatever the input.
 """
 
+from gvfs_openstack.nfs import const
+
 
 class ProtocolError(Exception):
     """The peer sent malformed, truncated, oversized or hostile data."""
@@ -35,7 +37,6 @@ class NfsError(Exception):
     """An NFSv3 or MOUNTv3 procedure returned a non-OK status."""
 
     def __init__(self, status, procedure, detail=""):
-        from gvfs_openstack.nfs import const
         self.status = status
         self.procedure = procedure
         name = const.status_name(status)

@@ -169,9 +169,7 @@ def test_drop_empties_the_cache(cached_lab, tmp_path):
     expected = random_file(src, 4 * MIB)
     put(lab, src, "drop.bin")
     read_back(lab, "drop.bin", tmp_path / "first")
-    out = subprocess.run(
-        ["gvfs-proxy", "--config-file", lab.client_proxy.config, "drop"],
-        capture_output=True, text=True, timeout=60)
+    out = gvfs_proxy(lab.client_proxy, "drop")
     assert out.returncode == 0, out.stderr
     before = fetched(lab)
     assert read_back(lab, "drop.bin", tmp_path / "second") == expected

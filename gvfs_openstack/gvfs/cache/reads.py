@@ -39,16 +39,11 @@ MAX_FILES = 65536
 MAX_CURRENT = 64
 
 
-def attrs_of(fattr):
-    return Attrs(fattr.size,
-                 fattr.mtime.seconds << 32 | fattr.mtime.nseconds,
-                 fattr.ctime.seconds << 32 | fattr.ctime.nseconds)
-
-
-def _wcc_attrs(before):
-    return Attrs(before.size,
-                 before.mtime.seconds << 32 | before.mtime.nseconds,
-                 before.ctime.seconds << 32 | before.ctime.nseconds)
+def attrs_of(attrs):
+    """Change attributes of a fattr3 or a wcc_attr (both have them)."""
+    return Attrs(attrs.size,
+                 attrs.mtime.seconds << 32 | attrs.mtime.nseconds,
+                 attrs.ctime.seconds << 32 | attrs.ctime.nseconds)
 
 
 @dataclasses.dataclass
@@ -124,7 +119,7 @@ class CachedReads:
             return
         after = attrs_of(wcc.after)
         ours = wcc.before is not None and \
-            _wcc_attrs(wcc.before) in state.current
+            attrs_of(wcc.before) in state.current
         if reset or not ours:
             if not ours:
                 self.stats["cache_invalidations"] += 1
