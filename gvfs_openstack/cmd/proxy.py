@@ -2,6 +2,7 @@
 
     gvfs-proxy --config-file proxy.conf serve
     gvfs-proxy --config-file proxy.conf stats
+    gvfs-proxy --config-file proxy.conf flush
     gvfs-proxy --config-file proxy.conf drop
     gvfs-proxy --config-file proxy.conf warm /srv/images/golden.qcow2
 """
@@ -49,7 +50,8 @@ def _control(command, timeout=30.0, **args):
 
 _ACTIONS = {"serve": _serve,
             "stats": lambda: _control("stats"),
-            "drop": lambda: _control("drop"),
+            "flush": lambda: _control("flush", None),
+            "drop": lambda: _control("drop", None),
             "warm": lambda: _control("warm", None, path=CONF.action.path,
                                      rate_mib=CONF.action.rate_mib)}
 
@@ -57,7 +59,11 @@ _ACTIONS = {"serve": _serve,
 def _add_parsers(subparsers):
     subparsers.add_parser("serve", help="run the proxy until SIGTERM")
     subparsers.add_parser("stats", help="print the running proxy's counters")
-    subparsers.add_parser("drop", help="empty the running proxy's cache")
+    subparsers.add_parser(
+        "flush", help="write the running proxy's dirty data upstream and "
+                      "wait until it is committed there")
+    subparsers.add_parser(
+        "drop", help="write back, then empty the running proxy's cache")
     warm = subparsers.add_parser(
         "warm", help="fetch a file into the running proxy's cache")
     warm.add_argument("path", help="absolute path of the file on the DTN "

@@ -61,6 +61,51 @@ Keeps many hosts warming the same golden image from flooding the DTN.
     cfg.IntOpt("readahead_kb", default=4096, min=0,
                help="How far ahead of a sequential reader to fetch, in "
                     "KiB; 0 disables read-ahead."),
+    cfg.StrOpt("write_policy", default="writethrough", choices=[
+        ("writethrough", "WRITEs go upstream before they are answered"),
+        ("writeback", "WRITEs are answered once journalled on local disk "
+                      "and written upstream later")],
+        help="""What the proxy does with WRITEs.
+
+Write-back answers a WRITE once it is in the journal (``journal_directory``)
+and a COMMIT once the journal is on stable storage, so an acknowledged byte
+survives a crash of the proxy or the host; it is written upstream by
+``gvfs-proxy flush``, SIGUSR1 (SIGUSR2 also empties the cache), after
+``writeback_idle_seconds`` without WRITEs, when the journal passes
+``writeback_flush_mb``, and at a clean shutdown. Other hosts see the data
+only once it is written back: use it for data one host writes, such as new
+images and instance disks, not for files shared while being written.
+"""),
+    cfg.DictOpt("export_write_policy", default={},
+                help="""Per-export ``write_policy``, e.g.
+``/srv/images:writeback,/srv/shared:writethrough``.
+
+Exports not named here use ``write_policy``.
+"""),
+    cfg.StrOpt("journal_directory",
+               help="""Directory of the write-back journal.
+
+Default: ``journal`` inside ``directory``. Put it on a disk that survives a
+reboot; tmpfs would lose acknowledged data with the host.
+"""),
+    cfg.IntOpt("writeback_max_mb", default=4096, min=1,
+               help="""Largest journal, in MiB.
+
+WRITEs beyond it (or when its disk is full) are written through instead,
+so clients never see an error for want of local disk.
+"""),
+    cfg.IntOpt("writeback_flush_mb", default=1024, min=1,
+               help="Journal size, in MiB, at which writing back starts "
+                    "in the background."),
+    cfg.FloatOpt("writeback_idle_seconds", default=30.0, min=0.0,
+                 help="Write back once no WRITE came for this many "
+                      "seconds; 0 disables the idle timer."),
+    cfg.FloatOpt("shutdown_flush_timeout", default=300.0, min=0.0,
+                 help="""Seconds a clean shutdown spends writing back.
+
+What is not written back by then stays in the journal and is written back
+after the next start.
+"""),
 ]
 
 

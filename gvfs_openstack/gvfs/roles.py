@@ -26,6 +26,7 @@ from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.nfs.xdr import Unpacker
 
 LOG = logging.getLogger(__name__)
 
@@ -89,10 +90,9 @@ class Role:
         try:
             if relay is not None:
                 reply = self._reply(await relay.wait(), call)
-            else:
-                reply = await self.dispatch(call, record, writer)
-            self.after(call, reply)
-            return reply
+                self.after(call, reply)
+                return reply
+            return await self.dispatch(call, record, writer)
         except UpstreamError as e:
             LOG.warning("%s call xid %#x failed upstream: %s", name,
                         call.xid, e)
@@ -108,7 +108,7 @@ class Role:
         raise NotImplementedError
 
     def after(self, call, reply):
-        """See every reply that goes back down (None if it was relayed)."""
+        """See every forwarded reply (None if it was relayed)."""
 
     def relay_call(self, buffer, filled, writer):
         """Start forwarding a large call whose record is still arriving.
@@ -175,27 +175,43 @@ class Role:
 
 
 class ClientRole(Role):
-    """Forwards every call unchanged to the next proxy."""
+    """Forwards calls to the next proxy, through its cache if it has one.
+
+    With a cache, READs are served from it; with write-back, WRITE and
+    COMMIT of written-back files (and READ, GETATTR, SETATTR of files
+    with dirty bytes) are answered by it.  Everything else goes upstream
+    unchanged.
+    """
 
     name = "client"
 
-    def __init__(self, pool, stats, drc=None, cache=None):
+    def __init__(self, pool, stats, drc=None, cache=None, writeback=None):
         super().__init__(stats, drc)
         self.pool = pool
         self.cache = cache
+        self.writeback = writeback
 
     async def dispatch(self, call, record, writer):
-        if self.cache is not None and call.prog == const.NFS_PROGRAM and \
-                call.proc == const.Nfs3Proc.READ:
-            try:
-                return await self.cache.read(call)
-            except Fallback:
-                pass  # Not cacheable (a directory, an error): forward it.
+        if self.cache is not None and call.prog == const.NFS_PROGRAM:
+            if self.writeback is not None:
+                reply = await self.writeback.handle(call)
+                if reply is not None:
+                    return reply
+            if call.proc == const.Nfs3Proc.READ:
+                try:
+                    return await self.cache.read(call)
+                except Fallback:
+                    pass  # Not cacheable (a directory, an error).
         # The next hop is a proxy with its own duplicate request cache, so
         # every call may be re-sent with its XID after a tunnel failure.
-        return await self.forward(self.pool, call,
-                                  lambda xid: (rpc.set_xid(record, xid),),
-                                  True, writer)
+        reply = await self.forward(self.pool, call,
+                                   lambda xid: (rpc.set_xid(record, xid),),
+                                   True, writer)
+        self.after(call, reply)
+        if self.writeback is not None and reply is not None and \
+                call.prog == const.NFS_PROGRAM:
+            return self.writeback.patch_reply(call, reply)
+        return reply
 
     def after(self, call, reply):
         if self.cache is None or reply is None or isinstance(reply, tuple):
@@ -206,6 +222,16 @@ class ClientRole(Role):
             cache_updates.observe_mount(self.cache, call, reply)
 
     def _relay(self, call, buffer, args_at, filled, relay_to):
+        if self.writeback is not None and \
+                call.proc == const.Nfs3Proc.WRITE:
+            try:
+                fh = Unpacker(memoryview(buffer)[args_at:filled]) \
+                    .unpack_opaque(const.NFS3_FHSIZE)
+            except ProtocolError:
+                return None
+            if not self.writeback.relays(fh):
+                return None  # Written back: it must arrive whole.
+
         def prefix(xid):
             rpc.set_xid(buffer, xid)
             return b""

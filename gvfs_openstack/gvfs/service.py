@@ -6,15 +6,18 @@ in-process as well as through ``gvfs-proxy``.
 
 import asyncio
 import logging
+import os
 import resource
 import signal
 import time
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.gvfs.cache import exports
+from gvfs_openstack.gvfs.cache import journal
 from gvfs_openstack.gvfs.cache import reads
 from gvfs_openstack.gvfs.cache import store
 from gvfs_openstack.gvfs.cache import warm
+from gvfs_openstack.gvfs.cache import writeback
 from gvfs_openstack.gvfs import control
 from gvfs_openstack.gvfs.listener import Listener
 from gvfs_openstack.gvfs import policy
@@ -74,6 +77,7 @@ class ProxyService:
         self.stats = {"started_at": time.time()}
         self.pools = []
         self.cache = None
+        self.writeback = None
         self.role = self._build_role()
         listen = conf.listen
         ssl_context = None
@@ -96,6 +100,7 @@ class ProxyService:
         if conf.proxy.control_socket:
             self.control = control.ControlServer(
                 conf.proxy.control_socket, {"stats": self._stats,
+                                            "flush": self._flush,
                                             "drop": self._drop,
                                             "warm": self._warm})
         self._stopping = None
@@ -120,21 +125,34 @@ class ProxyService:
             opts.bank_size_mb * mib)
         seconds = {"window": opts.coherence_window,
                    "immutable": opts.immutable_revalidate}
-        overrides = {}
-        for path, name in opts.export_consistency.items():
-            if name not in seconds or not path.startswith("/"):
-                raise exceptions.InvalidConfig(
-                    option="[cache] export_consistency",
-                    reason="%r:%r is not an absolute export path and "
-                           "window or immutable" % (path, name))
-            overrides[path] = seconds[name]
-        policies = exports.ExportPolicies(seconds[opts.consistency],
-                                          overrides)
+        write_back = {"writeback": True, "writethrough": False}
+        policies = exports.ExportPolicies(
+            seconds[opts.consistency],
+            _per_export(opts.export_consistency, seconds,
+                        "[cache] export_consistency"),
+            write_back[opts.write_policy],
+            _per_export(opts.export_write_policy, write_back,
+                        "[cache] export_write_policy"))
         return reads.CachedReads(
             store.BlockStore(opts.directory, geometry), pool, self.stats,
             policies, opts.readahead_kb * 1024,
             max_fetch=self.conf.proxy.max_record_size // 4,
             max_read=self.conf.proxy.max_record_size // 2)
+
+    def _build_writeback(self, cache):
+        opts = self.conf.cache
+        mib = 1024 * 1024
+        if opts.writeback_flush_mb > opts.writeback_max_mb:
+            raise exceptions.InvalidConfig(
+                option="[cache] writeback_flush_mb",
+                reason="must not exceed writeback_max_mb")
+        directory = opts.journal_directory or os.path.join(opts.directory,
+                                                           "journal")
+        return writeback.WriteBack(
+            journal.Journal(directory), cache, self.stats,
+            opts.writeback_max_mb * mib, opts.writeback_flush_mb * mib,
+            opts.writeback_idle_seconds,
+            wsize=self.conf.proxy.max_record_size // 4)
 
     def _build_role(self):
         conf = self.conf
@@ -144,7 +162,10 @@ class ProxyService:
                               up.call_timeout, up.reconnect_initial_delay,
                               up.reconnect_max_delay)
             self.cache = self._build_cache(pool)
-            return roles.ClientRole(pool, self.stats, cache=self.cache)
+            if self.cache is not None:
+                self.writeback = self._build_writeback(self.cache)
+            return roles.ClientRole(pool, self.stats, cache=self.cache,
+                                    writeback=self.writeback)
         server = conf.server
         try:
             exports = policy.ExportAllowlist(server.exports)
@@ -174,17 +195,37 @@ class ProxyService:
                 self.cache.store.corrupt_blocks
             self.stats["cache_capacity"] = self.cache.store.geometry.capacity
             self.stats["cache_io_errors"] = self.cache.store.io_errors
+        if self.writeback is not None:
+            self.stats["writeback_dirty_bytes"] = \
+                self.writeback.dirty.dirty_bytes
+            self.stats["journal_bytes"] = self.writeback.journal.size
+            dirty = self.writeback.dirty_by_export()
+            for export in set(dirty) | set(self.stats["cache_exports"]):
+                self.cache.export_counters(export)["dirty_bytes"] = \
+                    dirty.get(export, 0)
         return dict(self.stats, role=self.role.name,
                     port=self.listener.port,
                     peak_rss_kb=peak_rss_kb(),
                     drc_entries=len(self.role.drc),
                     upstream=[p.connector.describe() for p in self.pools])
 
+    async def _flush(self, request):
+        if self.writeback is None:
+            return {"flushed_bytes": 0, "dirty_bytes": 0,
+                    "reason": "no cache configured"}
+        try:
+            return await self.writeback.flush()
+        except writeback.FlushError as e:
+            raise exceptions.GvfsError(str(e)) from e
+
     async def _drop(self, request):
+        """Write back, then empty the cache (dirty data is never
+        dropped)."""
         if self.cache is None:
             return {"dropped": False, "reason": "no cache configured"}
+        flushed = await self._flush(request)
         self.cache.drop()
-        return {"dropped": True}
+        return dict(flushed, dropped=True)
 
     async def _warm(self, request):
         if self.cache is None:
@@ -199,8 +240,12 @@ class ProxyService:
                                                 request.get("rate_mib"))
 
     async def start(self):
+        if self.writeback is not None:
+            self.writeback.replay()
         for pool in self.pools:
             await pool.start()
+        if self.writeback is not None:
+            self.writeback.start()
         port = await self.listener.start()
         if self.control is not None:
             await self.control.start()
@@ -210,6 +255,8 @@ class ProxyService:
 
     async def stop(self):
         await self.listener.close()
+        if self.writeback is not None:
+            await self.writeback.close(self.conf.cache.shutdown_flush_timeout)
         for pool in self.pools:
             await pool.close()
         if self.cache is not None:
@@ -218,12 +265,26 @@ class ProxyService:
             await self.control.close()
         LOG.info("gvfs-proxy stopped; counters: %s", self.stats)
 
+    def _flush_and_drop(self):
+        async def flush_and_drop():
+            try:
+                await self._drop({})
+                LOG.info("SIGUSR2: written back and dropped the cache")
+            except exceptions.GvfsError as e:
+                LOG.warning("SIGUSR2: cache kept, write-back failed: %s", e)
+
+        asyncio.ensure_future(flush_and_drop())
+
     async def run(self, ready=None):
         """Serve until SIGTERM or SIGINT, then shut down cleanly."""
         loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        if self.writeback is not None:
+            loop.add_signal_handler(
+                signal.SIGUSR1, self.writeback.start_flush, "SIGUSR1")
+            loop.add_signal_handler(signal.SIGUSR2, self._flush_and_drop)
         port = await self.start()
         if ready is not None:
             ready(port)
@@ -231,3 +292,16 @@ class ProxyService:
             await self._stopping.wait()
         finally:
             await self.stop()
+
+
+def _per_export(table, names, option):
+    """``{export path: value}`` from a DictOpt of path:policy name."""
+    values = {}
+    for path, name in table.items():
+        if name not in names or not path.startswith("/"):
+            raise exceptions.InvalidConfig(
+                option=option,
+                reason="%r:%r is not an absolute export path and one of %s"
+                       % (path, name, ", ".join(sorted(names))))
+        values[path] = names[name]
+    return values

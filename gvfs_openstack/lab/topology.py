@@ -53,7 +53,8 @@ class Proxy:
         return control.request(self.control_socket, "stats")
 
     def stop(self):
-        return self.process.stop()
+        # A write-back proxy writes its dirty data upstream first.
+        return self.process.stop(timeout=120.0)
 
 
 class Lab:
@@ -183,15 +184,18 @@ class Lab:
     def leaf_url(self, leaf, path):
         return ganesha.nfs_url(self.export, path, leaf.port, leaf.port)
 
-    def restart_client_proxy(self, kill=False):
+    def restart_client_proxy(self, kill=False, cache=None):
         """Stop the client proxy and start it again.
 
-        The new one has the same configuration, port and cache directory;
-        ``kill`` stops the old one with SIGKILL instead of SIGTERM.
+        The new one has the same configuration, port and cache directory,
+        with ``cache`` options changed if given; ``kill`` stops the old
+        one with SIGKILL instead of SIGTERM.
         """
         if kill:
             self.client_proxy.process.signal(signal.SIGKILL)
         self.client_proxy.stop()
+        if cache:
+            self.cache.update(cache)
         self.client_proxy = Proxy(self.workdir, "client-proxy",
                                   self._client_config)
         self._stack.callback(self.client_proxy.stop)

@@ -38,6 +38,24 @@ def lab_factory(tmp_path_factory):
         lab.stop()
 
 
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """Makes small tmpfs mounts (size in MiB), unmounted after the test."""
+    mounts = []
+
+    def make(mib):
+        path = tmp_path / ("tiny%d" % len(mounts))
+        path.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % mib,
+                        "tmpfs", str(path)], check=True)
+        mounts.append(path)
+        return str(path)
+
+    yield make
+    for path in mounts:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
 def random_file(path, size):
     """A file of ``size`` random bytes; returns its sha256."""
     digest = hashlib.sha256()

@@ -176,19 +176,9 @@ def test_drop_empties_the_cache(cached_lab, tmp_path):
     assert fetched(lab) - before >= 4 * MIB
 
 
-@pytest.fixture
-def tiny_disk(tmp_path):
-    """A 2 MiB tmpfs to put a cache on, unmounted after the test."""
-    path = tmp_path / "tiny"
-    path.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs",
-                    str(path)], check=True)
-    yield str(path)
-    subprocess.run(["umount", "-l", str(path)], check=False)
-
-
 def test_a_full_cache_disk_costs_hits_not_data(lab_factory, tmp_path,
                                                tiny_disk):
+    tiny_disk = tiny_disk(2)
     lab = lab_factory("tcp", cache={"capacity_mb": 64,
                                     "directory": tiny_disk + "/cache"})
     src = tmp_path / "src"

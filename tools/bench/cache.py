@@ -8,22 +8,27 @@ through toxiproxy with a latency and a bandwidth cap.  Measured with
   local-disk baseline), plain NFS over the WAN link (no proxy cache), and
   through a caching client proxy cold and then warm;
 * 8 concurrent readers on 8 fresh client proxies behind one warm LAN proxy
-  (second-level cache), against 8 readers straight over the WAN link.
-
-Write-back is not measured yet: the proxy only writes through.
+  (second-level cache), against 8 readers straight over the WAN link;
+* writing one file with the project's NFS client (8 UNSTABLE 1 MiB WRITEs
+  in flight, one COMMIT at the end, as a kernel client flushing a file):
+  the time until the COMMIT reply through a write-through proxy, then
+  through a write-back proxy, and the write-back proxy's flush on its own.
 
 toxiproxy applies its bandwidth cap to each connection separately, so the
 8 plain readers straight over the "WAN" get 8 links' worth of bandwidth:
 that baseline flatters plain NFS.
 """
 
+import asyncio
 import os
 import subprocess
 import tempfile
 import time
 
+from gvfs_openstack.gvfs import control
 from gvfs_openstack.lab import ganesha
 from gvfs_openstack.lab.topology import Lab
+from gvfs_openstack.nfs.client import NfsClient
 
 MIB = 1024 * 1024
 
@@ -49,6 +54,30 @@ def _parallel_read(urls, dest_prefix):
     for i in range(len(urls)):
         os.unlink("%s.%d" % (dest_prefix, i))
     return elapsed
+
+
+def _write(lab, name, size):
+    """Seconds until the writer of ``size`` bytes has its COMMIT reply."""
+    block = os.urandom(16 * MIB)
+
+    async def scenario():
+        port = lab.client_proxy.port
+        async with NfsClient("127.0.0.1", port, port,
+                             timeout=3600) as nfs:
+            await nfs.mount(lab.export)
+            fh = await nfs.create(nfs.root, name)
+            start = time.monotonic()
+            await nfs.write_file(fh, (block for _ in range(size // len(
+                block))), commit_every=size)
+            return time.monotonic() - start
+
+    return asyncio.run(scenario())
+
+
+def _flush(lab):
+    start = time.monotonic()
+    control.request(lab.client_proxy.control_socket, "flush", timeout=3600)
+    return time.monotonic() - start
 
 
 def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
@@ -100,6 +129,15 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
             wan = _parallel_read([plain("small")] * readers, dest)
             rss += [leaf.stats()["peak_rss_kb"] / 1024 for leaf in leaves]
             rss.append(lab.client_proxy.stats()["peak_rss_kb"] / 1024)
+            writes = {"write-through": _write(lab, "through", size)}
+            rss.append(lab.client_proxy.stats()["peak_rss_kb"] / 1024)
+            lab.restart_client_proxy(cache={
+                "write_policy": "writeback", "writeback_idle_seconds": 0,
+                "writeback_flush_mb": 2 * size // MIB,
+                "writeback_max_mb": 2 * size // MIB})
+            writes["write-back"] = _write(lab, "back", size)
+            writes["write-back flush"] = _flush(lab)
+            rss.append(lab.client_proxy.stats()["peak_rss_kb"] / 1024)
             rss.append(lab.server_proxy.stats()["peak_rss_kb"] / 1024)
     mbps = {name: size / MIB / t for name, t in times.items()}
     lan_mbps = readers * reader_size / MIB / lan
@@ -113,12 +151,17 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
     print("\n%d readers x %d MiB: behind a warm LAN proxy %.1f MiB/s, "
           "straight over the WAN %.1f MiB/s" % (
               readers, reader_size // MIB, lan_mbps, wan_mbps))
+    print("\n%d MiB written, time until the COMMIT reply:" % (size // MIB))
+    print("%-22s %10s %8s" % ("path", "MiB/s", "seconds"))
+    for name, seconds in writes.items():
+        print("%-22s %10.1f %8.1f" % (name, size / MIB / seconds, seconds))
     print("proxy peak RSS: %.1f MB" % max(rss))
     ratios = {
         "cold_vs_link": mbps["GVFS cold"] / link_mbps,
         "warm_vs_local": mbps["GVFS warm"] / mbps["loopback direct"],
         "cold_vs_plain_wan": mbps["GVFS cold"] / mbps["plain NFS over WAN"],
         "lan_aggregate_speedup": lan_mbps / wan_mbps,
+        "writeback_speedup": writes["write-through"] / writes["write-back"],
     }
     for name, value in ratios.items():
         print("%-24s %6.2f" % (name, value))
@@ -126,20 +169,23 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
                "rate_mbit": rate_mbit, "link_mibps": link_mbps,
                "proxy_peak_rss_mb": max(rss),
                "lan_aggregate_mibps": lan_mbps,
-               "wan_aggregate_mibps": wan_mbps}
+               "wan_aggregate_mibps": wan_mbps,
+               "write_through_seconds": writes["write-through"],
+               "write_back_seconds": writes["write-back"],
+               "write_back_flush_seconds": writes["write-back flush"]}
     metrics.update(("%s_mibps" % k.replace(" ", "_").lower(), v)
                    for k, v in mbps.items())
     if plot:
-        _plot(mbps, lan_mbps, wan_mbps, link_mbps, plot)
+        _plot(mbps, lan_mbps, wan_mbps, link_mbps, writes, plot)
     return {"scenario": "cache", "metrics": metrics, "ratios": ratios}
 
 
-def _plot(mbps, lan_mbps, wan_mbps, link_mbps, path):
+def _plot(mbps, lan_mbps, wan_mbps, link_mbps, writes, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4))
     left.bar(list(mbps), list(mbps.values()),
              color=["grey", "tab:red", "tab:blue", "tab:green"])
     left.axhline(link_mbps, linestyle="--", color="black",
@@ -148,10 +194,15 @@ def _plot(mbps, lan_mbps, wan_mbps, link_mbps, path):
     left.set_title("one sequential reader")
     left.tick_params(axis="x", labelrotation=20)
     left.legend()
-    right.bar(["8 over WAN", "8 behind LAN proxy"], [wan_mbps, lan_mbps],
-              color=["tab:red", "tab:green"])
-    right.set_title("aggregate of 8 readers")
-    right.set_ylabel("MiB/s")
+    middle.bar(["8 over WAN", "8 behind LAN proxy"], [wan_mbps, lan_mbps],
+               color=["tab:red", "tab:green"])
+    middle.set_title("aggregate of 8 readers")
+    middle.set_ylabel("MiB/s")
+    right.bar(list(writes), list(writes.values()),
+              color=["tab:red", "tab:green", "tab:olive"])
+    right.set_title("writing one file: seconds to COMMIT")
+    right.set_ylabel("seconds")
+    right.tick_params(axis="x", labelrotation=20)
     fig.tight_layout()
     fig.savefig(path)
     print("plot written to %s" % path)

@@ -1,4 +1,7 @@
-"""Which export a file handle belongs to, and that export's policy.
+"""Which export a file handle belongs to, and that export's policies.
+
+Two policies are kept per export: how long file attributes are trusted
+(consistency) and whether WRITEs are written back or through.
 
 NFS file handles are opaque, so the client proxy learns the export of a
 handle from what passes through it: MNT replies give an export's root
@@ -12,12 +15,23 @@ import collections
 MAX_HANDLES = 65536
 
 
+def _normalized(table):
+    return {path.rstrip("/") or "/": value
+            for path, value in (table or {}).items()}
+
+
 class ExportPolicies:
-    def __init__(self, default_after, overrides=None):
-        """Policies: ``overrides`` maps export paths to seconds."""
+    def __init__(self, default_after, overrides=None, write_back=False,
+                 write_back_overrides=None):
+        """Default policies and per-export ones.
+
+        ``overrides`` maps export paths to seconds, ``write_back_overrides``
+        export paths to True (write-back) or False (write-through).
+        """
         self.default_after = default_after
-        self.overrides = {path.rstrip("/") or "/": after
-                          for path, after in (overrides or {}).items()}
+        self.overrides = _normalized(overrides)
+        self.write_back = write_back
+        self.write_back_overrides = _normalized(write_back_overrides)
         self._export_of = collections.OrderedDict()
 
     def _remember(self, fh, export):
@@ -38,16 +52,23 @@ class ExportPolicies:
         """The export path of ``fh``, or None if it was never seen."""
         return self._export_of.get(bytes(fh))
 
-    def revalidate_after(self, fh):
-        """Seconds the attributes of ``fh`` are trusted."""
+    def _policy(self, fh, table, default):
         export = self.export_of(fh)
         if export is None:
-            return self.default_after
+            return default
         # The longest configured path that holds the export (a policy may
         # name a parent of the mounted directory).
         best = None
-        for path in self.overrides:
+        for path in table:
             if export == path or export.startswith(path.rstrip("/") + "/"):
                 if best is None or len(path) > len(best):
                     best = path
-        return self.default_after if best is None else self.overrides[best]
+        return default if best is None else table[best]
+
+    def revalidate_after(self, fh):
+        """Seconds the attributes of ``fh`` are trusted."""
+        return self._policy(fh, self.overrides, self.default_after)
+
+    def writes_back(self, fh):
+        """Whether WRITEs to ``fh`` are written back (else through)."""
+        return self._policy(fh, self.write_back_overrides, self.write_back)

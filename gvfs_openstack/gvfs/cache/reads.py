@@ -144,15 +144,15 @@ class CachedReads:
                 self.policies.revalidate_after(fh):
             return state
         self.stats["cache_revalidations"] += 1
-        res = await self._upstream(call, Nfs3Proc.GETATTR,
-                                   nfs3.GetattrArgs(fh))
+        res = await self.upstream(call, Nfs3Proc.GETATTR,
+                                  nfs3.GetattrArgs(fh))
         if not res.ok:
             raise Fallback()
         return self.observe(fh, res.body.obj_attributes)
 
     # --- upstream calls ------------------------------------------------------
 
-    async def _upstream(self, call, proc, args):
+    async def upstream(self, call, proc, args):
         """Call ``proc`` upstream with the client's own credential."""
         body = nfs3.encode_args(proc, args)
 
@@ -186,7 +186,7 @@ class CachedReads:
         bs = self.store.geometry.block_size
         fh = state.fh
         try:
-            res = await self._upstream(call, Nfs3Proc.READ, nfs3.ReadArgs(
+            res = await self.upstream(call, Nfs3Proc.READ, nfs3.ReadArgs(
                 fh, first * bs, count * bs))
             if not res.ok:
                 raise Fallback()
@@ -244,17 +244,17 @@ class CachedReads:
         end = min(args.offset + min(args.count, self.max_read), size)
         pieces = []
         if end > args.offset:
-            pieces = await self._blocks(call, state, args.offset, end)
+            pieces = await self.blocks(call, state, args.offset, end)
         count = max(0, end - args.offset)
         if args.offset == state.next_offset or args.offset == 0:
             if args.offset == 0:
                 state.ahead = 0
             self._read_ahead(call, state, end, size)
         state.next_offset = end
-        return _read_reply(call.xid, state.fattr, count,
-                           args.offset + count >= size, pieces)
+        return read_reply(call.xid, state.fattr, count,
+                          args.offset + count >= size, pieces)
 
-    async def _blocks(self, call, state, start, end):
+    async def blocks(self, call, state, start, end):
         bs = self.store.geometry.block_size
         size = state.fattr.size
         first, last = start // bs, (end - 1) // bs
@@ -288,12 +288,16 @@ class CachedReads:
         views[0] = views[0][start - first * bs:]
         return views
 
+    def export_counters(self, export):
+        """The counters of one export in ``stats`` (made on first use)."""
+        return self.stats["cache_exports"].setdefault(export, {
+            "hits": 0, "misses": 0, "bytes_local": 0, "bytes_fetched": 0,
+            "dirty_bytes": 0})
+
     def _count(self, fh, key, amount):
         """Per-export counters (``?`` for handles of unknown export)."""
-        export = self.policies.export_of(fh) or "?"
-        counters = self.stats["cache_exports"].setdefault(export, {
-            "hits": 0, "misses": 0, "bytes_local": 0, "bytes_fetched": 0})
-        counters[key] += amount
+        self.export_counters(self.policies.export_of(fh) or "?")[key] += \
+            amount
 
     def present(self, state, block, expected_len):
         """Whether a current copy of the block is cached (tags only)."""
@@ -332,7 +336,7 @@ class CachedReads:
         self._files.clear()
 
 
-def _read_reply(xid, fattr, count, eof, pieces):
+def read_reply(xid, fattr, count, eof, pieces):
     """A READ reply as buffers: header, then the data pieces uncopied."""
     p = Packer()
     p.pack_int(0)
