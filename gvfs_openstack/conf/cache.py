@@ -61,6 +61,16 @@ Keeps many hosts warming the same golden image from flooding the DTN.
     cfg.IntOpt("readahead_kb", default=4096, min=0,
                help="How far ahead of a sequential reader to fetch, in "
                     "KiB; 0 disables read-ahead."),
+    cfg.BoolOpt("sidecars", default=True,
+                help="""Use the files' metadata sidecars.
+
+At the first READ of a file the proxy looks for ``.gvfs-meta.<name>`` next to
+it (written by ``gvfs-meta generate`` or the Glance driver) and answers
+READs of its zero extents locally. A stale or malformed sidecar is ignored.
+"""),
+    cfg.FloatOpt("sidecar_recheck_seconds", default=60.0, min=0.0,
+                 help="Seconds before the proxy looks again for the "
+                      "sidecar of a file that had none."),
     cfg.StrOpt("write_policy", default="writethrough", choices=[
         ("writethrough", "WRITEs go upstream before they are answered"),
         ("writeback", "WRITEs are answered once journalled on local disk "

@@ -15,6 +15,7 @@ from gvfs_openstack import exceptions
 from gvfs_openstack.gvfs.cache import exports
 from gvfs_openstack.gvfs.cache import journal
 from gvfs_openstack.gvfs.cache import reads
+from gvfs_openstack.gvfs.cache import sidecars
 from gvfs_openstack.gvfs.cache import store
 from gvfs_openstack.gvfs.cache import warm
 from gvfs_openstack.gvfs.cache import writeback
@@ -133,11 +134,15 @@ class ProxyService:
             write_back[opts.write_policy],
             _per_export(opts.export_write_policy, write_back,
                         "[cache] export_write_policy"))
-        return reads.CachedReads(
+        cache = reads.CachedReads(
             store.BlockStore(opts.directory, geometry), pool, self.stats,
             policies, opts.readahead_kb * 1024,
             max_fetch=self.conf.proxy.max_record_size // 4,
             max_read=self.conf.proxy.max_record_size // 2)
+        if opts.sidecars:
+            cache.sidecars = sidecars.Sidecars(
+                cache, self.stats, opts.sidecar_recheck_seconds)
+        return cache
 
     def _build_writeback(self, cache):
         opts = self.conf.cache

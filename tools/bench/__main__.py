@@ -10,10 +10,12 @@ import os
 import sys
 
 from tools.bench import cache
+from tools.bench import metadata
 from tools.bench import proxy_throughput
 
 SCENARIOS = {
     "cache": cache.run,
+    "metadata": metadata.run,
     "proxy-throughput": proxy_throughput.run,
 }
 

@@ -56,6 +56,12 @@ class _File:
     next_offset: int = -1
     #: Read-ahead has looked at the blocks before this one.
     ahead: int = 0
+    #: Where a read-ahead guided by the zero map last looked from.
+    ahead_from: int = 0
+    #: The file's zero map (from its sidecar) and the (size, mtime) it is
+    #: valid for.
+    zeros: object = None
+    zeros_for: tuple = None
 
 
 class Fallback(Exception):
@@ -76,8 +82,16 @@ class CachedReads:
         self.clock = clock
         self._files = collections.OrderedDict()
         self._inflight = {}
+        #: Set to a :class:`Sidecars` to use the files' zero maps.
+        self.sidecars = None
+        #: Zeros to send: never written, so calloc's pages stay shared.
+        self._zeros = memoryview(bytes(max(max_read,
+                                           store.geometry.block_size)))
+        self._zero_block = self._zeros[:store.geometry.block_size]
         for key in ("cache_hits", "cache_misses", "cache_bytes_local",
-                    "cache_bytes_fetched", "cache_invalidations",
+                    "cache_bytes_fetched", "cache_bytes_zero_map",
+                    "cache_reads", "cache_reads_zero_map",
+                    "cache_invalidations",
                     "cache_readahead_blocks", "cache_collapsed",
                     "cache_revalidations"):
             self.stats.setdefault(key, 0)
@@ -173,7 +187,10 @@ class CachedReads:
             raise Fallback() from e
 
     def fetch(self, call, state, first, count):
-        """Start one upstream READ for ``count`` blocks from ``first``."""
+        """Start fetching ``count`` blocks from ``first`` upstream.
+
+        One READ, or with a zero map one READ per non-zero part.
+        """
         loop = asyncio.get_running_loop()
         futures = {}
         for block in range(first, first + count):
@@ -182,22 +199,56 @@ class CachedReads:
         loop.create_task(self._fill(call, state, first, count, futures))
         return futures
 
+    async def _read_range(self, call, fh, start, end):
+        """``(data, fattr, eof)`` of one upstream READ."""
+        res = await self.upstream(call, Nfs3Proc.READ, nfs3.ReadArgs(
+            fh, start, end - start))
+        if not res.ok:
+            raise Fallback()
+        self.stats["cache_bytes_fetched"] += len(res.body.data)
+        self._count(fh, "bytes_fetched", len(res.body.data))
+        return res.body.data, res.body.file_attributes, res.body.eof
+
+    async def _fetch_nonzero(self, call, state, zeros, start, end):
+        """The bytes of [start, end) reading only the non-zero parts.
+
+        None if the file changed meanwhile (the zero map no longer holds).
+        """
+        parts = zeros.nonzero(start, end)
+        replies = await asyncio.gather(*(
+            self._read_range(call, state.fh, s, e) for s, e in parts))
+        data = bytearray(end - start)
+        fattr = state.fattr
+        for (s, e), (piece, fattr, _) in zip(parts, replies):
+            if len(piece) != e - s or fattr is None or \
+                    _key(fattr) != state.zeros_for:
+                return None, fattr
+            data[s - start:e - start] = piece
+        self.stats["cache_bytes_zero_map"] += (end - start) - sum(
+            e - s for s, e in parts)
+        return data, fattr
+
     async def _fill(self, call, state, first, count, futures):
         bs = self.store.geometry.block_size
         fh = state.fh
         try:
-            res = await self.upstream(call, Nfs3Proc.READ, nfs3.ReadArgs(
-                fh, first * bs, count * bs))
-            if not res.ok:
-                raise Fallback()
-            data = memoryview(res.body.data)
-            fresh = self.observe(fh, res.body.file_attributes) or state
+            start = first * bs
+            end = min((first + count) * bs, state.fattr.size)
+            zeros = self.zeros_of(state)
+            data = None
+            if zeros is not None and end > start:
+                data, fattr = await self._fetch_nonzero(call, state, zeros,
+                                                        start, end)
+                eof = True if data is None else end >= fattr.size
+            if data is None:
+                data, fattr, eof = await self._read_range(
+                    call, fh, start, (first + count) * bs)
+            data = memoryview(data)
+            fresh = self.observe(fh, fattr) or state
             attrs = fresh.current[-1]
-            self.stats["cache_bytes_fetched"] += len(data)
-            self._count(fh, "bytes_fetched", len(data))
             for i, block in enumerate(range(first, first + count)):
                 chunk = data[i * bs:(i + 1) * bs]
-                if chunk and (len(chunk) == bs or res.body.eof):
+                if chunk and (len(chunk) == bs or eof):
                     self.store.put(fresh.digest, block, chunk, attrs)
                 futures[block].set_result((chunk, attrs))
         except BaseException as e:
@@ -213,6 +264,21 @@ class CachedReads:
             for future in futures.values():
                 if future.done() and not future.cancelled():
                     future.exception()  # Retrieved: the reader may be gone.
+
+    def zeros_of(self, state):
+        """The file's zero map, if it holds for the file as it is now."""
+        if state.zeros is not None and state.zeros_for == _key(state.fattr):
+            return state.zeros
+        return None
+
+    async def load_zeros(self, call, state):
+        """Look for the file's sidecar (once per file version)."""
+        if self.sidecars is None:
+            return
+        key = _key(state.fattr)
+        if state.zeros_for != key:
+            state.zeros = await self.sidecars.zero_map(call, state)
+            state.zeros_for = key
 
     # --- the READ path -------------------------------------------------------
 
@@ -238,19 +304,32 @@ class CachedReads:
         state = await self.state_of(call, fh)
         if state.fattr.type != const.FileType.NF3REG:
             raise Fallback()
+        await self.load_zeros(call, state)
         size = state.fattr.size
         # A short read is always allowed (RFC 1813 section 3.3.6): a
         # hostile count cannot make the proxy fetch a whole file at once.
         end = min(args.offset + min(args.count, self.max_read), size)
         pieces = []
-        if end > args.offset:
-            pieces = await self.blocks(call, state, args.offset, end)
-        count = max(0, end - args.offset)
+        self.stats["cache_reads"] += 1
+        zeros = self.zeros_of(state)
+        all_zero = zeros is not None and zeros.covers(args.offset, end)
+        # Read ahead before waiting for this READ's own blocks: a client
+        # keeps several READs in flight, and each must see the one before
+        # it as its predecessor.
         if args.offset == state.next_offset or args.offset == 0:
             if args.offset == 0:
                 state.ahead = 0
             self._read_ahead(call, state, end, size)
         state.next_offset = end
+        count = max(0, end - args.offset)
+        if all_zero:
+            # The whole READ is zeros by the sidecar: no blocks to look at.
+            self.stats["cache_reads_zero_map"] += 1
+            self.stats["cache_bytes_zero_map"] += count
+            self._count(fh, "bytes_zero_map", count)
+            pieces = [self._zeros[:count]]
+        elif end > args.offset:
+            pieces = await self.blocks(call, state, args.offset, end)
         return read_reply(call.xid, state.fattr, count,
                           args.offset + count >= size, pieces)
 
@@ -261,8 +340,16 @@ class CachedReads:
         pieces = {}
         waiting = {}
         missing = []
+        zeros = self.zeros_of(state)
+        zero_blocks = zero_bytes = 0
         for block in range(first, last + 1):
             expected = min(bs, size - block * bs)
+            if zeros is not None and zeros.covers(block * bs,
+                                                  block * bs + expected):
+                pieces[block] = self._zero_block[:expected]
+                zero_blocks += 1
+                zero_bytes += expected
+                continue
             data = self._cached(state, block, expected)
             if data is not None:
                 pieces[block] = data
@@ -278,10 +365,14 @@ class CachedReads:
         for block, future in waiting.items():
             chunk, _ = await asyncio.shield(future)
             pieces[block] = chunk
-        local = sum(len(pieces[b]) for b in pieces if b not in waiting)
+        local = sum(len(pieces[b]) for b in pieces
+                    if b not in waiting) - zero_bytes
         self.stats["cache_bytes_local"] += local
+        self.stats["cache_bytes_zero_map"] += zero_bytes
         self._count(state.fh, "bytes_local", local)
-        self._count(state.fh, "hits", len(pieces) - len(waiting))
+        self._count(state.fh, "bytes_zero_map", zero_bytes)
+        self._count(state.fh, "hits", len(pieces) - len(waiting) -
+                    zero_blocks)
         self._count(state.fh, "misses", len(waiting))
         views = [memoryview(pieces[b]) for b in range(first, last + 1)]
         views[-1] = views[-1][:end - last * bs]
@@ -290,9 +381,12 @@ class CachedReads:
 
     def export_counters(self, export):
         """The counters of one export in ``stats`` (made on first use)."""
+        counters = self.stats["cache_exports"].get(export)
+        if counters is not None:
+            return counters
         return self.stats["cache_exports"].setdefault(export, {
             "hits": 0, "misses": 0, "bytes_local": 0, "bytes_fetched": 0,
-            "dirty_bytes": 0})
+            "bytes_zero_map": 0, "dirty_bytes": 0})
 
     def _count(self, fh, key, amount):
         """Per-export counters (``?`` for handles of unknown export)."""
@@ -300,7 +394,15 @@ class CachedReads:
             amount
 
     def present(self, state, block, expected_len):
-        """Whether a current copy of the block is cached (tags only)."""
+        """Whether the block needs no fetch.
+
+        It is cached (by its tag), or all zeros by the zero map.
+        """
+        zeros = self.zeros_of(state)
+        bs = self.store.geometry.block_size
+        if zeros is not None and zeros.covers(block * bs,
+                                              block * bs + expected_len):
+            return True
         found = self.store.peek(state.digest, block)
         return found is not None and found[0] == expected_len and \
             found[1] in state.current
@@ -309,7 +411,21 @@ class CachedReads:
         bs = self.store.geometry.block_size
         # Blocks before state.ahead were looked at by an earlier call.
         first = max(-(-end // bs), state.ahead)
-        last = min(-(-end // bs) + self.readahead_blocks, -(-size // bs))
+        horizon = -(-end // bs) * bs + self.readahead_blocks * bs
+        zeros = self.zeros_of(state)
+        if zeros is not None:
+            # Zero blocks cost no fetch: look as far ahead as it takes to
+            # keep the same amount of data on its way (a sparse image
+            # otherwise has little in flight and waits on the latency).
+            # Worked out again after every quarter window of progress.
+            if state.ahead and end < state.ahead_from + \
+                    self.readahead_blocks * bs // 4:
+                return
+            state.ahead_from = end
+            horizon = zeros.data_horizon(
+                -(-end // bs) * bs, self.readahead_blocks * bs,
+                horizon + 15 * self.readahead_blocks * bs)
+        last = min(-(-horizon // bs), -(-size // bs))
         if first >= last:
             return
         state.ahead = last
@@ -334,6 +450,11 @@ class CachedReads:
     def drop(self):
         self.store.drop_all()
         self._files.clear()
+
+
+def _key(fattr):
+    """What a zero map is valid for: the file's size and mtime."""
+    return fattr.size, fattr.mtime.seconds * 10 ** 9 + fattr.mtime.nseconds
 
 
 def read_reply(xid, fattr, count, eof, pieces):

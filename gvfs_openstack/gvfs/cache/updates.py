@@ -4,7 +4,8 @@ Writes and attribute changes that go through this proxy must reach the
 cache (write-through): written blocks are discarded, and the new file
 attributes are recorded as this proxy's own change so that the file's
 other cached blocks stay valid.  GETATTR replies refresh what the proxy
-knows of a file.
+knows of a file; LOOKUP replies say where to look for a file's metadata
+sidecar.
 """
 
 import logging
@@ -79,6 +80,9 @@ def observe_reply(cache, call, reply_message):
         elif call.proc == Nfs3Proc.LOOKUP and res.ok:
             args = nfs3.decode_args(Nfs3Proc.LOOKUP, call.args)
             cache.policies.learn_child(args.what.dir, res.body.object)
+            if cache.sidecars is not None:
+                cache.sidecars.learn(args.what.dir, args.what.name,
+                                     res.body.object)
         elif res.ok and res.body.obj:
             # CREATE and MKDIR: the new object lives in its directory's
             # export.

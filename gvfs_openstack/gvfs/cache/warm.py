@@ -64,6 +64,7 @@ class Warmer:
             raise WarmError(path=path, reason="MNT of %s refused (%s)" % (
                 export, const.status_name(res.status)))
         fh = res.body.fhandle
+        self.reads.policies.learn_root(fh, export)
         for name in path[len(export):].split("/"):
             if not name:
                 continue
@@ -74,6 +75,9 @@ class Warmer:
             if not res.ok:
                 raise WarmError(path=path, reason="%s: %s" % (
                     name, const.status_name(res.status)))
+            self.reads.policies.learn_child(fh, res.body.object)
+            if self.reads.sidecars is not None:
+                self.reads.sidecars.learn(fh, name, res.body.object)
             fh = res.body.object
         return fh
 
@@ -94,6 +98,8 @@ class Warmer:
         state = await reads.state_of(call, fh)
         if state.fattr.type != const.FileType.NF3REG:
             raise WarmError(path=path, reason="not a regular file")
+        # Zero blocks by the file's sidecar count as present.
+        await reads.load_zeros(call, state)
         bs = reads.store.geometry.block_size
         size = state.fattr.size
         missing = [b for b in range(-(-size // bs))
