@@ -71,6 +71,17 @@ READs of its zero extents locally. A stale or malformed sidecar is ignored.
     cfg.FloatOpt("sidecar_recheck_seconds", default=60.0, min=0.0,
                  help="Seconds before the proxy looks again for the "
                       "sidecar of a file that had none."),
+    cfg.IntOpt("whole_file_chunk_mb", default=4, min=1, max=16,
+               help="""Chunk size, in MiB, of whole-file transfers.
+
+Files whose sidecar says ``whole_file`` come over the bulk channel in
+zstd-compressed chunks of this size; a READ waits for the chunk holding its
+range. Smaller chunks serve the first READ sooner, larger ones compress
+better. At most half of ``[proxy] max_record_size`` is used.
+"""),
+    cfg.IntOpt("whole_file_window", default=8, min=1, max=64,
+               help="Chunks of a whole-file transfer in flight at once "
+                    "(the server proxy compresses them in parallel)."),
     cfg.StrOpt("write_policy", default="writethrough", choices=[
         ("writethrough", "WRITEs go upstream before they are answered"),
         ("writeback", "WRITEs are answered once journalled on local disk "

@@ -8,17 +8,21 @@ below after a tunnel failure is executed once.
 * The **server role** sits on the DTN in front of its NFS server.  It
   replaces every AUTH_SYS credential with the mapped file account, refuses
   MOUNT of paths outside the allowlist and hides them from EXPORT lists.
+  It also serves the bulk channel (compressed whole-file chunks) from
+  its NFS server.
 * The **client role** sits on a controller or compute node and forwards
   calls unchanged to the next proxy (a server proxy or a LAN proxy).
 """
 
 import logging
 
+from gvfs_openstack.gvfs import bulkserve
 from gvfs_openstack.gvfs.cache.reads import Fallback
 from gvfs_openstack.gvfs.cache import updates as cache_updates
 from gvfs_openstack.gvfs import drc as drc_mod
 from gvfs_openstack.gvfs import streams
 from gvfs_openstack.gvfs.upstream import UpstreamError
+from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import AcceptStat
 from gvfs_openstack.nfs.const import MountProc
@@ -30,7 +34,11 @@ from gvfs_openstack.nfs.xdr import Unpacker
 
 LOG = logging.getLogger(__name__)
 
-_VERSIONS = {const.NFS_PROGRAM: (3, 3), const.MOUNT_PROGRAM: (3, 3)}
+_VERSIONS = {const.NFS_PROGRAM: (3, 3), const.MOUNT_PROGRAM: (3, 3),
+             bulk.BULK_PROGRAM: (bulk.BULK_VERSION, bulk.BULK_VERSION)}
+_PROGRAMS = {const.NFS_PROGRAM: ("nfs", const.Nfs3Proc),
+             const.MOUNT_PROGRAM: ("mount", const.MountProc),
+             bulk.BULK_PROGRAM: ("bulk", bulk.BulkProc)}
 
 
 def accepted(xid, stat, results=b"", mismatch=None):
@@ -44,11 +52,9 @@ def denied(xid, reject_stat, auth_stat=None, mismatch=None):
 
 
 def proc_name(prog, proc):
-    enum_type = const.Nfs3Proc if prog == const.NFS_PROGRAM else \
-        const.MountProc
+    prefix, enum_type = _PROGRAMS[prog]
     try:
-        return "%s_%s" % ("nfs" if prog == const.NFS_PROGRAM else "mount",
-                          enum_type(proc).name.lower())
+        return "%s_%s" % (prefix, enum_type(proc).name.lower())
     except ValueError:
         return "unknown"
 
@@ -245,12 +251,14 @@ class ServerRole(Role):
     name = "server"
 
     def __init__(self, nfs_pool, mount_pool, identity, exports, stats,
-                 drc=None):
+                 drc=None, max_chunk=bulk.MAX_CHUNK, zstd_level=1):
         super().__init__(stats, drc)
         self.nfs_pool = nfs_pool
         self.mount_pool = mount_pool
         self.identity = identity
         self.exports = exports
+        self.bulk = bulkserve.BulkServer(nfs_pool, stats, max_chunk,
+                                         level=zstd_level)
 
     def _credential(self, call):
         """Mapped credential, or a denial message for the caller."""
@@ -279,6 +287,8 @@ class ServerRole(Role):
 
         if call.prog == const.MOUNT_PROGRAM:
             return await self._mount(call, build)
+        if call.prog == bulk.BULK_PROGRAM:
+            return await self.bulk.serve(call, cred)
         replayable = call.proc not in const.NON_IDEMPOTENT
         return await self.forward(self.nfs_pool, call, build, replayable,
                                   writer)

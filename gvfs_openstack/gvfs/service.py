@@ -18,6 +18,7 @@ from gvfs_openstack.gvfs.cache import reads
 from gvfs_openstack.gvfs.cache import sidecars
 from gvfs_openstack.gvfs.cache import store
 from gvfs_openstack.gvfs.cache import warm
+from gvfs_openstack.gvfs.cache import wholefile
 from gvfs_openstack.gvfs.cache import writeback
 from gvfs_openstack.gvfs import control
 from gvfs_openstack.gvfs.listener import Listener
@@ -142,6 +143,12 @@ class ProxyService:
         if opts.sidecars:
             cache.sidecars = sidecars.Sidecars(
                 cache, self.stats, opts.sidecar_recheck_seconds)
+            # A chunk and its reply must fit in one RPC record.
+            cache.whole_files = wholefile.WholeFiles(
+                cache, self.stats,
+                min(opts.whole_file_chunk_mb * mib,
+                    self.conf.proxy.max_record_size // 2),
+                opts.whole_file_window)
         return cache
 
     def _build_writeback(self, cache):
@@ -191,8 +198,10 @@ class ProxyService:
             mount_pool = self._pool(tunnel.TcpConnector(server.nfs_host,
                                                         server.mount_port),
                                     1)
-        return roles.ServerRole(nfs_pool, mount_pool, identity, exports,
-                                self.stats)
+        return roles.ServerRole(
+            nfs_pool, mount_pool, identity, exports, self.stats,
+            max_chunk=self.conf.proxy.max_record_size // 2,
+            zstd_level=server.bulk_zstd_level)
 
     async def _stats(self, request):
         if self.cache is not None:

@@ -58,8 +58,9 @@ class _File:
     ahead: int = 0
     #: Where a read-ahead guided by the zero map last looked from.
     ahead_from: int = 0
-    #: The file's zero map (from its sidecar) and the (size, mtime) it is
+    #: The file's sidecar, its zero map, and the (size, mtime) they are
     #: valid for.
+    sidecar: object = None
     zeros: object = None
     zeros_for: tuple = None
 
@@ -82,8 +83,10 @@ class CachedReads:
         self.clock = clock
         self._files = collections.OrderedDict()
         self._inflight = {}
-        #: Set to a :class:`Sidecars` to use the files' zero maps.
+        #: Set to a :class:`Sidecars` to use the files' zero maps, and to
+        #: a :class:`WholeFiles` to act on their ``whole_file`` action.
         self.sidecars = None
+        self.whole_files = None
         #: Zeros to send: never written, so calloc's pages stay shared.
         self._zeros = memoryview(bytes(max(max_read,
                                            store.geometry.block_size)))
@@ -277,7 +280,8 @@ class CachedReads:
             return
         key = _key(state.fattr)
         if state.zeros_for != key:
-            state.zeros = await self.sidecars.zero_map(call, state)
+            state.sidecar = await self.sidecars.sidecar_of(call, state)
+            state.zeros = state.sidecar.zeros if state.sidecar else None
             state.zeros_for = key
 
     # --- the READ path -------------------------------------------------------
@@ -313,10 +317,13 @@ class CachedReads:
         self.stats["cache_reads"] += 1
         zeros = self.zeros_of(state)
         all_zero = zeros is not None and zeros.covers(args.offset, end)
+        whole_file = self.whole_files is not None and \
+            await self.whole_files.wait_for(call, state, args.offset, end)
         # Read ahead before waiting for this READ's own blocks: a client
         # keeps several READs in flight, and each must see the one before
         # it as its predecessor.
-        if args.offset == state.next_offset or args.offset == 0:
+        if not whole_file and (args.offset == state.next_offset or
+                               args.offset == 0):
             if args.offset == 0:
                 state.ahead = 0
             self._read_ahead(call, state, end, size)

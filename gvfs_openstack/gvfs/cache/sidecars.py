@@ -83,10 +83,6 @@ class Sidecars:
         self._remember(self._loaded, fh, (sidecar, key, self.clock()))
         return sidecar
 
-    async def zero_map(self, call, state):
-        sidecar = await self.sidecar_of(call, state)
-        return sidecar.zeros if sidecar is not None else None
-
     async def _load(self, call, where, key):
         dir_fh, name = where
         try:
