@@ -48,14 +48,15 @@ def test_list_opts_covers_every_registered_group():
             assert opt.help, "option %s has no help text" % opt.name
 
 
-def test_sample_config_is_up_to_date(tmp_path):
+@pytest.mark.parametrize("name", ["gvfs-proxy", "glance-gvfs-store"])
+def test_sample_config_is_up_to_date(tmp_path, name):
     out = tmp_path / "sample"
     subprocess.run(
         [sys.executable, "-m", "oslo_config.generator", "--config-file",
-         os.path.join(TOP, "etc/oslo-config-generator/gvfs-proxy.conf"),
+         os.path.join(TOP, "etc/oslo-config-generator/%s.conf" % name),
          "--output-file", str(out)], check=True, cwd=TOP)
     with open(os.path.join(TOP, "etc/gvfs-openstack/"
-                                "gvfs-proxy.conf.sample")) as f:
+                                "%s.conf.sample" % name)) as f:
         assert f.read() == out.read_text(), \
             "run `tox -e genconfig` and commit the sample"
 

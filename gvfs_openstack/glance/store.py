@@ -1,0 +1,406 @@
+"""The ``gvfs`` glance_store driver: images on a DTN export via GVFS.
+
+The store writes into a directory that is the GVFS mount of a DTN export
+(a kernel NFS mount of the local client proxy, or ``gvfs-proxy mount``);
+to this driver it is a directory with POSIX semantics.  What it adds to a
+plain file store is what the proxies need and what an export shared by
+many hosts must never see:
+
+* an upload streams into a hidden temporary name, is fsync'd, and only
+  then appears under its image id (``link``, so a concurrent upload of the
+  same id is a ``Duplicate``, never an overwrite); any failure removes the
+  temporary file;
+* all-zero chunks become holes (thin provisioning), and in the same pass
+  the metadata sidecar is built (zero map, digest, ``whole_file`` for the
+  disk formats that are read in full) for the client proxies;
+* MD5 and the requested multihash are computed in that same pass;
+* locations are ``gvfs://<store id>/<image id>``; an image id that could
+  name anything but a plain file in the store's directory (``..``, ``/``,
+  dot files, symlinks leading out) is refused.
+"""
+
+import errno
+import hashlib
+import logging
+import os
+import re
+import stat
+import urllib.parse
+import uuid
+
+from glance_store import capabilities
+from glance_store import driver
+from glance_store import exceptions
+from glance_store import location as store_location
+from oslo_config import cfg
+
+from gvfs_openstack.meta import scan
+
+LOG = logging.getLogger(__name__)
+
+SCHEME = "gvfs"
+_IMAGE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+_UPLOAD_PREFIX = ".gvfs-upload."
+
+_OPTS = [
+    cfg.StrOpt("gvfs_store_datadir",
+               help="""Directory the store keeps images in.
+
+The GVFS mount of the DTN export (or a directory inside it): a kernel NFS
+mount of the local client proxy, or ``gvfs-proxy mount``. It must exist and
+be writable by glance-api.
+"""),
+    cfg.BoolOpt("gvfs_store_thin_provisioning", default=True,
+                help="""Store all-zero chunks as holes.
+
+A sparse image then takes only its data on the export and crosses the WAN
+once; its zero extents are served by the proxies from the sidecar.
+"""),
+    cfg.BoolOpt("gvfs_store_sidecars", default=True,
+                help="Write the metadata sidecar ``.gvfs-meta.<image id>`` "
+                     "next to each image, for the GVFS proxies."),
+    cfg.ListOpt("gvfs_store_whole_file_formats", default=["iso"],
+                help="""Disk formats whose images are read in full.
+
+Their sidecar tells client proxies to fetch the whole file, compressed,
+at its first read, instead of block by block (e.g. installer ISOs). The
+format is recognised from the image's first bytes (iso, qcow2, vmdk, vhdx,
+else raw): glance_store does not pass the disk format to drivers.
+"""),
+    cfg.IntOpt("gvfs_store_chunk_size", default=4 * 1024 * 1024,
+               min=64 * 1024,
+               help="Bytes read from the upload and written per call; a "
+                    "multiple of 4096 keeps holes aligned."),
+    cfg.IntOpt("gvfs_store_file_perm", default=0o640, min=0o400, max=0o777,
+               help="Permissions of stored images (octal, e.g. 0o640)."),
+]
+
+
+def _safe_image_id(image_id):
+    if not isinstance(image_id, str) or not _IMAGE_ID.match(image_id) or \
+            image_id in (".", ".."):
+        raise exceptions.BadStoreUri(
+            message="image id %r is not a plain file name" % (image_id,))
+    return image_id
+
+
+class StoreLocation(store_location.StoreLocation):
+    """``gvfs://<store id>/<image id>``."""
+
+    def process_specs(self):
+        self.store_id = self.specs.get("store_id", "default")
+        self.image_id = _safe_image_id(self.specs.get("image_id"))
+
+    def get_uri(self):
+        return "%s://%s/%s" % (SCHEME, self.store_id, self.image_id)
+
+    def parse_uri(self, uri):
+        pieces = urllib.parse.urlparse(uri)
+        if pieces.scheme != SCHEME or pieces.params or pieces.query or \
+                pieces.fragment or not pieces.netloc:
+            raise exceptions.BadStoreUri(
+                message="%r is not gvfs://<store id>/<image id>" % uri)
+        path = pieces.path
+        if not path.startswith("/") or "/" in path[1:]:
+            raise exceptions.BadStoreUri(
+                message="%r does not name one image" % uri)
+        self.store_id = pieces.netloc
+        self.image_id = _safe_image_id(urllib.parse.unquote(path[1:]))
+
+
+class _ChunkedFile:
+    """An image being read: iterable in chunks, closed when done."""
+
+    def __init__(self, fd, offset, length, chunk_size):
+        self.fd = fd
+        self.offset = offset
+        self.remaining = length
+        self.chunk_size = chunk_size
+
+    def __iter__(self):
+        try:
+            while self.remaining > 0:
+                data = os.pread(self.fd, min(self.chunk_size,
+                                             self.remaining), self.offset)
+                if not data:
+                    break
+                self.offset += len(data)
+                self.remaining -= len(data)
+                yield data
+        finally:
+            self.close()
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class Store(driver.Store):
+    _CAPABILITIES = (capabilities.BitMasks.READ_RANDOM |
+                     capabilities.BitMasks.WRITE_ACCESS |
+                     capabilities.BitMasks.DRIVER_REUSABLE)
+    OPTIONS = _OPTS
+
+    def get_schemes(self):
+        return (SCHEME,)
+
+    @property
+    def _conf(self):
+        return getattr(self.conf, self.backend_group or "glance_store")
+
+    @property
+    def store_id(self):
+        return self.backend_group or "default"
+
+    def configure_add(self):
+        datadir = self._conf.gvfs_store_datadir
+        reason = None
+        if not datadir:
+            reason = "gvfs_store_datadir is not set"
+        elif not os.path.isabs(datadir):
+            reason = "gvfs_store_datadir %r is not absolute" % datadir
+        elif not os.path.isdir(datadir):
+            reason = "gvfs_store_datadir %r is not a directory (is the " \
+                     "GVFS export mounted?)" % datadir
+        elif not os.access(datadir, os.W_OK | os.X_OK):
+            reason = "gvfs_store_datadir %r is not writable" % datadir
+        elif self._conf.gvfs_store_chunk_size % 4096:
+            reason = "gvfs_store_chunk_size is not a multiple of 4096"
+        if reason:
+            raise exceptions.BadStoreConfiguration(store_name=SCHEME,
+                                                   reason=reason)
+        self.datadir = os.path.realpath(datadir)
+        self.chunk_size = self._conf.gvfs_store_chunk_size
+        self.READ_CHUNKSIZE = self.WRITE_CHUNKSIZE = self.chunk_size
+        self._url_prefix = "%s://%s/" % (SCHEME, self.store_id)
+
+    # --- paths --------------------------------------------------------------
+
+    def _path(self, image_id):
+        """The image's path, refusing anything that leaves the store."""
+        path = os.path.join(self.datadir, _safe_image_id(image_id))
+        real = os.path.realpath(path)
+        if os.path.dirname(real) != self.datadir:
+            raise exceptions.BadStoreUri(
+                message="image %s leads out of the store" % image_id)
+        return path
+
+    def _existing(self, location):
+        path = self._path(location.store_location.image_id)
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            raise exceptions.NotFound(image=path) from None
+        if not stat.S_ISREG(st.st_mode):
+            raise exceptions.NotFound(image=path)
+        return path, st
+
+    # --- reading ------------------------------------------------------------
+
+    @capabilities.check
+    def get(self, location, offset=0, chunk_size=None, context=None):
+        path, st = self._existing(location)
+        if offset < 0 or offset > st.st_size:
+            raise exceptions.Invalid("offset %d is outside the image"
+                                     % offset)
+        length = st.st_size - offset if chunk_size is None else \
+            min(chunk_size, st.st_size - offset)
+        fd = os.open(path, os.O_RDONLY)
+        return (_ChunkedFile(fd, offset, length, self.chunk_size), length)
+
+    def get_size(self, location, context=None):
+        return self._existing(location)[1].st_size
+
+    # --- writing ------------------------------------------------------------
+
+    @driver.back_compat_add
+    @capabilities.check
+    def add(self, image_id, image_file, image_size, hashing_algo,
+            context=None, verifier=None):
+        final = self._path(image_id)
+        if os.path.lexists(final):
+            raise exceptions.Duplicate(image=final)
+        tmp = os.path.join(self.datadir, "%s%s.%s" % (
+            _UPLOAD_PREFIX, image_id, uuid.uuid4().hex[:8]))
+        try:
+            written, md5, multihash, builder, disk_format = self._write(
+                tmp, image_file, hashing_algo, verifier)
+            if image_size and written != image_size:
+                raise exceptions.Invalid(
+                    "image %s: %d bytes received, %d announced"
+                    % (image_id, written, image_size))
+            try:
+                os.link(tmp, final)
+            except FileExistsError:
+                raise exceptions.Duplicate(image=final) from None
+            except OSError as e:
+                raise _storage_error(e, final) from e
+        finally:
+            _unlink_quietly(tmp)
+        try:
+            self._finish(final, builder, disk_format)
+        except BaseException:
+            _unlink_quietly(final)
+            _unlink_quietly(scan.sidecar_path(final))
+            raise
+        metadata = {"store": self.backend_group} if self.backend_group \
+            else {}
+        return ("%s://%s/%s" % (SCHEME, self.store_id, image_id), written,
+                md5, multihash, metadata)
+
+    def _write(self, path, image_file, hashing_algo, verifier):
+        """Stream the upload into ``path``.
+
+        Errors of the client's stream stay its own; errors of the store
+        become glance_store's.
+        """
+        md5 = hashlib.md5(usedforsecurity=False)
+        multihash = hashlib.new(str(hashing_algo))
+        builder = scan.SidecarBuilder()
+        head = b""
+        thin = self._conf.gvfs_store_thin_provisioning
+        with _store_errors(path):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                         self._conf.gvfs_store_file_perm)
+        try:
+            written = 0
+            while True:
+                chunk = image_file.read(self.chunk_size)
+                if not chunk:
+                    break
+                if len(head) < SNIFF_BYTES:
+                    head += bytes(chunk[:SNIFF_BYTES - len(head)])
+                md5.update(chunk)
+                multihash.update(chunk)
+                if verifier is not None:
+                    verifier.update(chunk)
+                with _store_errors(path):
+                    _write_chunk(fd, chunk, written, thin, builder)
+                written += len(chunk)
+            with _store_errors(path):
+                # Trailing holes still count in the size.
+                os.ftruncate(fd, written)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return (written, md5.hexdigest(), multihash.hexdigest(), builder,
+                disk_format_of(head))
+
+    def _finish(self, path, builder, disk_format):
+        """Make the new name durable and write the sidecar."""
+        if self._conf.gvfs_store_sidecars:
+            action = "whole_file" if disk_format in \
+                self._conf.gvfs_store_whole_file_formats else "on_demand"
+            scan.write_sidecar(path, builder.finish(
+                os.stat(path).st_mtime_ns, action,
+                "zstd" if action == "whole_file" else "none"))
+        dir_fd = os.open(self.datadir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    @capabilities.check
+    def delete(self, location, context=None):
+        path, _ = self._existing(location)
+        try:
+            os.unlink(path)
+        except PermissionError as e:
+            raise exceptions.Forbidden(str(e)) from e
+        _unlink_quietly(scan.sidecar_path(path))
+
+
+#: Bytes of an image's start that tell its format.
+SNIFF_BYTES = 32774
+
+
+def disk_format_of(head):
+    """The format of an image from its first SNIFF_BYTES bytes."""
+    if head.startswith(b"QFI\xfb"):
+        return "qcow2"
+    if head.startswith(b"KDMV"):
+        return "vmdk"
+    if head.startswith(b"vhdxfile"):
+        return "vhdx"
+    if head[32769:32774] == b"CD001":
+        return "iso"
+    return "raw"
+
+
+#: Thin provisioning leaves a hole for every all-zero piece this large.
+THIN_GRAIN = 64 * 1024
+_ZERO_GRAIN = bytes(THIN_GRAIN)
+
+
+def _write_chunk(fd, chunk, offset, thin, builder):
+    """Write ``chunk`` at ``offset``, leaving holes for zero pieces."""
+    view = memoryview(chunk)
+    if not thin:
+        builder.update(chunk)
+        _pwrite_all(fd, view, offset)
+        return
+    # Compared as bytes: memoryview comparisons go element by element.
+    data = chunk if isinstance(chunk, bytes) else bytes(chunk)
+    run_from = None
+    for at in range(0, len(view), THIN_GRAIN):
+        piece = data[at:at + THIN_GRAIN]
+        if piece == _ZERO_GRAIN[:len(piece)]:
+            if run_from is not None:
+                builder.update(view[run_from:at])
+                _pwrite_all(fd, view[run_from:at], offset + run_from)
+                run_from = None
+            builder.add_zeros(len(piece))
+        elif run_from is None:
+            run_from = at
+    if run_from is not None:
+        builder.update(view[run_from:])
+        _pwrite_all(fd, view[run_from:], offset + run_from)
+
+
+def _pwrite_all(fd, view, offset):
+    while view:
+        done = os.pwrite(fd, view, offset)
+        view, offset = view[done:], offset + done
+
+
+class _store_errors:
+    """OSErrors of the store's own file calls as glance_store errors."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if isinstance(error, OSError):
+            raise _storage_error(error, self.path) from error
+        return False
+
+
+def _storage_error(error, image_id):
+    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return exceptions.StorageFull()
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return exceptions.StorageWriteDenied()
+    return exceptions.BackendException(
+        "cannot store image %s: %s" % (image_id, error))
+
+
+def _unlink_quietly(path):
+    """Remove ``path`` if it was made (on a read-only store it was not)."""
+    if not os.path.lexists(path):
+        return
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass  # Removed meanwhile: nothing left to clean.
+
+
+def list_opts():
+    """The driver's options, as in a glance-api backend group.
+
+    ``[gvfs]`` stands for the group named in ``enabled_backends``.
+    """
+    return [("gvfs", _OPTS)]
