@@ -69,17 +69,4 @@ PROCEDURES = {
 }
 
 
-def encode_args(proc, args):
-    return nfs3.encode(PROCEDURES, proc, args, "args")
-
-
-def decode_args(proc, data):
-    return nfs3.decode(PROCEDURES, proc, data, "args")
-
-
-def encode_res(proc, res):
-    return nfs3.encode(PROCEDURES, proc, res, "res")
-
-
-def decode_res(proc, data):
-    return nfs3.decode(PROCEDURES, proc, data, "res")
+encode_args, decode_args, encode_res, decode_res = nfs3.codecs_for(PROCEDURES)

@@ -551,17 +551,15 @@ def decode(table, proc, data, which):
     return value
 
 
-def encode_args(proc, args):
-    return encode(PROCEDURES, proc, args, "args")
+def codecs_for(table):
+    """The four codec functions of a program's procedure ``table``.
+
+    ``encode_args, decode_args, encode_res, decode_res``, in that order.
+    """
+    return (lambda proc, args: encode(table, proc, args, "args"),
+            lambda proc, data: decode(table, proc, data, "args"),
+            lambda proc, res: encode(table, proc, res, "res"),
+            lambda proc, data: decode(table, proc, data, "res"))
 
 
-def decode_args(proc, data):
-    return decode(PROCEDURES, proc, data, "args")
-
-
-def encode_res(proc, res):
-    return encode(PROCEDURES, proc, res, "res")
-
-
-def decode_res(proc, data):
-    return decode(PROCEDURES, proc, data, "res")
+encode_args, decode_args, encode_res, decode_res = codecs_for(PROCEDURES)

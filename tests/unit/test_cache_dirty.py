@@ -35,15 +35,21 @@ writes = st.lists(st.tuples(st.integers(0, SIZE - 1),
                             st.integers(1, 64)), max_size=30)
 
 
-@settings(max_examples=300, deadline=None)
-@given(writes)
-def test_newest_write_owns_every_byte(ops):
+def _written(ops):
+    """A dirty file after ``ops``, and the model: byte -> newest record."""
     dirty = DirtyFile(b"fh", (1, b""))
     expected = [None] * SIZE
     for record, (offset, length) in enumerate(ops, 1):
         length = min(length, SIZE - offset)
         dirty.add(_extent(record, offset, length))
         expected[offset:offset + length] = [record] * length
+    return dirty, expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(writes)
+def test_newest_write_owns_every_byte(ops):
+    dirty, expected = _written(ops)
     assert _model_of(dirty) == expected
     assert dirty.dirty_bytes == sum(x is not None for x in expected)
     dirty_end = max((i + 1 for i, x in enumerate(expected)
@@ -55,12 +61,7 @@ def test_newest_write_owns_every_byte(ops):
 @given(writes, st.integers(0, SIZE), st.integers(0, SIZE))
 def test_overlapping_and_covers_agree_with_the_model(ops, a, b):
     start, end = min(a, b), max(a, b)
-    dirty = DirtyFile(b"fh", (1, b""))
-    expected = [None] * SIZE
-    for record, (offset, length) in enumerate(ops, 1):
-        length = min(length, SIZE - offset)
-        dirty.add(_extent(record, offset, length))
-        expected[offset:offset + length] = [record] * length
+    dirty, expected = _written(ops)
     seen = [None] * SIZE
     for piece in dirty.overlapping(start, end):
         assert start <= piece.offset < piece.end <= end

@@ -55,6 +55,19 @@ def _reply(xid, proc, result):
     return rpc.encode_message(rpc.Reply(xid)) + nfs3.encode_res(proc, result)
 
 
+def _ok_result(proc, reply):
+    """The decoded result of a successful reply message, else None."""
+    try:
+        message = rpc.decode_message(reply)
+        if not isinstance(message, rpc.Reply) or \
+                message.accept_stat != const.AcceptStat.SUCCESS:
+            return None
+        res = nfs3.decode_res(proc, message.results)
+    except ProtocolError:
+        return None
+    return res if res.ok else None
+
+
 def _wcc_attr(fattr):
     return nfs3.WccAttr(fattr.size, fattr.mtime, fattr.ctime)
 
@@ -246,15 +259,8 @@ class WriteBack:
         if not self.dirty or call.proc not in (Nfs3Proc.LOOKUP,
                                                Nfs3Proc.READDIRPLUS):
             return reply
-        try:
-            message = rpc.decode_message(reply)
-            if not isinstance(message, rpc.Reply) or \
-                    message.accept_stat != const.AcceptStat.SUCCESS:
-                return reply
-            res = nfs3.decode_res(call.proc, message.results)
-        except ProtocolError:
-            return reply
-        if not res.ok:
+        res = _ok_result(call.proc, reply)
+        if res is None:
             return reply
         body = res.body
         if call.proc == Nfs3Proc.LOOKUP:
@@ -381,15 +387,8 @@ class WriteBack:
             record = await self.reads.pool.call(build, True)
             reply = rpc.set_xid(record, call.xid)
             cache_updates.observe_reply(self.reads, call, reply)
-            try:
-                message = rpc.decode_message(reply)
-                if not isinstance(message, rpc.Reply) or \
-                        message.accept_stat != const.AcceptStat.SUCCESS:
-                    return reply
-                res = nfs3.decode_res(Nfs3Proc.WRITE, message.results)
-            except ProtocolError:
-                return reply
-            if not res.ok:
+            res = _ok_result(Nfs3Proc.WRITE, reply)
+            if res is None:
                 return reply
             dirty = self.dirty.get(fh)
             if dirty:
