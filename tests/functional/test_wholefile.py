@@ -1,5 +1,6 @@
 """Whole-file transfers over the bulk channel, through real proxies."""
 
+import asyncio
 import os
 import random
 import subprocess
@@ -8,8 +9,11 @@ import time
 
 import pytest
 
+from gvfs_openstack.lab import process
+from gvfs_openstack.lab.topology import Proxy
 from gvfs_openstack.meta import format as meta_format
 from gvfs_openstack.meta import scan
+from gvfs_openstack.nfs.client import NfsClient
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import sha256
 
@@ -148,3 +152,39 @@ def test_concurrent_readers_share_one_transfer(lab, tmp_path):
     after = lab.client_proxy.stats()
     assert delta(before, after, "wholefile_transfers") == 1
     assert delta(before, after, "wholefile_raw_bytes") == 16 * MIB
+
+
+def test_a_next_hop_without_the_bulk_channel_means_block_reads(
+        lab_factory, tmp_path):
+    """An NFS server (or an older server proxy) as the next hop."""
+    lab = lab_factory("tcp", cache={"capacity_mb": 64})
+    src = tmp_path / "old.img"
+    compressible(src, 4 * MIB, seed=4)
+    publish(lab, tmp_path, src, "old.img")
+    port = process.free_port()
+    direct = Proxy(lab.workdir, "direct-proxy", {
+        "proxy": {"role": "client"},
+        "listen": {"host": "127.0.0.1", "port": port},
+        "upstream": {"tunnel": "tcp", "host": "127.0.0.1",
+                     "port": lab.ganesha.nfs_port},
+        "cache": {"directory": str(tmp_path / "direct-cache"),
+                  "capacity_mb": 64}})
+
+    async def read_through_direct():
+        # MOUNT straight from Ganesha: it serves MOUNT on its own port.
+        async with NfsClient("127.0.0.1", port, lab.ganesha.mount_port,
+                             timeout=60) as nfs:
+            await nfs.mount(lab.export)
+            fh = await nfs.lookup_path("old.img")
+            return b"".join([bytes(d) async for _, d in nfs.read_file(fh)])
+
+    try:
+        for _ in range(2):
+            assert asyncio.run(read_through_direct()) == src.read_bytes()
+        stats = direct.stats()
+        # Asked once, then not again for a while; never counted a failure.
+        assert stats["wholefile_unavailable"] == 1
+        assert stats["wholefile_failures"] == 0
+        assert stats["cache_bytes_fetched"] >= 4 * MIB
+    finally:
+        direct.stop()

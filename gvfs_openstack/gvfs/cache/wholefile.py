@@ -32,10 +32,17 @@ LOG = logging.getLogger(__name__)
 
 #: Seconds before a failed transfer of a file is tried again.
 RETRY_AFTER = 10.0
+#: Seconds before asking again a next hop that does not serve the bulk
+#: channel (a server proxy of an older release, or an NFS server).
+UNAVAILABLE_RETRY = 600.0
 
 
 class TransferError(Exception):
     """The bulk channel could not deliver a chunk."""
+
+
+class BulkUnavailable(TransferError):
+    """The next hop does not serve the bulk channel at all."""
 
 
 def decompress(data, size):
@@ -69,12 +76,14 @@ class WholeFiles:
         self.window = window
         self.clock = clock
         self._transfers = {}
+        #: Until when the next hop is known not to serve the bulk channel.
+        self._unavailable_until = None
         #: fh -> (file key, until when) of files not to transfer.
         self._refused = {}
         for key in ("wholefile_transfers", "wholefile_chunks",
                     "wholefile_raw_bytes", "wholefile_wire_bytes",
                     "wholefile_verified", "wholefile_digest_mismatches",
-                    "wholefile_failures"):
+                    "wholefile_failures", "wholefile_unavailable"):
             stats.setdefault(key, 0)
 
     def _usable(self, state, key):
@@ -95,6 +104,10 @@ class WholeFiles:
         if sidecar is None or sidecar.action != "whole_file" or \
                 key is None or not self._usable(state, key):
             return False
+        if self._unavailable_until is not None:
+            if self.clock() < self._unavailable_until:
+                return False
+            self._unavailable_until = None
         transfer = self._transfers.get(state.fh)
         if transfer is None or transfer.key != key:
             transfer = self._start(call, state, sidecar, key)
@@ -189,6 +202,15 @@ class WholeFiles:
         return digest.hexdigest() == sidecar.digest
 
     def _fail(self, state, transfer, error, retry):
+        if isinstance(error, BulkUnavailable):
+            if self._unavailable_until is None:
+                LOG.warning("the next hop does not serve the bulk channel "
+                            "(%s): files marked whole_file are read block "
+                            "by block; asking again in %ds", error,
+                            UNAVAILABLE_RETRY)
+            self.stats["wholefile_unavailable"] += 1
+            self._unavailable_until = self.clock() + UNAVAILABLE_RETRY
+            error, retry = None, True
         if error is not None:
             self.stats["wholefile_failures"] += 1
             LOG.warning("whole-file transfer stopped (%s); reading block by "
@@ -268,8 +290,12 @@ class WholeFiles:
         reply = rpc.decode_message(await self.reads.pool.call(build, True))
         if not isinstance(reply, rpc.Reply) or \
                 reply.accept_stat != const.AcceptStat.SUCCESS:
-            raise TransferError("the next hop does not serve the bulk "
-                                "channel")
+            if isinstance(reply, rpc.Reply) and reply.accept_stat in (
+                    const.AcceptStat.PROG_UNAVAIL,
+                    const.AcceptStat.PROG_MISMATCH):
+                raise BulkUnavailable(const.AcceptStat(
+                    reply.accept_stat).name)
+            raise TransferError("the next hop refused a bulk READ")
         res = bulk.decode_res(BulkProc.READ, reply.results)
         if not res.ok:
             raise TransferError(const.status_name(res.status))
