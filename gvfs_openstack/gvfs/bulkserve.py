@@ -25,10 +25,6 @@ from gvfs_openstack.nfs import rpc
 LOG = logging.getLogger(__name__)
 
 
-def _accepted(xid, stat, results=b""):
-    return rpc.encode_message(rpc.Reply(xid, stat, results))
-
-
 def compress(data, level):
     return zstandard.ZstdCompressor(level=level,
                                     write_checksum=True).compress(data)
@@ -49,11 +45,11 @@ class BulkServer:
     async def serve(self, call, cred):
         """The reply to a bulk call, its credential already mapped."""
         if call.proc == BulkProc.NULL:
-            return _accepted(call.xid, AcceptStat.SUCCESS)
+            return rpc.accepted(call.xid, AcceptStat.SUCCESS)
         try:
             args = bulk.decode_args(call.proc, call.args)
         except ProtocolError:
-            return _accepted(call.xid, AcceptStat.GARBAGE_ARGS)
+            return rpc.accepted(call.xid, AcceptStat.GARBAGE_ARGS)
         count = min(args.count, self.max_chunk)
         end = args.offset + count
         reads = [self._read(cred, args.file, offset,
@@ -63,9 +59,9 @@ class BulkServer:
         pieces, attrs, eof = [], None, False
         for res in results:
             if not res.ok:
-                return _accepted(call.xid, AcceptStat.SUCCESS,
-                                 bulk.encode_res(call.proc, nfs3.Result(
-                                     res.status, res.body)))
+                return rpc.accepted(call.xid, AcceptStat.SUCCESS,
+                                    bulk.encode_res(call.proc, nfs3.Result(
+                                        res.status, res.body)))
             pieces.append(res.body.data)
             attrs = res.body.file_attributes or attrs
             if res.body.eof:
@@ -83,7 +79,7 @@ class BulkServer:
         self.stats["bulk_reads"] += 1
         self.stats["bulk_raw_bytes"] += len(raw)
         self.stats["bulk_wire_bytes"] += len(data)
-        return _accepted(call.xid, AcceptStat.SUCCESS, bulk.encode_res(
+        return rpc.accepted(call.xid, AcceptStat.SUCCESS, bulk.encode_res(
             call.proc, nfs3.Result(0, bulk.ReadOk(attrs, eof, len(raw),
                                                   codec, data))))
 
@@ -93,13 +89,9 @@ class BulkServer:
         while len(data) < count:
             body = nfs3.encode_args(Nfs3Proc.READ, nfs3.ReadArgs(
                 fh, offset + len(data), count - len(data)))
-
-            def build(xid):
-                return (rpc.encode_message(rpc.Call(
-                    xid, const.NFS_PROGRAM, const.NFS_V3, Nfs3Proc.READ,
-                    cred, rpc.AUTH_NONE, body)),)
-
-            reply = rpc.decode_message(await self.nfs_pool.call(build, True))
+            reply = rpc.decode_message(await self.nfs_pool.call(
+                rpc.call_builder(const.NFS_PROGRAM, const.NFS_V3,
+                                 Nfs3Proc.READ, cred, args=body), True))
             if not isinstance(reply, rpc.Reply) or \
                     reply.accept_stat != AcceptStat.SUCCESS:
                 return nfs3.Result(const.NfsStat.NFS3ERR_IO,

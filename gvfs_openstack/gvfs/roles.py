@@ -41,11 +41,6 @@ _PROGRAMS = {const.NFS_PROGRAM: ("nfs", const.Nfs3Proc),
              bulk.BULK_PROGRAM: ("bulk", bulk.BulkProc)}
 
 
-def accepted(xid, stat, results=b"", mismatch=None):
-    return rpc.encode_message(rpc.Reply(xid, stat, results,
-                                        mismatch=mismatch))
-
-
 def denied(xid, reject_stat, auth_stat=None, mismatch=None):
     return rpc.encode_message(rpc.Denied(xid, reject_stat, auth_stat,
                                          mismatch))
@@ -84,13 +79,13 @@ class Role:
                           mismatch=(const.RPC_VERSION, const.RPC_VERSION))
         versions = _VERSIONS.get(call.prog)
         if versions is None:
-            return accepted(call.xid, AcceptStat.PROG_UNAVAIL)
+            return rpc.accepted(call.xid, AcceptStat.PROG_UNAVAIL)
         if not versions[0] <= call.vers <= versions[1]:
-            return accepted(call.xid, AcceptStat.PROG_MISMATCH,
-                            mismatch=versions)
+            return rpc.accepted(call.xid, AcceptStat.PROG_MISMATCH,
+                                mismatch=versions)
         name = proc_name(call.prog, call.proc)
         if name == "unknown":
-            return accepted(call.xid, AcceptStat.PROC_UNAVAIL)
+            return rpc.accepted(call.xid, AcceptStat.PROC_UNAVAIL)
         calls = self.stats["calls"]
         calls[name] = calls.get(name, 0) + 1
         try:
@@ -102,13 +97,13 @@ class Role:
         except UpstreamError as e:
             LOG.warning("%s call xid %#x failed upstream: %s", name,
                         call.xid, e)
-            return accepted(call.xid, AcceptStat.SYSTEM_ERR)
+            return rpc.accepted(call.xid, AcceptStat.SYSTEM_ERR)
         except Exception:
             # A bug must cost one call an error reply, not leave the
             # client waiting for a reply that never comes.
             LOG.exception("%s call xid %#x failed in the proxy", name,
                           call.xid)
-            return accepted(call.xid, AcceptStat.SYSTEM_ERR)
+            return rpc.accepted(call.xid, AcceptStat.SYSTEM_ERR)
 
     async def dispatch(self, call, record, writer):
         raise NotImplementedError
@@ -310,15 +305,16 @@ class ServerRole(Role):
             try:
                 path = mount3.decode_args(MountProc.MNT, call.args).dirpath
             except ProtocolError:
-                return accepted(call.xid, AcceptStat.GARBAGE_ARGS)
+                return rpc.accepted(call.xid, AcceptStat.GARBAGE_ARGS)
             if not self.exports.allows(path):
                 self.stats["mount_refused"] = \
                     self.stats.get("mount_refused", 0) + 1
                 LOG.warning("refusing MOUNT of %r: not an allowed export",
                             path)
-                return accepted(call.xid, AcceptStat.SUCCESS,
-                                mount3.encode_res(MountProc.MNT, nfs3.Result(
-                                    const.MountStat.MNT3ERR_ACCES)))
+                return rpc.accepted(call.xid, AcceptStat.SUCCESS,
+                                    mount3.encode_res(
+                                        MountProc.MNT, nfs3.Result(
+                                            const.MountStat.MNT3ERR_ACCES)))
         reply = await self.forward(self.mount_pool, call, build, True)
         if call.proc == MountProc.EXPORT:
             return self._filter_exports(call.xid, reply)
@@ -333,8 +329,8 @@ class ServerRole(Role):
             exports = mount3.decode_res(MountProc.EXPORT, reply.results)
         except ProtocolError as e:
             LOG.warning("NFS server sent a garbled EXPORT reply: %s", e)
-            return accepted(xid, AcceptStat.SYSTEM_ERR)
+            return rpc.accepted(xid, AcceptStat.SYSTEM_ERR)
         visible = tuple(e for e in exports.exports
                         if self.exports.allows(e.directory))
-        return accepted(xid, AcceptStat.SUCCESS, mount3.encode_res(
+        return rpc.accepted(xid, AcceptStat.SUCCESS, mount3.encode_res(
             MountProc.EXPORT, mount3.ExportList(visible)))

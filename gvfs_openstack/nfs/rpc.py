@@ -231,3 +231,22 @@ def set_xid(record, xid):
     """
     _XID.pack_into(record, 0, xid)
     return record
+
+
+def accepted(xid, stat=const.AcceptStat.SUCCESS, results=b"",
+             mismatch=None):
+    """An accepted reply message (``results`` only with SUCCESS)."""
+    return encode_message(Reply(xid, stat, results, mismatch=mismatch))
+
+
+def call_builder(prog, vers, proc, cred, verf=AUTH_NONE, args=b""):
+    """A call message for any XID, as an upstream pool sends it.
+
+    Pools choose the XID (and choose again when they re-send), so callers
+    hand over a function of the XID rather than a message.
+    """
+    def build(xid):
+        return (encode_message(Call(xid, prog, vers, proc, cred, verf,
+                                    args)),)
+
+    return build

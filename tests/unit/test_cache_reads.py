@@ -83,9 +83,9 @@ def test_blocks_fetched_under_old_attributes_are_misses(tmp_path):
     v1 = fattr(8192, 1)
     state = cache.observe(b"fh", v1)
     cache.store.put(state.digest, 0, b"a" * 4096, reads.attrs_of(v1))
-    assert cache._cached(state, 0, 4096) == b"a" * 4096
+    assert cache.cached_block(state, 0, 4096) == b"a" * 4096
     cache.observe(b"fh", fattr(8192, 2))
-    assert cache._cached(state, 0, 4096) is None
+    assert cache.cached_block(state, 0, 4096) is None
 
 
 def test_a_short_block_is_not_served_once_the_file_grew(tmp_path):
@@ -93,8 +93,8 @@ def test_a_short_block_is_not_served_once_the_file_grew(tmp_path):
     v1 = fattr(100, 1)
     state = cache.observe(b"fh", v1)
     cache.store.put(state.digest, 0, b"x" * 100, reads.attrs_of(v1))
-    assert cache._cached(state, 0, 100) == b"x" * 100
-    assert cache._cached(state, 0, 4096) is None
+    assert cache.cached_block(state, 0, 100) == b"x" * 100
+    assert cache.cached_block(state, 0, 4096) is None
 
 
 def test_runs_are_contiguous_and_bounded():

@@ -173,12 +173,9 @@ class CachedReads:
         """Call ``proc`` upstream with the client's own credential."""
         body = nfs3.encode_args(proc, args)
 
-        def build(xid):
-            return (rpc.encode_message(rpc.Call(
-                xid, const.NFS_PROGRAM, const.NFS_V3, proc, call.cred,
-                call.verf, body)),)
-
-        record = await self.pool.call(build, True)
+        record = await self.pool.call(rpc.call_builder(
+            const.NFS_PROGRAM, const.NFS_V3, proc, call.cred, call.verf,
+            body), True)
         try:
             reply = rpc.decode_message(record)
             if not isinstance(reply, rpc.Reply) or \
@@ -224,7 +221,7 @@ class CachedReads:
         fattr = state.fattr
         for (s, e), (piece, fattr, _) in zip(parts, replies):
             if len(piece) != e - s or fattr is None or \
-                    _key(fattr) != state.zeros_for:
+                    version_key(fattr) != state.zeros_for:
                 return None, fattr
             data[s - start:e - start] = piece
         self.stats["cache_bytes_zero_map"] += (end - start) - sum(
@@ -270,7 +267,8 @@ class CachedReads:
 
     def zeros_of(self, state):
         """The file's zero map, if it holds for the file as it is now."""
-        if state.zeros is not None and state.zeros_for == _key(state.fattr):
+        if state.zeros is not None and \
+                state.zeros_for == version_key(state.fattr):
             return state.zeros
         return None
 
@@ -278,7 +276,7 @@ class CachedReads:
         """Look for the file's sidecar (once per file version)."""
         if self.sidecars is None:
             return
-        key = _key(state.fattr)
+        key = version_key(state.fattr)
         if state.zeros_for != key:
             state.sidecar = await self.sidecars.sidecar_of(call, state)
             state.zeros = state.sidecar.zeros if state.sidecar else None
@@ -286,7 +284,8 @@ class CachedReads:
 
     # --- the READ path -------------------------------------------------------
 
-    def _cached(self, state, block, expected_len):
+    def cached_block(self, state, block, expected_len):
+        """A block's bytes if cached under the file's current attributes."""
         found = self.store.get(state.digest, block)
         if found is None:
             return None
@@ -357,7 +356,7 @@ class CachedReads:
                 zero_blocks += 1
                 zero_bytes += expected
                 continue
-            data = self._cached(state, block, expected)
+            data = self.cached_block(state, block, expected)
             if data is not None:
                 pieces[block] = data
                 self.stats["cache_hits"] += 1
@@ -459,7 +458,7 @@ class CachedReads:
         self._files.clear()
 
 
-def _key(fattr):
+def version_key(fattr):
     """What a zero map is valid for: the file's size and mtime."""
     return fattr.size, fattr.mtime.seconds * 10 ** 9 + fattr.mtime.nseconds
 

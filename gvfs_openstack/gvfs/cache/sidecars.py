@@ -21,6 +21,7 @@ import logging
 import time
 
 from gvfs_openstack.gvfs.cache.reads import Fallback
+from gvfs_openstack.gvfs.cache.reads import version_key
 from gvfs_openstack.meta import format as meta_format
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
@@ -29,10 +30,6 @@ from gvfs_openstack.nfs import nfs3
 LOG = logging.getLogger(__name__)
 
 MAX_FILES = 65536
-
-
-def mtime_ns(fattr):
-    return fattr.mtime.seconds * 10 ** 9 + fattr.mtime.nseconds
 
 
 class Sidecars:
@@ -64,7 +61,7 @@ class Sidecars:
     async def sidecar_of(self, call, state):
         """The sidecar that describes the file of ``state`` now, or None."""
         fh = state.fh
-        key = (state.fattr.size, mtime_ns(state.fattr))
+        key = version_key(state.fattr)
         found = self._loaded.get(fh)
         if found is not None and found[1] == key and (
                 found[0] is not None or

@@ -36,11 +36,8 @@ class Warmer:
         self.cred = rpc.AuthSys(0, 0, (), "gvfs-proxy-warm").to_opaque()
 
     async def _call(self, prog, proc, args):
-        def build(xid):
-            return (rpc.encode_message(rpc.Call(
-                xid, prog, 3, proc, self.cred, rpc.AUTH_NONE, args)),)
-
-        record = await self.pool.call(build, True)
+        record = await self.pool.call(
+            rpc.call_builder(prog, 3, proc, self.cred, args=args), True)
         reply = rpc.decode_message(record)
         if not isinstance(reply, rpc.Reply) or \
                 reply.accept_stat != const.AcceptStat.SUCCESS:

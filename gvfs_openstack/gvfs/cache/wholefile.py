@@ -270,24 +270,21 @@ class WholeFiles:
         bs = self.reads.store.geometry.block_size
         pieces = []
         for block in range(start // bs, -(-end // bs)):
-            expected = min(bs, end - block * bs)
-            found = self.reads.store.get(state.digest, block)
-            if found is None or found[1] not in state.current or \
-                    len(found[0]) != expected:
+            data = self.reads.cached_block(state, block,
+                                           min(bs, end - block * bs))
+            if data is None:
                 return None
-            pieces.append(found[0])
+            pieces.append(data)
         return b"".join(pieces)
 
     async def _bulk_read(self, call, fh, offset, count):
         body = bulk.encode_args(BulkProc.READ, bulk.ReadArgs(
             fh, offset, count, Codec.ZSTD))
 
-        def build(xid):
-            return (rpc.encode_message(rpc.Call(
-                xid, bulk.BULK_PROGRAM, bulk.BULK_VERSION, BulkProc.READ,
-                call.cred, call.verf, body)),)
-
-        reply = rpc.decode_message(await self.reads.pool.call(build, True))
+        reply = rpc.decode_message(await self.reads.pool.call(
+            rpc.call_builder(bulk.BULK_PROGRAM, bulk.BULK_VERSION,
+                             BulkProc.READ, call.cred, call.verf, body),
+            True))
         if not isinstance(reply, rpc.Reply) or \
                 reply.accept_stat != const.AcceptStat.SUCCESS:
             if isinstance(reply, rpc.Reply) and reply.accept_stat in (

@@ -24,6 +24,7 @@ the bytes are in the :class:`Journal` on local disk (GVFS paper, section
 """
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -52,7 +53,7 @@ _HANDLED = frozenset({Nfs3Proc.WRITE, Nfs3Proc.COMMIT, Nfs3Proc.READ,
 
 
 def _reply(xid, proc, result):
-    return rpc.encode_message(rpc.Reply(xid)) + nfs3.encode_res(proc, result)
+    return rpc.accepted(xid, results=nfs3.encode_res(proc, result))
 
 
 def _ok_result(proc, reply):
@@ -87,7 +88,7 @@ class WriteBack:
         self.dirty = DirtyMap()
         #: New in every process: see the module docstring.
         self.verifier = os.urandom(const.NFS3_WRITEVERFSIZE)
-        #: Per-file locks: a flush of a file excludes write-through
+        #: fh -> [lock, users]: a flush of a file excludes write-through
         #: WRITEs, SETATTRs and partly dirty READs of it.
         self._locks = {}
         #: Base attributes (the server's) of dirty files.
@@ -374,17 +375,13 @@ class WriteBack:
         """Send the WRITE upstream as FILE_SYNC; it replaces older dirty
         bytes of its range."""
         self.stats["writeback_fallbacks"] += 1
-        async with self._lock(fh):
+        async with self._exclusive(fh):
             newest = self.journal.last_record
             body = nfs3.encode_args(Nfs3Proc.WRITE, dataclasses.replace(
                 args, stable=StableHow.FILE_SYNC))
-
-            def build(xid):
-                return (rpc.encode_message(rpc.Call(
-                    xid, const.NFS_PROGRAM, const.NFS_V3, Nfs3Proc.WRITE,
-                    call.cred, call.verf, body)),)
-
-            record = await self.reads.pool.call(build, True)
+            record = await self.reads.pool.call(rpc.call_builder(
+                const.NFS_PROGRAM, const.NFS_V3, Nfs3Proc.WRITE, call.cred,
+                call.verf, body), True)
             reply = rpc.set_xid(record, call.xid)
             cache_updates.observe_reply(self.reads, call, reply)
             res = _ok_result(Nfs3Proc.WRITE, reply)
@@ -413,7 +410,7 @@ class WriteBack:
             # Hold off a flush of the file: its bytes must not leave the
             # dirty map between reading the server's copy and laying the
             # dirty bytes over it.
-            async with self._lock(fh):
+            async with self._exclusive(fh):
                 if not self.dirty.get(fh):
                     return None
                 await self._read_upstream(call, fh, start, end, data)
@@ -447,19 +444,25 @@ class WriteBack:
 
     # --- flushing ----------------------------------------------------------
 
-    def _lock(self, fh):
-        lock = self._locks.get(fh)
-        if lock is None:
-            lock = self._locks[fh] = asyncio.Lock()
-        return lock
+    @contextlib.asynccontextmanager
+    async def _exclusive(self, fh):
+        """Hold the file's lock; the lock is forgotten with its last user."""
+        entry = self._locks.get(fh)
+        if entry is None:
+            entry = self._locks[fh] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if not entry[1]:
+                del self._locks[fh]
 
     def _prune(self, fh):
         self.dirty.prune(fh)
         if fh not in self.dirty:
             self._bases.pop(fh, None)
-            lock = self._locks.get(fh)
-            if lock is not None and not lock.locked():
-                del self._locks[fh]
 
     def start_flush(self, reason):
         """Flush in the background (errors are logged, data stays)."""
@@ -508,7 +511,7 @@ class WriteBack:
                 len(failures), "; ".join(failures[:3])))
 
     async def flush_file(self, fh):
-        async with self._lock(fh):
+        async with self._exclusive(fh):
             dirty = self.dirty.get(fh)
             extents = dirty.extents() if dirty else []
             if not extents:
