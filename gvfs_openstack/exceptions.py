@@ -19,3 +19,13 @@ class GvfsError(Exception):
 
 class InvalidConfig(GvfsError, ValueError):
     message = "Invalid configuration of %(option)s: %(reason)s"
+
+
+class MountFailed(GvfsError, OSError):
+    message = "Cannot mount %(share)s at %(path)s: %(reason)s"
+
+
+class MountUnhealthy(GvfsError, OSError):
+    """A mounted path hangs or is dead (the NFS "stale/hung mount")."""
+
+    message = "The GVFS mount %(path)s %(state)s"

@@ -5,6 +5,7 @@
     gvfs-proxy --config-file proxy.conf flush
     gvfs-proxy --config-file proxy.conf drop
     gvfs-proxy --config-file proxy.conf warm /srv/images/golden.qcow2
+    gvfs-proxy --config-file proxy.conf mount [--export /srv/images] /mnt/x
 """
 
 import asyncio
@@ -18,6 +19,8 @@ from gvfs_openstack import conf as gvfs_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.gvfs import control
 from gvfs_openstack.gvfs import service
+from gvfs_openstack.nfs.errors import NfsError
+from gvfs_openstack.nfs.errors import RpcError
 
 CONF = gvfs_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -48,12 +51,49 @@ def _control(command, timeout=30.0, **args):
     return 0
 
 
+def _mount():
+    # Imported here: pyfuse3 (the ``fuse`` extra) is needed only to mount.
+    from gvfs_openstack.mount import fusefs
+    from gvfs_openstack.mount import session
+
+    mount = CONF.mount
+    export = CONF.action.export or mount.export
+    host = mount.proxy_host or CONF.listen.host
+    port = mount.proxy_port or CONF.listen.port
+    if CONF.action.proxy_address:
+        host, _, port = CONF.action.proxy_address.rpartition(":")
+        port = int(port) if port.isdigit() else 0
+    problem = "no export: set [mount] export or give --export" \
+        if not export else "no proxy port: set [mount] proxy_port or " \
+        "[listen] port, or give --proxy" if not port else None
+    if problem:
+        print("gvfs-proxy mount: " + problem, file=sys.stderr)
+        return 2
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    nfs = session.ProxySession(
+        host.strip("[]"), port, export,
+        io_timeout=CONF.action.io_timeout or mount.io_timeout,
+        rsize=mount.rsize, wsize=mount.wsize, window=mount.write_window)
+    try:
+        asyncio.run(fusefs.serve(
+            nfs, CONF.action.mountpoint, mount.attr_timeout,
+            mount.entry_timeout, mount.write_buffer_mb * 1024 * 1024,
+            mount.allow_other))
+    except (OSError, RuntimeError, NfsError, RpcError) as e:
+        LOG.error("cannot mount %s at %s: %s", nfs.where,
+                  CONF.action.mountpoint, e)
+        return 1
+    return 0
+
+
 _ACTIONS = {"serve": _serve,
             "stats": lambda: _control("stats"),
             "flush": lambda: _control("flush", None),
             "drop": lambda: _control("drop", None),
             "warm": lambda: _control("warm", None, path=CONF.action.path,
-                                     rate_mib=CONF.action.rate_mib)}
+                                     rate_mib=CONF.action.rate_mib),
+            "mount": _mount}
 
 
 def _add_parsers(subparsers):
@@ -70,6 +110,19 @@ def _add_parsers(subparsers):
                                    "export, e.g. /srv/images/golden.qcow2")
     warm.add_argument("--rate-mib", type=int, default=None,
                       help="cap in MiB/s (default: [cache] warm_rate_mib)")
+    mount = subparsers.add_parser(
+        "mount", help="serve an export of the DTN at a local directory "
+                      "through FUSE, in the foreground, until SIGTERM")
+    mount.add_argument("mountpoint", help="an existing empty directory")
+    mount.add_argument("--export", default=None,
+                       help="path of the export on the DTN (default: "
+                            "[mount] export)")
+    mount.add_argument("--proxy", dest="proxy_address", default=None,
+                       metavar="HOST:PORT",
+                       help="the client proxy (default: [mount] "
+                            "proxy_host/proxy_port, else [listen])")
+    mount.add_argument("--io-timeout", type=float, default=None,
+                       help="seconds (default: [mount] io_timeout)")
 
 
 def main(argv=None):

@@ -3,10 +3,11 @@
 from oslo_config import cfg
 
 from gvfs_openstack.conf import cache
+from gvfs_openstack.conf import mount
 from gvfs_openstack.conf import proxy
 
 CONF = cfg.CONF
-MODULES = (proxy, cache)
+MODULES = (proxy, cache, mount)
 
 
 def register_opts(conf):

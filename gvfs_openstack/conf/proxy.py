@@ -16,12 +16,12 @@ upstream_group = cfg.OptGroup("upstream", title="Client role upstream",
                                    "and the tunnel that reaches it.")
 
 proxy_opts = [
-    cfg.StrOpt("role", required=True, choices=[
+    cfg.StrOpt("role", choices=[
         ("server", "on the DTN: authenticates peers, maps identities, "
                    "guards exports, forwards to the NFS server"),
         ("client", "on a controller or compute node: serves local NFS "
                    "clients and forwards to the next proxy")],
-        help="""Role of this proxy in the GVFS chain.
+        help="""Role of this proxy in the GVFS chain; required by ``serve``.
 
 Related options:
   [server] for the server role, [upstream] for the client role.

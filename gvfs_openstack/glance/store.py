@@ -34,7 +34,9 @@ from glance_store import exceptions
 from glance_store import location as store_location
 from oslo_config import cfg
 
+from gvfs_openstack import exceptions as gvfs_exceptions
 from gvfs_openstack.meta import scan
+from gvfs_openstack.mount import mounter
 
 LOG = logging.getLogger(__name__)
 
@@ -46,10 +48,45 @@ _OPTS = [
     cfg.StrOpt("gvfs_store_datadir",
                help="""Directory the store keeps images in.
 
-The GVFS mount of the DTN export (or a directory inside it): a kernel NFS
-mount of the local client proxy, or ``gvfs-proxy mount``. It must exist and
-be writable by glance-api.
+With ``gvfs_store_mount_type = none``: an absolute path, the GVFS mount of
+the DTN export (or a directory inside it) that the operator mounted. With
+a mount type: a path relative to the export's root ("" for the root). It
+must exist and be writable by glance-api.
 """),
+    cfg.StrOpt("gvfs_store_mount_type", default="none",
+               choices=[("none", "gvfs_store_datadir is already mounted"),
+                        ("nfs", "the store mounts the export through the "
+                                "client proxy with the kernel NFS client "
+                                "(os-brick, privsep)"),
+                        ("fuse", "the store starts ``gvfs-proxy mount``")],
+               help="""How the store reaches the DTN export.
+
+With ``nfs`` or ``fuse`` the store mounts the export itself, checks before
+each operation that the mount answers within ``gvfs_store_io_timeout``,
+and remounts a hung or dead one.
+Related options: gvfs_store_proxy, gvfs_store_export,
+gvfs_store_mount_point_base.
+"""),
+    cfg.StrOpt("gvfs_store_proxy", default="127.0.0.1:2049",
+               help="``host:port`` of the node's GVFS client proxy (its "
+                    "NFS and MOUNT port)."),
+    cfg.StrOpt("gvfs_store_export",
+               help="Path of the export on the DTN, e.g. ``/srv/images``; "
+                    "required with a mount type."),
+    cfg.StrOpt("gvfs_store_mount_point_base",
+               default="/var/lib/glance/gvfs-mounts",
+               help="Directory under which the store mounts the export "
+                    "(one directory per export, named as os-brick does)."),
+    cfg.ListOpt("gvfs_store_mount_options", default=[],
+                help="Extra ``mount -o`` options for the ``nfs`` mount "
+                     "type, e.g. ``nconnect=4``; ``hard`` turns the "
+                     "timeouts off."),
+    cfg.StrOpt("gvfs_store_mount_config",
+               help="A configuration file with a ``[mount]`` section for "
+                    "``gvfs-proxy mount`` (the ``fuse`` mount type)."),
+    cfg.FloatOpt("gvfs_store_io_timeout", default=60.0, min=1.0,
+                 help="Seconds before I/O on a hung mount fails, and the "
+                      "limit of the health check before each operation."),
     cfg.BoolOpt("gvfs_store_thin_provisioning", default=True,
                 help="""Store all-zero chunks as holes.
 
@@ -154,7 +191,12 @@ class Store(driver.Store):
         return self.backend_group or "default"
 
     def configure_add(self):
-        datadir = self._conf.gvfs_store_datadir
+        conf = self._conf
+        self._mount = None
+        datadir = conf.gvfs_store_datadir
+        if conf.gvfs_store_mount_type != "none":
+            self._mount = self._mounter(conf)
+            datadir = self._mount_datadir(datadir)
         reason = None
         if not datadir:
             reason = "gvfs_store_datadir is not set"
@@ -175,10 +217,60 @@ class Store(driver.Store):
         self.READ_CHUNKSIZE = self.WRITE_CHUNKSIZE = self.chunk_size
         self._url_prefix = "%s://%s/" % (SCHEME, self.store_id)
 
+    def _mounter(self, conf):
+        host, _, port = conf.gvfs_store_proxy.rpartition(":")
+        reason = None
+        if not conf.gvfs_store_export or \
+                not conf.gvfs_store_export.startswith("/"):
+            reason = "gvfs_store_export must be the export's absolute path"
+        elif not host or not port.isdigit():
+            reason = "gvfs_store_proxy %r is not host:port" % (
+                conf.gvfs_store_proxy)
+        if reason:
+            raise exceptions.BadStoreConfiguration(store_name=SCHEME,
+                                                   reason=reason)
+        share = mounter.Share(host.strip("[]"), int(port),
+                              conf.gvfs_store_export)
+        return mounter.make(
+            conf.gvfs_store_mount_type, conf.gvfs_store_mount_point_base,
+            conf.gvfs_store_io_timeout, conf.gvfs_store_mount_options,
+            conf.gvfs_store_mount_config), share
+
+    def _mount_datadir(self, subdir):
+        """Mount now; the directory in the mount the images go to."""
+        if subdir and (os.path.isabs(subdir) or ".." in subdir.split("/")):
+            raise exceptions.BadStoreConfiguration(
+                store_name=SCHEME, reason="with a mount type, "
+                "gvfs_store_datadir %r must be relative to the export "
+                "and stay inside it" % subdir)
+        made, share = self._mount
+        try:
+            root = made.ensure(share)
+        except gvfs_exceptions.GvfsError as e:
+            raise exceptions.BadStoreConfiguration(
+                store_name=SCHEME, reason=str(e)) from e
+        return os.path.join(root, subdir or "")
+
+    def _check_mount(self):
+        """Fail now on a hung or dead mount, and remount it.
+
+        The next call gets a fresh mount, instead of a glance-api worker
+        stuck for good.
+        """
+        if self._mount is None:
+            return
+        made, share = self._mount
+        try:
+            made.ensure(share)
+        except gvfs_exceptions.GvfsError as e:
+            raise exceptions.BackendException(
+                "GVFS store %s: %s" % (self.store_id, e)) from e
+
     # --- paths --------------------------------------------------------------
 
     def _path(self, image_id):
         """The image's path, refusing anything that leaves the store."""
+        self._check_mount()
         path = os.path.join(self.datadir, _safe_image_id(image_id))
         real = os.path.realpath(path)
         if os.path.dirname(real) != self.datadir:

@@ -168,6 +168,10 @@ class ProxyService:
 
     def _build_role(self):
         conf = self.conf
+        if conf.proxy.role is None:
+            raise exceptions.InvalidConfig(
+                option="[proxy] role",
+                reason="required: server (on the DTN) or client")
         if conf.proxy.role == "client":
             up = conf.upstream
             pool = self._pool(_connector(up), up.connections,

@@ -18,6 +18,7 @@ import sys
 
 from gvfs_openstack.gvfs import control
 from gvfs_openstack.lab import certs
+from gvfs_openstack.lab import fusemount
 from gvfs_openstack.lab import ganesha
 from gvfs_openstack.lab import process
 from gvfs_openstack.lab import sshd
@@ -180,6 +181,19 @@ class Lab:
                 {"directory": os.path.join(self.workdir, name + "-cache")},
                 **cache)
         return self._keep(Proxy(self.workdir, name, sections))
+
+    def mount(self, mountpoint, proxy=None, name="fuse-mount", export=None,
+              **options):
+        """``gvfs-proxy mount`` of the export at ``mountpoint``.
+
+        Through ``proxy`` (default: the client proxy), of ``export``
+        (default: the lab's); ``options`` are ``[mount]`` options.
+        Unmounted when the lab stops.
+        """
+        proxy = proxy or self.client_proxy
+        return self._keep(fusemount.FuseMount(
+            self.workdir, name, proxy.config, export or self.export,
+            mountpoint, options))
 
     def leaf_url(self, leaf, path):
         return ganesha.nfs_url(self.export, path, leaf.port, leaf.port)

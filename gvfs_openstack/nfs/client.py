@@ -85,6 +85,10 @@ class RpcClient:
                 lambda: _RpcProtocol(self.max_record_size), self.host,
                 self.port), self.timeout)
 
+    @property
+    def connected(self):
+        return self._protocol is not None and self._protocol.lost is None
+
     def close(self):
         if self._protocol is not None:
             self._protocol.transport.close()
@@ -243,6 +247,18 @@ class NfsClient:
             nfs3.DirOpArgs(dir_fh, name), nfs3.Sattr(mode=mode)))
         return ok.obj or (await self.lookup(dir_fh, name)).object
 
+    async def symlink(self, dir_fh, name, target, mode=0o777):
+        ok = await self._call(P.SYMLINK, nfs3.SymlinkArgs(
+            nfs3.DirOpArgs(dir_fh, name), nfs3.Sattr(mode=mode), target))
+        return ok.obj or (await self.lookup(dir_fh, name)).object
+
+    async def readlink(self, fh):
+        return (await self._call(P.READLINK, nfs3.ReadlinkArgs(fh))).data
+
+    async def link(self, fh, dir_fh, name):
+        await self._call(P.LINK, nfs3.LinkArgs(fh, nfs3.DirOpArgs(dir_fh,
+                                                                  name)))
+
     async def remove(self, dir_fh, name):
         await self._call(P.REMOVE, nfs3.RemoveArgs(
             nfs3.DirOpArgs(dir_fh, name)))
@@ -376,6 +392,20 @@ class WriteBatch:
             for task in done:
                 task.result()
 
+    def resend(self):
+        """Send again everything since the last good COMMIT.
+
+        The server may have lost it, or the connection went away under it.
+        """
+        for task in self.inflight:
+            if task.done() and not task.cancelled():
+                task.exception()    # seen: it is being replaced
+            task.cancel()
+        self.resent_bytes += self.size
+        self.verifiers = set()
+        self.inflight = {asyncio.ensure_future(self._one(o, d))
+                         for o, d in self.sent}
+
     async def _drain(self):
         inflight, self.inflight = self.inflight, set()
         await asyncio.gather(*inflight)
@@ -392,9 +422,6 @@ class WriteBatch:
             # The server restarted between WRITE and COMMIT: re-send.
             LOG.warning("write verifier changed before COMMIT (server "
                         "restart?): re-sending %d bytes", self.size)
-            self.resent_bytes += self.size
-            self.verifiers = set()
-            self.inflight = {asyncio.ensure_future(self._one(o, d))
-                             for o, d in self.sent}
+            self.resend()
         raise NfsError(const.NfsStat.NFS3ERR_IO, "COMMIT",
                        "write verifier kept changing; data not committed")

@@ -1,15 +1,85 @@
-"""The gvfs glance_store driver on real file systems that refuse writes."""
+"""The gvfs glance_store driver on real file systems: the FUSE mount of
+the proxy chain, and disks that refuse writes."""
 
 import io
 import os
 import subprocess
+import uuid
 
 from glance_store import exceptions
 import pytest
 
-from tests.unit.test_glance_store import make_store
+from gvfs_openstack.lab import topology
+from gvfs_openstack.mount import mounter
+from tests.store_contract import loc
+from tests.store_contract import make_store
+from tests.store_contract import StoreContract
 
 MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def lab(lab_factory):
+    return lab_factory("tcp", cache={"capacity_mb": 128})
+
+
+@pytest.fixture(scope="module")
+def mount_base(tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("glance-mounts"))
+    yield base
+    for name in os.listdir(base):
+        path = os.path.join(base, name)
+        if mounter.is_mounted(path):
+            mounter.FuseMounter(base).unmount(path)
+
+
+def fuse_store(lab, mount_base):
+    """A store that mounts the lab's export itself.
+
+    Its images go to a fresh directory of the export.
+    """
+    subdir = "images-" + uuid.uuid4().hex[:8]
+    os.mkdir(os.path.join(lab.export, subdir))
+    os.chown(os.path.join(lab.export, subdir), topology.FILE_UID,
+             topology.FILE_GID)
+    return make_store(
+        subdir, gvfs_store_mount_type="fuse",
+        gvfs_store_proxy="127.0.0.1:%d" % lab.client_proxy.port,
+        gvfs_store_export=lab.export, gvfs_store_mount_point_base=mount_base,
+        gvfs_store_io_timeout=10.0)
+
+
+class TestOnTheFuseMount(StoreContract):
+    """The contract on the FUSE mount.
+
+    gvfs-proxy mount -> client proxy -> server proxy -> NFS-Ganesha.
+    """
+
+    @pytest.fixture
+    def store(self, lab, mount_base):
+        return fuse_store(lab, mount_base)
+
+
+def test_images_land_on_the_export_and_a_lost_mount_comes_back(
+        lab, mount_base):
+    store = fuse_store(lab, mount_base)
+    data = os.urandom(3 * MIB) + bytes(8 * MIB)
+    uri = store.add("on-export", io.BytesIO(data), len(data), "sha256")[0]
+    on_export = os.path.join(lab.export, os.path.basename(store.datadir),
+                             "on-export")
+    with open(on_export, "rb") as f:
+        assert f.read() == data
+    assert os.path.exists(os.path.join(os.path.dirname(on_export),
+                                       ".gvfs-meta.on-export"))
+    # Sparse on the export too: the holes went through NFS as holes.
+    assert os.stat(on_export).st_blocks * 512 < 5 * MIB
+    # The mount goes away; the next call finds out and mounts again.
+    mount_point = os.path.dirname(store.datadir)
+    subprocess.run(["fusermount3", "-u", "-z", mount_point], check=True)
+    assert not mounter.is_mounted(mount_point)
+    chunks, size = store.get(loc(store, uri))
+    assert size == len(data) and b"".join(chunks) == data
+    assert mounter.is_mounted(mount_point)
 
 
 def test_a_full_disk_is_storage_full_and_leaves_nothing(tiny_disk):

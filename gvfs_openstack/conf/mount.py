@@ -1,0 +1,69 @@
+"""Options of ``gvfs-proxy mount``: the FUSE frontend of a client proxy."""
+
+from oslo_config import cfg
+
+mount_group = cfg.OptGroup(
+    "mount", title="FUSE mount",
+    help="``gvfs-proxy mount`` serves an export of the DTN as a local "
+         "directory by talking NFSv3 to a client proxy, for hosts "
+         "without a kernel NFS client.")
+
+mount_opts = [
+    cfg.StrOpt("export",
+               help="""Path of the export on the DTN, e.g. ``/srv/images``.
+
+Required by ``gvfs-proxy mount`` unless given with ``--export``.
+"""),
+    cfg.HostAddressOpt("proxy_host",
+                       help="""Address of the client proxy to mount from.
+
+Unset: ``[listen] host`` of this configuration file (the usual case: the
+mount and the proxy share one file).
+"""),
+    cfg.PortOpt("proxy_port",
+                help="""NFS and MOUNT port of the client proxy.
+
+Unset: ``[listen] port`` of this configuration file, which must then not be
+0 (an ephemeral port cannot be found by the mount).
+"""),
+    cfg.FloatOpt("io_timeout", default=60.0, min=0.5,
+                 help="""Seconds a file operation waits for the proxy.
+
+Past it the operation fails with ETIMEDOUT ("Connection timed out") and the
+error is logged, instead of hanging the caller the way a hard kernel NFS
+mount does. While the proxy is down the mount keeps reconnecting; the first
+operation after it is back succeeds -- there is nothing to remount.
+"""),
+    cfg.FloatOpt("attr_timeout", default=1.0, min=0.0,
+                 help="Seconds the kernel may cache a file's attributes "
+                      "(like the NFS ``actimeo`` option)."),
+    cfg.FloatOpt("entry_timeout", default=1.0, min=0.0,
+                 help="Seconds the kernel may cache a name lookup."),
+    cfg.IntOpt("rsize", default=1024 * 1024, min=4096,
+               help="Largest NFS READ sent to the proxy, in bytes."),
+    cfg.IntOpt("wsize", default=1024 * 1024, min=4096,
+               help="Largest NFS WRITE sent to the proxy, in bytes."),
+    cfg.IntOpt("write_window", default=8, min=1, max=256,
+               help="UNSTABLE WRITEs one open file keeps in flight."),
+    cfg.IntOpt("write_buffer_mb", default=64, min=1,
+               help="""Uncommitted data, in MiB, kept per open file.
+
+Writes are sent UNSTABLE and kept in memory until a COMMIT; if the server
+restarted in between (its write verifier changed) they are sent again, so
+nothing acknowledged is lost. A COMMIT is sent when this much is pending,
+on fsync and on close.
+"""),
+    cfg.BoolOpt("allow_other", default=False,
+                help="Let users other than the one running the mount use "
+                     "it (FUSE ``allow_other``; Glance and Nova run as "
+                     "their own users)."),
+]
+
+
+def register_opts(conf):
+    conf.register_group(mount_group)
+    conf.register_opts(mount_opts, group=mount_group)
+
+
+def list_opts():
+    return [(mount_group, mount_opts)]

@@ -1,0 +1,57 @@
+"""A ``gvfs-proxy mount`` process: the lab's mounted path.
+
+Started with the configuration file of the proxy it mounts from, waited
+for until the kernel shows the mount, stopped by PID with SIGTERM (the
+mount unmounts itself) and lazily unmounted if it died without doing so.
+"""
+
+import configparser
+import os
+import subprocess
+import sys
+import time
+
+from gvfs_openstack.lab import process
+from gvfs_openstack.mount import mounter
+
+
+class FuseMount:
+    def __init__(self, workdir, name, config, export, mountpoint,
+                 options=None):
+        """Mount ``export`` through the proxy of ``config``.
+
+        ``options`` go to the ``[mount]`` section of a second
+        configuration file.
+        """
+        self.mountpoint = os.path.realpath(mountpoint)
+        os.makedirs(self.mountpoint, exist_ok=True)
+        extra = configparser.ConfigParser()
+        extra["mount"] = {k: str(v) for k, v in (options or {}).items()}
+        mount_config = os.path.join(workdir, name + ".conf")
+        with open(mount_config, "w") as f:
+            extra.write(f)
+        argv = [sys.executable, "-m", "gvfs_openstack.cmd.proxy",
+                "--config-file", config, "--config-file", mount_config,
+                "mount", "--export", export, self.mountpoint]
+        self.log_path = os.path.join(workdir, name + ".log")
+        self.process = process.ManagedProcess(name, argv, self.log_path)
+        deadline = time.monotonic() + 30.0
+        while not mounter.is_mounted(self.mountpoint):
+            if self.process.poll() is not None or \
+                    time.monotonic() > deadline:
+                self.stop()
+                raise process.LabError(
+                    "gvfs-proxy mount of %s did not come up (log: %s)"
+                    % (export, self.log_path))
+            time.sleep(0.05)
+
+    @property
+    def alive(self):
+        return self.process.poll() is None
+
+    def stop(self):
+        status = self.process.stop(timeout=30.0)
+        if mounter.is_mounted(self.mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", self.mountpoint],
+                           check=False)
+        return status

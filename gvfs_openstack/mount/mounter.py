@@ -1,0 +1,302 @@
+"""One mount interface for the Glance store and the Nova backend.
+
+``Mounter.ensure(share)`` returns a local path where the share (an export
+of the DTN, reached through the node's client proxy) is mounted and
+answering, mounting it first if needed and remounting it if it hangs or
+died -- the stuck NFS mount being the classic way an NFS-backed Glance
+or Nova hangs for good.  Two kinds:
+
+``nfs``
+    A kernel NFSv3 mount of the proxy, done by os-brick's
+    ``RemoteFsClient`` (so the mount point is where os-brick and Nova's
+    other NFS users would put it) with the root-only step behind the
+    narrow privsep entry points of :mod:`gvfs_openstack.mount.privileged`.
+``fuse``
+    ``gvfs-proxy mount``, started detached, for hosts without a kernel
+    NFS client.
+"""
+
+import dataclasses
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+from gvfs_openstack import exceptions
+
+LOG = logging.getLogger(__name__)
+
+KINDS = ("nfs", "fuse")
+
+
+@dataclasses.dataclass(frozen=True)
+class Share:
+    """An export of the DTN as served by a client proxy."""
+
+    proxy_host: str
+    proxy_port: int
+    export: str
+
+    @property
+    def name(self):
+        """``host:/export``, the form ``mount -t nfs`` and os-brick use."""
+        return "%s:%s" % (self.proxy_host, self.export)
+
+
+def _mountinfo(path):
+    """The /proc/self/mountinfo fields of the mount at ``path``, or None.
+
+    Only the parent is resolved: a stat of the mount point itself would
+    hang on a hung mount.
+    """
+    path = os.path.join(os.path.realpath(os.path.dirname(path)),
+                        os.path.basename(path))
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if _unescape(fields[4]) == path:
+                return fields
+    return None
+
+
+def is_mounted(path):
+    return _mountinfo(path) is not None
+
+
+def _unescape(field):
+    return field.replace("\\040", " ").replace("\\011", "\t") \
+        .replace("\\012", "\n").replace("\\134", "\\")
+
+
+_probes = {}
+_probes_lock = threading.Lock()
+
+
+def check_health(path, timeout):
+    """Raise MountUnhealthy unless ``path`` answers ``statvfs`` in time.
+
+    The probe runs in a thread because a call into a hung mount cannot be
+    interrupted; while one probe of a path is stuck, later checks report
+    the hang at once instead of stacking up more stuck threads.
+    """
+    with _probes_lock:
+        stuck = _probes.get(path)
+        if stuck is not None and stuck.is_alive():
+            raise exceptions.MountUnhealthy(
+                path=path, state="is still hung (an earlier check has not "
+                                 "returned)")
+        outcome = {}
+
+        def probe():
+            try:
+                os.statvfs(path)
+            except OSError as e:
+                outcome["error"] = e
+
+        thread = threading.Thread(target=probe, daemon=True,
+                                  name="gvfs-mount-probe")
+        _probes[path] = thread
+        thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise exceptions.MountUnhealthy(
+            path=path, state="did not answer within %.0fs (hung)" % timeout)
+    if "error" in outcome:
+        raise exceptions.MountUnhealthy(
+            path=path, state="is dead: %s" % outcome["error"])
+
+
+class Mounter:
+    """Mounts shares under ``base``, one directory per share."""
+
+    kind = None
+
+    def __init__(self, base, io_timeout=60.0):
+        self.base = os.path.realpath(base)
+        self.io_timeout = io_timeout
+
+    def mount_point(self, share):
+        # os-brick's layout: the md5 of the share name under the base.
+        return os.path.join(self.base, hashlib.md5(
+            share.name.encode(), usedforsecurity=False).hexdigest())
+
+    def ensure(self, share):
+        """The path of ``share``, mounted and answering."""
+        path = self.mount_point(share)
+        if is_mounted(path):
+            try:
+                check_health(path, self.io_timeout)
+                return path
+            except exceptions.MountUnhealthy as e:
+                LOG.warning("%s; remounting %s", e, share.name)
+                self.unmount(path)
+        self.mount(share, path)
+        check_health(path, self.io_timeout)
+        LOG.info("mounted %s (%s) at %s", share.name, self.kind, path)
+        return path
+
+    def mount(self, share, path):
+        raise NotImplementedError
+
+    def unmount(self, path):
+        raise NotImplementedError
+
+
+class NfsMounter(Mounter):
+    """Kernel NFSv3 through os-brick; needs a kernel NFS client.
+
+    ``options`` are the operator's extra ``mount -o`` options; ``softerr``
+    with ``timeo``/``retrans`` derived from ``io_timeout`` makes I/O on a
+    dead proxy fail with ETIMEDOUT instead of hanging (give ``hard`` to
+    get the kernel's default).  ``mount_nfs`` and ``unmount_nfs`` are the
+    privileged steps, injectable so that tests can record them on a
+    machine without a kernel NFS client.
+    """
+
+    kind = "nfs"
+
+    def __init__(self, base, io_timeout=60.0, options=(),
+                 rsize=1024 * 1024, wsize=1024 * 1024, mount_nfs=None,
+                 unmount_nfs=None):
+        super().__init__(base, io_timeout)
+        self.extra_options = list(options)
+        self.rsize = rsize
+        self.wsize = wsize
+        if mount_nfs is None or unmount_nfs is None:
+            from gvfs_openstack.mount import privileged
+            mount_nfs = mount_nfs or privileged.mount_nfs
+            unmount_nfs = unmount_nfs or privileged.unmount
+        self._mount_nfs = mount_nfs
+        self._unmount_nfs = unmount_nfs
+
+    def options(self, share):
+        """The ``-o`` value: what the proxy needs, then the operator's."""
+        retrans = 2
+        options = ["vers=3", "proto=tcp", "port=%d" % share.proxy_port,
+                   "mountport=%d" % share.proxy_port, "mountproto=tcp",
+                   "nolock", "rsize=%d" % self.rsize,
+                   "wsize=%d" % self.wsize]
+        if "hard" not in self.extra_options:
+            deciseconds = max(int(self.io_timeout * 10 / (retrans + 1)), 1)
+            options += ["softerr", "timeo=%d" % deciseconds,
+                        "retrans=%d" % retrans]
+        return ",".join(options + self.extra_options)
+
+    def _client(self, share):
+        from os_brick.remotefs import remotefs
+        return remotefs.RemoteFsClient(
+            "nfs", root_helper=None, execute=self._execute,
+            nfs_mount_point_base=self.base,
+            nfs_mount_options=self.options(share))
+
+    def mount_point(self, share):
+        return self._client(share).get_mount_point(share.name)
+
+    def mount(self, share, path):
+        try:
+            self._client(share).mount(share.name)
+        except exceptions.MountFailed:
+            raise
+        except Exception as e:
+            raise exceptions.MountFailed(share=share.name, path=path,
+                                         reason=str(e)) from e
+
+    def _execute(self, *cmd, **kwargs):
+        """os-brick's executor: the two commands RemoteFsClient runs."""
+        if cmd[:2] == ("mkdir", "-p") and len(cmd) == 3:
+            os.makedirs(cmd[2], exist_ok=True)
+            return "", ""
+        if cmd[:3] == ("mount", "-t", "nfs") and cmd[3] == "-o" \
+                and len(cmd) == 7:
+            self._mount_nfs(cmd[5], cmd[6], cmd[4], self.base)
+            return "", ""
+        raise exceptions.MountFailed(
+            share="?", path="?", reason="unexpected command %r" % (cmd,))
+
+    def unmount(self, path):
+        self._unmount_nfs(path, self.base)
+
+
+class FuseMounter(Mounter):
+    """``gvfs-proxy mount`` processes, detached, one per share.
+
+    ``config_file`` is handed to them for the ``[mount]`` options (and
+    logging); each logs to ``<mount point>.log`` beside its mount point.
+    """
+
+    kind = "fuse"
+
+    def __init__(self, base, io_timeout=60.0, config_file=None,
+                 start_timeout=30.0):
+        super().__init__(base, io_timeout)
+        self.config_file = config_file
+        self.start_timeout = start_timeout
+        #: mount point -> the gvfs-proxy mount process this object started
+        self.processes = {}
+
+    def command(self, share, path):
+        program = shutil.which("gvfs-proxy")
+        argv = [program] if program else [
+            sys.executable, "-m", "gvfs_openstack.cmd.proxy"]
+        if self.config_file:
+            argv += ["--config-file", self.config_file]
+        return argv + ["mount", "--proxy", "%s:%d" % (
+            share.proxy_host, share.proxy_port), "--export", share.export,
+            "--io-timeout", str(self.io_timeout), path]
+
+    def mount(self, share, path):
+        os.makedirs(path, exist_ok=True)
+        log_path = path + ".log"
+        with open(log_path, "ab") as log:
+            child = subprocess.Popen(
+                self.command(share, path), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        self.processes[path] = child
+        deadline = time.monotonic() + self.start_timeout
+        while not is_mounted(path):
+            if child.poll() is not None or time.monotonic() > deadline:
+                if child.poll() is None:
+                    child.terminate()
+                raise exceptions.MountFailed(
+                    share=share.name, path=path, reason=_tail(log_path))
+            time.sleep(0.05)
+
+    def unmount(self, path):
+        # Abort the FUSE connection first (where fusectl is mounted), so
+        # callers stuck in a hung mount get ENOTCONN; then detach lazily:
+        # the FUSE process sees its session end and exits.
+        info = _mountinfo(path)
+        if info is not None:
+            minor = info[2].split(":")[1]
+            abort = "/sys/fs/fuse/connections/%s/abort" % minor
+            if os.path.exists(abort):
+                with open(abort, "w") as f:
+                    f.write("1")
+        subprocess.run(["fusermount3", "-u", "-z", path], check=False,
+                       capture_output=True)
+        child = self.processes.pop(path, None)
+        if child is not None and child.poll() is None:
+            # Ours and being replaced: a hung one would never exit.
+            child.kill()
+            child.wait(10)
+
+
+def _tail(log_path, lines=5):
+    with open(log_path, errors="replace") as f:
+        return " | ".join(f.read().strip().splitlines()[-lines:]) or \
+            "gvfs-proxy mount exited without a message"
+
+
+def make(kind, base, io_timeout=60.0, options=(), config_file=None):
+    """The mounter for ``kind`` (one of KINDS)."""
+    if kind == "nfs":
+        return NfsMounter(base, io_timeout, options)
+    if kind == "fuse":
+        return FuseMounter(base, io_timeout, config_file)
+    raise ValueError("unknown mount kind %r (one of %s)"
+                     % (kind, ", ".join(KINDS)))

@@ -1,0 +1,246 @@
+"""``gvfs-proxy mount`` on the lab: a real FUSE mount of the real chain.
+
+mount -> client proxy (cache) -> tunnel -> server proxy -> NFS-Ganesha.
+What Glance, Nova and qemu do to a file system, a fio verify run, and a
+proxy that hangs, dies and comes back.
+"""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gvfs_openstack.lab import process
+from tests.functional.conftest import random_file
+from tests.functional.conftest import sha256
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def lab(lab_factory):
+    return lab_factory("tcp", cache={"capacity_mb": 256})
+
+
+@pytest.fixture(scope="module")
+def mnt(lab, tmp_path_factory):
+    return lab.mount(str(tmp_path_factory.mktemp("mnt"))).mountpoint
+
+
+@pytest.fixture
+def workdir(mnt, request):
+    path = os.path.join(mnt, request.node.name[:60])
+    os.mkdir(path)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_posix_operations(workdir, lab, mnt):
+    a = os.path.join(workdir, "a")
+    with open(a, "wb") as f:
+        f.write(b"x" * 100)
+        f.flush()
+        os.fsync(f.fileno())
+    st = os.stat(a)
+    assert stat.S_ISREG(st.st_mode) and st.st_size == 100
+    # The bytes are on the export itself, as the file account's.
+    on_export = os.path.join(lab.export, os.path.relpath(a, mnt))
+    assert open(on_export, "rb").read() == b"x" * 100
+
+    os.chmod(a, 0o640)
+    os.utime(a, ns=(1_000_000_000_123, 2_000_000_000_456))
+    st = os.stat(a)
+    assert stat.S_IMODE(st.st_mode) == 0o640
+    assert st.st_mtime_ns == 2_000_000_000_456
+
+    os.truncate(a, 10)
+    assert open(a, "rb").read() == b"x" * 10
+    os.mkdir(os.path.join(workdir, "d"))
+    os.rename(a, os.path.join(workdir, "d", "b"))
+    os.link(os.path.join(workdir, "d", "b"), os.path.join(workdir, "hard"))
+    assert os.stat(os.path.join(workdir, "hard")).st_nlink == 2
+    os.symlink("d/b", os.path.join(workdir, "sym"))
+    assert os.readlink(os.path.join(workdir, "sym")) == "d/b"
+    assert open(os.path.join(workdir, "sym"), "rb").read() == b"x" * 10
+    assert sorted(os.listdir(workdir)) == ["d", "hard", "sym"]
+
+    with pytest.raises(FileExistsError):
+        os.mkdir(os.path.join(workdir, "d"))
+    with pytest.raises(OSError) as e:
+        os.rmdir(os.path.join(workdir, "d"))
+    assert e.value.errno == errno.ENOTEMPTY
+    with pytest.raises(FileNotFoundError):
+        os.stat(os.path.join(workdir, "missing"))
+    with pytest.raises(FileExistsError):
+        os.open(os.path.join(workdir, "hard"), os.O_CREAT | os.O_EXCL)
+
+    for name in ("sym", "hard", "d/b"):
+        os.unlink(os.path.join(workdir, name))
+    os.rmdir(os.path.join(workdir, "d"))
+    assert os.listdir(workdir) == []
+    vfs = os.statvfs(workdir)
+    assert vfs.f_blocks > 0 and vfs.f_bavail <= vfs.f_blocks
+
+
+def test_large_directory_listing(workdir):
+    names = {"f%04d" % i for i in range(1500)}
+    for name in names:
+        open(os.path.join(workdir, name), "w").close()
+    assert set(os.listdir(workdir)) == names
+
+
+def test_rename_over_an_existing_file_replaces_it(workdir):
+    for name, data in (("old", b"old"), ("new", b"new")):
+        with open(os.path.join(workdir, name), "wb") as f:
+            f.write(data)
+    os.rename(os.path.join(workdir, "new"), os.path.join(workdir, "old"))
+    assert open(os.path.join(workdir, "old"), "rb").read() == b"new"
+    assert os.listdir(workdir) == ["old"]
+
+
+def test_large_io_round_trip(workdir, tmp_path):
+    source = str(tmp_path / "source")
+    digest = random_file(source, 96 * MIB + 12345)
+    target = os.path.join(workdir, "image.raw")
+    shutil.copyfile(source, target)
+    assert os.path.getsize(target) == 96 * MIB + 12345
+    assert sha256(target) == digest
+    # One 8 MiB write and read in a single system call.
+    fd = os.open(target, os.O_RDWR)
+    try:
+        block = os.urandom(8 * MIB)
+        assert os.pwrite(fd, block, 5 * MIB + 7) == len(block)
+        os.fsync(fd)
+        assert os.pread(fd, len(block), 5 * MIB + 7) == block
+    finally:
+        os.close(fd)
+
+
+def test_sparse_file_keeps_its_holes(workdir, lab):
+    path = os.path.join(workdir, "sparse.raw")
+    with open(path, "wb") as f:
+        f.seek(512 * MIB)
+        f.write(b"end")
+    st = os.stat(path)
+    assert st.st_size == 512 * MIB + 3
+    assert st.st_blocks * 512 < 4 * MIB
+    with open(path, "rb") as f:
+        f.seek(300 * MIB)
+        assert f.read(MIB) == bytes(MIB)
+    # Growing with truncate makes a hole too.
+    os.truncate(path, 1024 * MIB)
+    assert os.stat(path).st_blocks * 512 < 4 * MIB
+
+
+def test_fio_verify_run(workdir):
+    """fio writes with checksums, then reads back and checks.
+
+    Random order, block sizes from 4 KiB to 1 MiB, several jobs at once.
+    """
+    fio = shutil.which("fio")
+    assert fio, "fio is in bindep.txt"
+    result = subprocess.run(
+        [fio, "--output-format=json", "--name=verify",
+         "--directory=%s" % workdir, "--ioengine=psync", "--rw=randwrite",
+         "--bsrange=4k-1m", "--size=48m", "--numjobs=3",
+         "--verify=crc32c", "--verify_fatal=1", "--do_verify=1",
+         "--verify_state_save=0",
+         "--fsync_on_close=1", "--randrepeat=0", "--group_reporting"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr + result.stdout[-2000:]
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    job = report["jobs"][0]
+    assert job["error"] == 0
+    assert job["write"]["io_bytes"] >= 3 * 48 * MIB
+    assert job["read"]["io_bytes"] >= 3 * 48 * MIB
+
+
+def test_fio_mixed_read_write_with_verify(workdir):
+    result = subprocess.run(
+        [shutil.which("fio"), "--name=mixed", "--directory=%s" % workdir,
+         "--ioengine=psync", "--rw=randrw", "--bs=64k", "--size=32m",
+         "--verify=md5", "--verify_fatal=1", "--do_verify=1",
+         "--verify_state_save=0",
+         "--fsync=16", "--randrepeat=0"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr + result.stdout[-2000:]
+    assert "verify" not in result.stderr.lower()
+
+
+def test_reads_come_from_the_proxy_cache(workdir, lab):
+    path = os.path.join(workdir, "cached.raw")
+    with open(path, "wb") as f:
+        f.write(os.urandom(16 * MIB))
+    before = lab.client_proxy.stats()
+    for _ in range(2):
+        # O_DIRECT is not honoured by FUSE without direct_io; drop the
+        # page cache of this file instead so each pass reaches the proxy.
+        with open(path, "rb") as f:
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
+    after = lab.client_proxy.stats()
+    assert after["cache_bytes_local"] - before["cache_bytes_local"] \
+        >= 8 * MIB
+
+
+def test_a_hung_proxy_gives_etimedout_not_a_hang(lab, tmp_path):
+    leaf = lab.add_leaf("hang-leaf")
+    m = lab.mount(str(tmp_path / "m"), proxy=leaf, name="hang-mount",
+                  io_timeout=2)
+    path = os.path.join(m.mountpoint, "hung.raw")
+    with open(path, "wb") as f:
+        f.write(b"data")
+    leaf.process.signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        # A separate process: an uncached stat goes to the proxy.
+        probe = subprocess.run(
+            [sys.executable, "-c",
+             "import os,sys\ntry:\n os.stat(sys.argv[1])\nexcept OSError "
+             "as e:\n print(e.errno)", os.path.join(m.mountpoint, "other")],
+            capture_output=True, text=True, timeout=60)
+        waited = time.monotonic() - started
+    finally:
+        leaf.process.signal(signal.SIGCONT)
+    assert probe.stdout.strip() == str(errno.ETIMEDOUT)
+    assert waited < 20
+    assert "no answer from the proxy" in open(m.log_path).read()
+    # Once the proxy answers again, so does the mount.
+    assert open(path, "rb").read() == b"data"
+
+
+def test_the_mount_reconnects_when_the_proxy_restarts(lab, tmp_path):
+    m = lab.mount(str(tmp_path / "m"), name="restart-mount", io_timeout=30)
+    path = os.path.join(m.mountpoint, "across-restart.raw")
+    first, second = os.urandom(3 * MIB), os.urandom(3 * MIB)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, first, 0)
+        lab.restart_client_proxy(kill=True)
+        # Writes sent before the restart but not committed, and writes
+        # after it, are all there after fsync.
+        os.pwrite(fd, second, len(first))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    with open(os.path.join(lab.export, os.path.relpath(
+            path, m.mountpoint)), "rb") as f:
+        assert f.read() == first + second
+    assert "reconnected to the proxy" in open(m.log_path).read()
+
+
+def test_a_wrong_export_fails_at_start(lab, tmp_path):
+    with pytest.raises(process.LabError) as e:
+        lab.mount(str(tmp_path / "m"), name="bad-export",
+                  export="/not/exported")
+    log = open(str(e.value).split("log: ")[1].rstrip(")")).read()
+    assert "cannot mount" in log and "/not/exported" in log
+    assert "ERR_ACCES" in log
+    assert not os.path.ismount(str(tmp_path / "m"))

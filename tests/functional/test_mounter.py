@@ -1,0 +1,74 @@
+"""The mount interface's ``fuse`` kind on the lab: mount on demand, and
+find and replace a mount that died or hangs."""
+
+import os
+import signal
+
+import pytest
+
+from gvfs_openstack import exceptions
+from gvfs_openstack.mount import mounter
+
+
+@pytest.fixture(scope="module")
+def lab(lab_factory):
+    return lab_factory("tcp")
+
+
+@pytest.fixture
+def fuse(tmp_path):
+    made = mounter.FuseMounter(str(tmp_path / "mounts"), io_timeout=3)
+    yield made
+    for path in list(made.processes):
+        made.unmount(path)
+
+
+def share(lab):
+    return mounter.Share("127.0.0.1", lab.client_proxy.port, lab.export)
+
+
+def test_ensure_mounts_once_and_reuses_the_mount(lab, fuse):
+    path = fuse.ensure(share(lab))
+    assert mounter.is_mounted(path)
+    with open(os.path.join(path, "via-mounter"), "w") as f:
+        f.write("ok")
+    assert open(os.path.join(lab.export, "via-mounter")).read() == "ok"
+    first = fuse.processes[path]
+    assert fuse.ensure(share(lab)) == path
+    assert fuse.processes[path] is first
+
+
+def test_a_dead_mount_is_replaced(lab, fuse):
+    path = fuse.ensure(share(lab))
+    fuse.processes[path].kill()
+    fuse.processes[path].wait()
+    with pytest.raises(OSError):
+        os.listdir(path)    # ENOTCONN: the FUSE process is gone
+    with pytest.raises(exceptions.MountUnhealthy):
+        mounter.check_health(path, 3)
+    assert fuse.ensure(share(lab)) == path
+    assert "via-mounter" in os.listdir(path)
+
+
+def test_a_hung_mount_is_replaced(lab, fuse):
+    path = fuse.ensure(share(lab))
+    hung = fuse.processes[path]
+    hung.send_signal(signal.SIGSTOP)
+    try:
+        with pytest.raises(exceptions.MountUnhealthy) as e:
+            mounter.check_health(path, 1)
+        assert "hung" in str(e.value)
+        assert fuse.ensure(share(lab)) == path
+        assert fuse.processes[path] is not hung
+        assert hung.poll() is not None      # the hung one was ended
+        assert "via-mounter" in os.listdir(path)
+    finally:
+        if hung.poll() is None:
+            hung.kill()
+
+
+def test_an_unreachable_proxy_is_a_clear_error(lab, fuse):
+    with pytest.raises(exceptions.MountFailed) as e:
+        fuse.ensure(mounter.Share("127.0.0.1", 1, lab.export))
+    assert "127.0.0.1:%s" % lab.export in str(e.value)
+    assert "Connect call failed" in str(e.value) or "refused" in str(e.value)

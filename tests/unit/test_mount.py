@@ -1,0 +1,266 @@
+"""The mount interface without a mount: inode numbers, attribute and
+status translation, and the kernel NFS mount os-brick would run, parsed
+back (no kernel NFS client exists on these machines)."""
+
+import errno
+import os
+import stat
+import threading
+
+import pytest
+
+from gvfs_openstack import exceptions
+from gvfs_openstack.mount import inodes
+from gvfs_openstack.mount import mounter
+from gvfs_openstack.mount import nfsattr
+from gvfs_openstack.mount import privileged
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs import nfs3
+
+
+# --- inode table ------------------------------------------------------------
+
+def test_root_is_inode_one_and_never_forgotten():
+    table = inodes.InodeTable(b"root")
+    assert table.handle(inodes.ROOT_INODE) == b"root"
+    table.forget(inodes.ROOT_INODE, 5)
+    assert table.handle(1) == b"root"
+
+
+def test_inode_lives_while_the_kernel_holds_references():
+    table = inodes.InodeTable(b"root")
+    ino = table.remember(b"a")
+    assert table.remember(b"a") == ino and ino != 1
+    table.forget(ino, 1)
+    assert table.handle(ino) == b"a"
+    table.forget(ino, 1)
+    with pytest.raises(inodes.StaleInode):
+        table.handle(ino)
+    # A handle seen again later gets a new number, never a reused one.
+    assert table.remember(b"a") > ino
+    assert table.remember(b"b") not in (ino, 1)
+
+
+def test_assigned_but_unreferenced_numbers_are_stable():
+    table = inodes.InodeTable(b"root")
+    assert table.inode(b"x") == table.inode(b"x") == table.remember(b"x")
+    assert len(table) == 2
+
+
+# --- attributes and statuses ----------------------------------------------
+
+def _fattr(**kw):
+    values = dict(type=const.FileType.NF3REG, mode=0o100640, nlink=2,
+                  uid=7, gid=8, size=10_000, used=8192,
+                  rdev=nfs3.SpecData(0, 0), fsid=1, fileid=99,
+                  atime=nfs3.NfsTime(1, 2), mtime=nfs3.NfsTime(3, 4),
+                  ctime=nfs3.NfsTime(5, 6))
+    values.update(kw)
+    return nfs3.Fattr(**values)
+
+
+def test_stat_fields_of_a_regular_file():
+    fields = nfsattr.stat_fields(_fattr(), ino=12, blksize=65536)
+    assert fields["st_ino"] == 12
+    assert stat.S_ISREG(fields["st_mode"])
+    assert stat.S_IMODE(fields["st_mode"]) == 0o640
+    assert fields["st_blocks"] == 16
+    assert fields["st_mtime_ns"] == 3_000_000_004
+    assert (fields["st_uid"], fields["st_gid"], fields["st_nlink"]) == \
+        (7, 8, 2)
+
+
+@pytest.mark.parametrize("kind,check", [
+    (const.FileType.NF3DIR, stat.S_ISDIR),
+    (const.FileType.NF3LNK, stat.S_ISLNK),
+    (const.FileType.NF3FIFO, stat.S_ISFIFO),
+    (const.FileType.NF3CHR, stat.S_ISCHR),
+])
+def test_file_types(kind, check):
+    assert check(nfsattr.stat_fields(_fattr(type=kind), 2, 4096)["st_mode"])
+
+
+def test_device_numbers():
+    fields = nfsattr.stat_fields(_fattr(type=const.FileType.NF3BLK,
+                                        rdev=nfs3.SpecData(8, 1)), 2, 4096)
+    assert os.major(fields["st_rdev"]) == 8
+    assert os.minor(fields["st_rdev"]) == 1
+
+
+@pytest.mark.parametrize("status,err", [
+    (const.NfsStat.NFS3ERR_NOENT, errno.ENOENT),
+    (const.NfsStat.NFS3ERR_NAMETOOLONG, errno.ENAMETOOLONG),
+    (const.NfsStat.NFS3ERR_NOTEMPTY, errno.ENOTEMPTY),
+    (const.NfsStat.NFS3ERR_STALE, errno.ESTALE),
+    (const.NfsStat.NFS3ERR_BADHANDLE, errno.ESTALE),
+    (const.NfsStat.NFS3ERR_DQUOT, errno.EDQUOT),
+    (const.NfsStat.NFS3ERR_NOSPC, errno.ENOSPC),
+    (const.NfsStat.NFS3ERR_JUKEBOX, errno.EAGAIN),
+    (123456, errno.EIO),
+])
+def test_status_to_errno(status, err):
+    assert nfsattr.errno_of(status) == err
+
+
+def test_every_nfs_status_has_an_errno():
+    for status in const.NfsStat:
+        if status != const.NfsStat.NFS3_OK:
+            assert status in nfsattr.ERRNO
+
+
+def test_setattr_sends_only_what_changes():
+    changes = {"mode": True, "uid": False, "gid": False, "size": True,
+               "atime": False, "mtime": True}
+    attrs = {"st_mode": stat.S_IFREG | 0o600, "st_uid": 1, "st_gid": 2,
+             "st_size": 77, "st_atime_ns": 5, "st_mtime_ns": 1_500_000_000}
+    sattr = nfsattr.sattr(changes, attrs)
+    assert sattr.mode == 0o600 and sattr.size == 77
+    assert sattr.uid is None and sattr.gid is None and sattr.atime is None
+    assert sattr.mtime == nfs3.NfsTime(1, 500_000_000)
+    # It encodes: what the proxy receives is a valid sattr3.
+    nfs3.encode_args(const.Nfs3Proc.SETATTR,
+                     nfs3.SetattrArgs(b"fh", sattr))
+
+
+# --- the kernel NFS mount, parsed back --------------------------------------
+
+class Recorder:
+    def __init__(self):
+        self.mounts = []
+        self.unmounts = []
+
+    def mount(self, share, path, options, base):
+        privileged.check_mount_args(share, path, options, base)
+        self.mounts.append((share, path, options, base))
+
+    def unmount(self, path, base):
+        self.unmounts.append((path, base))
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    recorder = Recorder()
+    nfs = mounter.NfsMounter(str(tmp_path), io_timeout=30,
+                             options=["noatime", "nconnect=4"],
+                             rsize=512 * 1024, mount_nfs=recorder.mount,
+                             unmount_nfs=recorder.unmount)
+    return nfs, recorder
+
+
+def _parse(options):
+    parsed = {}
+    for item in options.split(","):
+        key, _, value = item.partition("=")
+        parsed[key] = value or True
+    return parsed
+
+
+def test_os_brick_mounts_the_proxy_with_nfsv3_options(recorded):
+    nfs, recorder = recorded
+    share = mounter.Share("127.0.0.1", 20490, "/srv/images")
+    nfs.mount(share, nfs.mount_point(share))
+    [(device, path, options, base)] = recorder.mounts
+    assert device == "127.0.0.1:/srv/images"
+    # os-brick's layout: md5 of the share under the base, made by it.
+    assert os.path.dirname(path) == base == nfs.base
+    assert os.path.isdir(path)
+    assert path == mounter.Mounter.mount_point(nfs, share)
+    opts = _parse(options)
+    assert opts["vers"] == "3" and opts["proto"] == "tcp"
+    assert opts["port"] == opts["mountport"] == "20490"
+    assert opts["mountproto"] == "tcp" and opts["nolock"] is True
+    assert opts["rsize"] == str(512 * 1024)
+    assert opts["wsize"] == str(1024 * 1024)
+    # A dead proxy gives ETIMEDOUT after about io_timeout, not a hang.
+    assert opts["softerr"] is True
+    timeo, retrans = int(opts["timeo"]), int(opts["retrans"])
+    assert timeo * (retrans + 1) / 10 == pytest.approx(30, abs=1)
+    # The operator's options come last, so they win.
+    assert options.endswith(",noatime,nconnect=4")
+
+
+def test_hard_from_the_operator_drops_the_timeouts(tmp_path):
+    nfs = mounter.NfsMounter(str(tmp_path), options=["hard"],
+                             mount_nfs=Recorder().mount,
+                             unmount_nfs=Recorder().unmount)
+    opts = _parse(nfs.options(mounter.Share("h", 1, "/e")))
+    assert "softerr" not in opts and "timeo" not in opts and opts["hard"]
+
+
+def test_brick_mount_errors_become_mount_failed(tmp_path):
+    def refuse(share, path, options, base):
+        raise OSError("mount.nfs: Connection refused")
+
+    nfs = mounter.NfsMounter(str(tmp_path), mount_nfs=refuse,
+                             unmount_nfs=Recorder().unmount)
+    share = mounter.Share("127.0.0.1", 1, "/srv/images")
+    with pytest.raises(exceptions.MountFailed) as e:
+        nfs.mount(share, nfs.mount_point(share))
+    assert "127.0.0.1:/srv/images" in str(e.value)
+    assert "Connection refused" in str(e.value)
+
+
+@pytest.mark.parametrize("share,path,options", [
+    ("h:/e", "/elsewhere/x", "vers=3"),              # outside the base
+    ("h:/e", "{base}/a/b", "vers=3"),                # not directly under
+    ("h:/e", "{base}/x", "vers=4"),                  # not NFSv3
+    ("h:/e", "{base}/x", "vers=3,exec;rm -rf /"),    # shell junk
+    ("h:/e", "{base}/x", "vers=3,remount,bind=/"),   # odd values
+    ("h:/e; reboot", "{base}/x", "vers=3"),          # not a share
+    ("h:/e/../../etc", "{base}/x", "vers=3"),        # escapes
+    ("-o:/e", "{base}/x", "vers=3,,"),               # empty option
+])
+def test_the_privileged_mount_refuses_anything_else(tmp_path, share, path,
+                                                    options):
+    base = str(tmp_path)
+    with pytest.raises(ValueError):
+        privileged.check_mount_args(share, path.format(base=base), options,
+                                    base)
+
+
+def test_the_privileged_mount_accepts_what_the_mounter_builds(recorded):
+    nfs, _ = recorded
+    share = mounter.Share("192.0.2.1", 2049, "/srv/images")
+    privileged.check_mount_args(share.name, nfs.mount_point(share),
+                                nfs.options(share), nfs.base)
+
+
+def test_unknown_kind():
+    with pytest.raises(ValueError) as e:
+        mounter.make("smb", "/tmp")
+    assert "nfs, fuse" in str(e.value)
+
+
+# --- health checks ----------------------------------------------------------
+
+def test_a_healthy_path_passes(tmp_path):
+    mounter.check_health(str(tmp_path), timeout=5)
+
+
+def test_a_dead_path_is_reported(tmp_path):
+    with pytest.raises(exceptions.MountUnhealthy) as e:
+        mounter.check_health(str(tmp_path / "gone"), timeout=5)
+    assert "is dead" in str(e.value)
+
+
+def test_a_hung_path_is_reported_once_and_not_probed_again(tmp_path,
+                                                           monkeypatch):
+    release = threading.Event()
+    calls = []
+    real_statvfs = os.statvfs
+
+    def hanging(path):
+        calls.append(path)
+        if path == str(tmp_path):
+            release.wait(30)
+        return real_statvfs(path)
+
+    monkeypatch.setattr(os, "statvfs", hanging)
+    try:
+        for _ in range(2):
+            with pytest.raises(exceptions.MountUnhealthy) as e:
+                mounter.check_health(str(tmp_path), timeout=0.2)
+            assert "hung" in str(e.value)
+        assert calls == [str(tmp_path)]
+    finally:
+        release.set()
