@@ -193,6 +193,7 @@ class Store(driver.Store):
     def configure_add(self):
         conf = self._conf
         self._mount = None
+        self._leftovers = set()
         datadir = conf.gvfs_store_datadir
         if conf.gvfs_store_mount_type != "none":
             self._mount = self._mounter(conf)
@@ -266,11 +267,35 @@ class Store(driver.Store):
             raise exceptions.BackendException(
                 "GVFS store %s: %s" % (self.store_id, e)) from e
 
+    # --- leftovers ----------------------------------------------------------
+
+    def _remove(self, path):
+        """Remove what a failed call made.
+
+        If the export does not answer now (the reason the call failed,
+        often), the path is remembered and removed at the next call, so
+        no partial file outlives the outage.
+        """
+        try:
+            os.lstat(path)
+            os.unlink(path)
+        except FileNotFoundError:
+            pass  # Never made (a read-only store), or removed meanwhile.
+        except OSError as e:
+            LOG.warning("cannot remove %s now (%s); will retry", path, e)
+            self._leftovers.add(path)
+
+    def _sweep_leftovers(self):
+        for path in list(self._leftovers):
+            self._leftovers.discard(path)
+            self._remove(path)
+
     # --- paths --------------------------------------------------------------
 
     def _path(self, image_id):
         """The image's path, refusing anything that leaves the store."""
         self._check_mount()
+        self._sweep_leftovers()
         path = os.path.join(self.datadir, _safe_image_id(image_id))
         real = os.path.realpath(path)
         if os.path.dirname(real) != self.datadir:
@@ -329,12 +354,12 @@ class Store(driver.Store):
             except OSError as e:
                 raise _storage_error(e, final) from e
         finally:
-            _unlink_quietly(tmp)
+            self._remove(tmp)
         try:
             self._finish(final, builder, disk_format)
         except BaseException:
-            _unlink_quietly(final)
-            _unlink_quietly(scan.sidecar_path(final))
+            self._remove(final)
+            self._remove(scan.sidecar_path(final))
             raise
         metadata = {"store": self.backend_group} if self.backend_group \
             else {}
@@ -374,7 +399,15 @@ class Store(driver.Store):
                 # Trailing holes still count in the size.
                 os.ftruncate(fd, written)
                 os.fsync(fd)
-        finally:
+        except BaseException:
+            # The error raised is the one to report; on a dead mount the
+            # close fails too and must not replace it.
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            raise
+        with _store_errors(path):
             os.close(fd)
         return (written, md5.hexdigest(), multihash.hexdigest(), builder,
                 disk_format_of(head))
@@ -400,7 +433,7 @@ class Store(driver.Store):
             os.unlink(path)
         except PermissionError as e:
             raise exceptions.Forbidden(str(e)) from e
-        _unlink_quietly(scan.sidecar_path(path))
+        self._remove(scan.sidecar_path(path))
 
 
 #: Bytes of an image's start that tell its format.
@@ -478,16 +511,6 @@ def _storage_error(error, image_id):
         return exceptions.StorageWriteDenied()
     return exceptions.BackendException(
         "cannot store image %s: %s" % (image_id, error))
-
-
-def _unlink_quietly(path):
-    """Remove ``path`` if it was made (on a read-only store it was not)."""
-    if not os.path.lexists(path):
-        return
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass  # Removed meanwhile: nothing left to clean.
 
 
 def list_opts():

@@ -42,14 +42,14 @@ def wait_for_port(port, host="127.0.0.1", timeout=30.0, process=None):
 class ManagedProcess:
     """A child process with its output in a log file."""
 
-    def __init__(self, name, argv, log_path):
+    def __init__(self, name, argv, log_path, env=None):
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.popen = subprocess.Popen(
             argv, stdout=self._log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True)
+            stdin=subprocess.DEVNULL, start_new_session=True, env=env)
 
     @property
     def pid(self):

@@ -17,6 +17,7 @@ or Nova hangs for good.  Two kinds:
 """
 
 import dataclasses
+import fcntl
 import hashlib
 import logging
 import os
@@ -125,8 +126,19 @@ class Mounter:
             share.name.encode(), usedforsecurity=False).hexdigest())
 
     def ensure(self, share):
-        """The path of ``share``, mounted and answering."""
+        """The path of ``share``, mounted and answering.
+
+        Several processes (glance-api workers, nova-compute) may ask at
+        once: a lock file beside the mount point makes one of them mount
+        and the others find the mount made.
+        """
         path = self.mount_point(share)
+        os.makedirs(self.base, exist_ok=True)
+        with open(path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._ensure_locked(share, path)
+
+    def _ensure_locked(self, share, path):
         if is_mounted(path):
             try:
                 check_health(path, self.io_timeout)

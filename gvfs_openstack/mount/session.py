@@ -156,15 +156,24 @@ class FileWriter:
             deadline = self.session.deadline()
             if self.broken:
                 await self._recover(deadline)
+            loop = asyncio.get_running_loop()
             try:
-                await self.batch.add(offset, data)
+                # The window may be full of WRITEs the proxy does not
+                # answer: wait for room no longer than the deadline.
+                await asyncio.wait_for(self.batch.add(offset, data),
+                                       max(deadline - loop.time(), 0.01))
             except NfsError as e:
                 raise OperationFailed(nfsattr.errno_of(e.status),
                                       str(e)) from e
-            except (TimeoutError, *_LINK_ERRORS) as e:
+            except TimeoutError:
+                # Kept in the batch, sent again before the next COMMIT;
+                # the caller learns now that the proxy does not answer.
+                self.broken = True
+                raise self.session.timed_out("WRITE") from None
+            except _LINK_ERRORS as e:
                 # Kept in the batch: sent again once reconnected.
                 LOG.warning("write to %s interrupted (%s); will resend",
-                            self.session.where, e or type(e).__name__)
+                            self.session.where, e)
                 self.broken = True
             if self.batch.size >= self.buffer_bytes:
                 await self._commit(deadline)

@@ -1,0 +1,182 @@
+"""Images through a real glance-api: the gvfs store against Glance's own
+``file`` store.
+
+One lab, one glance-api (PyPI glance under gunicorn) with three stores:
+
+* ``local``: Glance's ``file`` store on local disk (the baseline);
+* ``gvfs``: the gvfs store on its own FUSE mount -> client proxy (block
+  cache) -> server proxy -> NFS-Ganesha, thin provisioning on;
+* ``gvfs-fat``: the same with thin provisioning off.
+
+Measured as a client sees it (Images API v2 upload and download over
+HTTP): a 1 GiB image of random data into and out of ``local`` and
+``gvfs``; a 4 GiB image that is 90% zeros (data in scattered 1 MiB runs,
+like a fresh disk) into ``gvfs`` and ``gvfs-fat``, with the space it takes
+on the export.
+"""
+
+import os
+import random
+import tempfile
+import time
+
+from gvfs_openstack.lab import glance_api
+from gvfs_openstack.lab import topology
+from gvfs_openstack.lab.topology import Lab
+from gvfs_openstack.mount import mounter
+
+MIB = 1024 * 1024
+
+
+def _random_image(path, size):
+    with open(path, "wb") as f:
+        for _ in range(size // (8 * MIB)):
+            f.write(os.urandom(8 * MIB))
+
+
+def _sparse_image(path, size, data_fraction, seed=3):
+    rng = random.Random(seed)
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for index in rng.sample(range(size // MIB),
+                                round(size // MIB * data_fraction)):
+            f.seek(index * MIB)
+            f.write(rng.randbytes(MIB))
+
+
+def _stores(lab, mounts):
+    def gvfs(subdir, thin):
+        path = os.path.join(lab.export, subdir)
+        os.makedirs(path)
+        os.chown(path, topology.FILE_UID, topology.FILE_GID)
+        return ("gvfs", {
+            "gvfs_store_mount_type": "fuse",
+            "gvfs_store_proxy": "127.0.0.1:%d" % lab.client_proxy.port,
+            "gvfs_store_export": lab.export,
+            "gvfs_store_datadir": subdir,
+            "gvfs_store_mount_point_base": mounts,
+            "gvfs_store_thin_provisioning": str(thin).lower()})
+    return {"gvfs": gvfs("images", True),
+            "gvfs-fat": gvfs("images-fat", False)}
+
+
+def _upload(api, path, store):
+    image_id = api.create_image("bench-%s" % store)
+    start = time.monotonic()
+    status = api.upload(image_id, path, store=store)
+    seconds = time.monotonic() - start
+    if status != 204:
+        raise RuntimeError("upload to %s failed: %s" % (store, status))
+    return image_id, seconds
+
+
+def _download(api, image_id, size):
+    start = time.monotonic()
+    if api.download(image_id) != size:
+        raise RuntimeError("short download of %s" % image_id)
+    return time.monotonic() - start
+
+
+def run(quick=False, plot=None):
+    size = (256 if quick else 1024) * MIB
+    sparse_size = (1024 if quick else 4096) * MIB
+    with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
+        dense = os.path.join(work, "dense.raw")
+        _random_image(dense, size)
+        sparse = os.path.join(work, "sparse.raw")
+        _sparse_image(sparse, sparse_size, 0.1)
+        local = os.path.join(work, "local-store")
+        os.makedirs(local)
+        mounts = os.path.join(work, "mounts")
+        with Lab(os.path.join(work, "lab"), tunnel="tcp",
+                 cache={"capacity_mb": 2 * size // MIB + 64}) as lab:
+            backends = _stores(lab, mounts)
+            backends["local"] = ("file", {"filesystem_store_datadir":
+                                          local})
+            api = glance_api.GlanceApi(os.path.join(work, "glance"),
+                                       backends)
+            try:
+                seconds = {}
+                for store in ("local", "gvfs"):
+                    image_id, seconds[store, "up"] = _upload(api, dense,
+                                                             store)
+                    seconds[store, "down"] = _download(api, image_id, size)
+                on_disk = {}
+                for store in ("gvfs", "gvfs-fat"):
+                    image_id, seconds[store, "sparse"] = _upload(
+                        api, sparse, store)
+                    subdir = backends[store][1]["gvfs_store_datadir"]
+                    on_disk[store] = os.stat(os.path.join(
+                        lab.export, subdir, image_id)).st_blocks * 512
+            finally:
+                api.stop()
+                for name in os.listdir(mounts):
+                    path = os.path.join(mounts, name)
+                    while mounter.is_mounted(path):
+                        mounter.FuseMounter(mounts).unmount(path)
+    return _report(size, sparse_size, seconds, on_disk, plot)
+
+
+def _report(size, sparse_size, seconds, on_disk, plot):
+    mib = size / MIB
+    print("\nglance: %d MiB random image through glance-api (HTTP upload "
+          "and download)" % mib)
+    print("%-34s %9s %9s %9s %9s" % ("store", "up s", "up MiB/s", "down s",
+                                     "down MiB/s"))
+    for store, label in (("local", "file store, local disk"),
+                         ("gvfs", "gvfs store, FUSE -> proxy chain")):
+        print("%-34s %9.1f %9.1f %9.1f %9.1f" % (
+            label, seconds[store, "up"], mib / seconds[store, "up"],
+            seconds[store, "down"], mib / seconds[store, "down"]))
+    print("\n%d MiB image, 90%% zeros, into the gvfs store:" % (
+        sparse_size // MIB))
+    print("%-34s %9s %9s %12s" % ("", "seconds", "MiB/s", "on disk MiB"))
+    for store, label in (("gvfs", "thin provisioning"),
+                         ("gvfs-fat", "no thin provisioning")):
+        print("%-34s %9.1f %9.1f %12.1f" % (
+            label, seconds[store, "sparse"],
+            sparse_size / MIB / seconds[store, "sparse"],
+            on_disk[store] / MIB))
+    ratios = {
+        # Throughput ratios: above 1 means gvfs is faster.
+        "upload_vs_file_store": seconds["local", "up"] / seconds["gvfs",
+                                                                 "up"],
+        "download_vs_file_store": seconds["local", "down"] / seconds[
+            "gvfs", "down"],
+        "sparse_upload_speedup": seconds["gvfs-fat", "sparse"] / seconds[
+            "gvfs", "sparse"],
+        "sparse_disk_fraction": on_disk["gvfs"] / sparse_size,
+    }
+    for name, value in ratios.items():
+        print("%-34s %6.2f" % (name, value))
+    metrics = {"image_mib": mib, "sparse_image_mib": sparse_size // MIB,
+               "sparse_on_disk_mib": on_disk["gvfs"] / MIB,
+               "fat_on_disk_mib": on_disk["gvfs-fat"] / MIB}
+    metrics.update({"%s_%s_seconds" % (store.replace("-", "_"), what): value
+                    for (store, what), value in seconds.items()})
+    if plot:
+        _plot(mib, seconds, plot)
+    return {"scenario": "glance", "metrics": metrics, "ratios": ratios}
+
+
+def _plot(mib, seconds, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labels = ["upload", "download"]
+    width = 0.35
+    for offset, store, colour in ((-width / 2, "local", "tab:grey"),
+                                  (width / 2, "gvfs", "tab:green")):
+        ax.bar([i + offset for i in range(2)],
+               [mib / seconds[store, "up"], mib / seconds[store, "down"]],
+               width, label=store, color=colour)
+    ax.set_xticks(range(2))
+    ax.set_xticklabels(labels)
+    ax.set_ylabel("MiB/s")
+    ax.set_title("%d MiB image through glance-api" % mib)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    print("plot written to %s" % path)
