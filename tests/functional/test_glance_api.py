@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import subprocess
 import threading
 import time
 import urllib.error
@@ -37,7 +38,7 @@ def images_dir(lab):
 def glance_on(lab, workdir, io_timeout=10, workers=2):
     """glance-api with stores ``dtn`` (gvfs, default) and ``local``."""
     local = os.path.join(workdir, "local-store")
-    os.mkdir(local)
+    os.makedirs(local)
     mounts = os.path.join(workdir, "mounts")
     api = glance_api.GlanceApi(workdir, {
         "dtn": ("gvfs", {
@@ -236,3 +237,41 @@ def test_a_tunnel_cut_mid_upload_fails_cleanly(wan, tmp_path):
                 "raw", "--container-format", "bare", "-f", "json", "after")
     assert sorted(os.listdir(images)) == sorted(
         [after["id"], ".gvfs-meta." + after["id"]])
+
+
+@pytest.fixture
+def full_lab(lab_factory, tmp_path_factory, tiny_disk):
+    """A lab whose DTN export is a 48 MiB file system."""
+    workdir = str(tmp_path_factory.mktemp("full-lab"))
+    export = os.path.join(workdir, "export")
+    os.makedirs(export)
+    subprocess.run(["mount", "--bind", tiny_disk(48), export], check=True)
+    try:
+        with topology.Lab(workdir, tunnel="tcp") as lab:
+            images_dir(lab)
+            with glance_on(lab, os.path.join(workdir, "glance")) as api:
+                yield lab, api
+    finally:
+        subprocess.run(["umount", "-l", export], check=False)
+
+
+def test_a_full_export_is_storage_full_and_keeps_nothing(full_lab,
+                                                         tmp_path):
+    lab, glance = full_lab
+    images = images_dir(lab)
+    source = str(tmp_path / "big.raw")
+    with open(source, "wb") as f:
+        f.write(os.urandom(64 * MIB))
+    result = glance.openstack("image", "create", "--file", source,
+                              "--disk-format", "raw", "--container-format",
+                              "bare", "too-big")
+    assert result.returncode != 0
+    # glance-api's answer to the store's StorageFull.
+    assert "413" in result.stderr, result.stderr
+    with open(os.path.join(glance.workdir, "glance.log")) as log:
+        assert "Image storage media is full" in log.read()
+    # Nothing on the export, and no image with data.
+    assert os.listdir(images) == []
+    listed = json.loads(glance.openstack("image", "list", "--name",
+                                         "too-big", "-f", "json").stdout)
+    assert all(i["Status"] != "active" for i in listed)
