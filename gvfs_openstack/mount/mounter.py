@@ -297,6 +297,15 @@ class FuseMounter(Mounter):
             child.kill()
             child.wait(10)
 
+    def unmount_all(self):
+        """Unmount every mount under the base (stacked ones included)."""
+        if not os.path.isdir(self.base):
+            return
+        for name in os.listdir(self.base):
+            path = os.path.join(self.base, name)
+            while is_mounted(path):
+                self.unmount(path)
+
 
 def _tail(log_path, lines=5):
     with open(log_path, errors="replace") as f:

@@ -156,25 +156,10 @@ class FileWriter:
             deadline = self.session.deadline()
             if self.broken:
                 await self._recover(deadline)
-            loop = asyncio.get_running_loop()
-            try:
-                # The window may be full of WRITEs the proxy does not
-                # answer: wait for room no longer than the deadline.
-                await asyncio.wait_for(self.batch.add(offset, data),
-                                       max(deadline - loop.time(), 0.01))
-            except NfsError as e:
-                raise OperationFailed(nfsattr.errno_of(e.status),
-                                      str(e)) from e
-            except TimeoutError:
-                # Kept in the batch, sent again before the next COMMIT;
-                # the caller learns now that the proxy does not answer.
-                self.broken = True
-                raise self.session.timed_out("WRITE") from None
-            except _LINK_ERRORS as e:
-                # Kept in the batch: sent again once reconnected.
-                LOG.warning("write to %s interrupted (%s); will resend",
-                            self.session.where, e)
-                self.broken = True
+            # The window may be full of WRITEs the proxy does not answer:
+            # wait for room no longer than the deadline.
+            await self._send(self.batch.add(offset, data), "WRITE",
+                             deadline)
             if self.batch.size >= self.buffer_bytes:
                 await self._commit(deadline)
 
@@ -188,25 +173,37 @@ class FileWriter:
         self.broken = False
 
     async def _commit(self, deadline):
-        loop = asyncio.get_running_loop()
         while True:
             if self.broken:
                 await self._recover(deadline)
-            try:
-                await asyncio.wait_for(self.batch.commit(),
-                                       max(deadline - loop.time(), 0.01))
+            if await self._send(self.batch.commit(), "COMMIT", deadline):
                 return
-            except NfsError as e:
+
+    async def _send(self, operation, what, deadline):
+        """Run a WRITE or COMMIT step; False if the link broke under it.
+
+        What a link failure interrupted stays in the batch and goes again
+        once reconnected; a timeout is the caller's error now (the proxy
+        does not answer), the data still kept for the next COMMIT.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(operation,
+                                   max(deadline - loop.time(), 0.01))
+            return True
+        except NfsError as e:
+            if what == "COMMIT":
                 # The server will not take these bytes (ENOSPC, EDQUOT,
                 # ESTALE ...): report it once, as close(2) and fsync(2) do.
                 self.batch = nfs_client.WriteBatch(self.session.client,
                                                    self.fh)
-                raise OperationFailed(nfsattr.errno_of(e.status),
-                                      str(e)) from e
-            except TimeoutError:
-                self.broken = True
-                raise self.session.timed_out("COMMIT") from None
-            except _LINK_ERRORS as e:
-                LOG.warning("commit to %s interrupted (%s); resending",
-                            self.session.where, e)
-                self.broken = True
+            raise OperationFailed(nfsattr.errno_of(e.status),
+                                  str(e)) from e
+        except TimeoutError:
+            self.broken = True
+            raise self.session.timed_out(what) from None
+        except _LINK_ERRORS as e:
+            LOG.warning("%s to %s interrupted (%s); will resend", what,
+                        self.session.where, e)
+            self.broken = True
+            return False

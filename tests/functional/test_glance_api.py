@@ -54,10 +54,7 @@ def glance_on(lab, workdir, io_timeout=10, workers=2):
         yield api
     finally:
         api.stop()
-        for name in os.listdir(mounts):
-            path = os.path.join(mounts, name)
-            while mounter.is_mounted(path):
-                mounter.FuseMounter(mounts).unmount(path)
+        mounter.FuseMounter(mounts).unmount_all()
 
 
 @pytest.fixture(scope="module")

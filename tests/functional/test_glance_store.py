@@ -27,10 +27,7 @@ def lab(lab_factory):
 def mount_base(tmp_path_factory):
     base = str(tmp_path_factory.mktemp("glance-mounts"))
     yield base
-    for name in os.listdir(base):
-        path = os.path.join(base, name)
-        if mounter.is_mounted(path):
-            mounter.FuseMounter(base).unmount(path)
+    mounter.FuseMounter(base).unmount_all()
 
 
 def fuse_store(lab, mount_base):

@@ -16,7 +16,6 @@ on the export.
 """
 
 import os
-import random
 import tempfile
 import time
 
@@ -24,6 +23,7 @@ from gvfs_openstack.lab import glance_api
 from gvfs_openstack.lab import topology
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.mount import mounter
+from tools.bench import metadata
 
 MIB = 1024 * 1024
 
@@ -32,16 +32,6 @@ def _random_image(path, size):
     with open(path, "wb") as f:
         for _ in range(size // (8 * MIB)):
             f.write(os.urandom(8 * MIB))
-
-
-def _sparse_image(path, size, data_fraction, seed=3):
-    rng = random.Random(seed)
-    with open(path, "wb") as f:
-        f.truncate(size)
-        for index in rng.sample(range(size // MIB),
-                                round(size // MIB * data_fraction)):
-            f.seek(index * MIB)
-            f.write(rng.randbytes(MIB))
 
 
 def _stores(lab, mounts):
@@ -84,7 +74,7 @@ def run(quick=False, plot=None):
         dense = os.path.join(work, "dense.raw")
         _random_image(dense, size)
         sparse = os.path.join(work, "sparse.raw")
-        _sparse_image(sparse, sparse_size, 0.1)
+        metadata.sparse_image(sparse, sparse_size, 0.1, seed=3)
         local = os.path.join(work, "local-store")
         os.makedirs(local)
         mounts = os.path.join(work, "mounts")
@@ -110,10 +100,7 @@ def run(quick=False, plot=None):
                         lab.export, subdir, image_id)).st_blocks * 512
             finally:
                 api.stop()
-                for name in os.listdir(mounts):
-                    path = os.path.join(mounts, name)
-                    while mounter.is_mounted(path):
-                        mounter.FuseMounter(mounts).unmount(path)
+                mounter.FuseMounter(mounts).unmount_all()
     return _report(size, sparse_size, seconds, on_disk, plot)
 
 

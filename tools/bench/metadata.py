@@ -44,7 +44,7 @@ def _memory_image(path, size, zero_fraction, seed=1):
     return len(data_runs) * RUN
 
 
-def _sparse_image(path, size, data_fraction, seed=2):
+def sparse_image(path, size, data_fraction, seed=2):
     rng = random.Random(seed)
     block = MIB
     with open(path, "wb") as f:
@@ -139,7 +139,7 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
         image = os.path.join(work, "memory.img")
         nonzero = _memory_image(image, size, 0.9)
         sparse = os.path.join(work, "sparse.img")
-        _sparse_image(sparse, sparse_size, 0.1)
+        sparse_image(sparse, sparse_size, 0.1)
         os.sync()
         _, sparse_seconds = _timed_scan(sparse)
         sidecar, dense_seconds = _timed_scan(image)
