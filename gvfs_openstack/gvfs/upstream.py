@@ -17,6 +17,7 @@ from gvfs_openstack.gvfs import relay as relays
 from gvfs_openstack.gvfs import streams
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs.errors import RecordTooLarge
 from gvfs_openstack.nfs import rpc
 
 LOG = logging.getLogger(__name__)
@@ -32,6 +33,13 @@ class UpstreamLost(UpstreamError):
 
 class UpstreamTimeout(UpstreamError):
     """No reply arrived within the call timeout."""
+
+
+class UpstreamReplyTooLarge(UpstreamError):
+    """The next hop's reply exceeds ``[proxy] max_record_size``.
+
+    Sending the call again would bring the same reply: it fails at once.
+    """
 
 
 @dataclasses.dataclass(eq=False)
@@ -77,6 +85,17 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
                         relay.pending.future.set_result(streams.RELAYED)
                         continue
                 self.pool._on_reply(self, record)
+        except RecordTooLarge as e:
+            pending = self.inflight.pop(e.xid, None)
+            if pending is not None and not pending.future.done():
+                self.pool.stats["upstream_failed_calls"] += 1
+                pending.future.set_exception(UpstreamReplyTooLarge(
+                    "reply from %s to call %#x: %s; raise [proxy] "
+                    "max_record_size" % (self.pool.connector.describe(),
+                                         e.xid, e)))
+            LOG.warning("upstream %s sent a record over the size limit, "
+                        "reconnecting: %s", self.pool.connector.describe(), e)
+            self.transport.abort()
         except ProtocolError as e:
             LOG.warning("upstream %s sent garbage, reconnecting: %s",
                         self.pool.connector.describe(), e)

@@ -172,9 +172,13 @@ class RecordReader:
             length = header & _LENGTH_MASK
             last = bool(header & _LAST_FRAGMENT)
             if self._record_len + length > self.max_record_size:
+                first = self._record_len == 0 and length >= 4 and \
+                    self._end - self._start >= 8
                 self._error = RecordTooLarge(
                     "record of at least %d bytes exceeds the limit of %d"
-                    % (self._record_len + length, self.max_record_size))
+                    % (self._record_len + length, self.max_record_size),
+                    xid=_HEADER.unpack_from(scratch, self._start + 4)[0]
+                    if first else None)
                 return
             body = self._start + 4
             have = self._end - body

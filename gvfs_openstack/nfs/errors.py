@@ -18,7 +18,16 @@ class XdrError(ProtocolError):
 
 
 class RecordTooLarge(ProtocolError):
-    """An RPC record exceeded the configured maximum size (RFC 5531 s.11)."""
+    """An RPC record exceeded the configured maximum size (RFC 5531 s.11).
+
+    ``xid`` is the record's XID when its first bytes had arrived (a reply
+    too large for us can then fail its own call, not every call on the
+    connection), else None.
+    """
+
+    def __init__(self, message, xid=None):
+        super().__init__(message)
+        self.xid = xid
 
 
 class LocalProtocolError(Exception):

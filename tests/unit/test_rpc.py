@@ -130,3 +130,11 @@ def test_set_xid_rewrites_in_place():
 def test_auth_sys_with_too_many_groups_is_refused():
     with pytest.raises(LocalProtocolError):
         rpc.AuthSys(1, 1, tuple(range(17))).to_opaque()
+
+
+def test_an_oversized_record_names_its_xid_when_it_has_arrived():
+    server = RpcConnection(Role.SERVER, max_record_size=1024)
+    server.receive_data(struct.pack(">II", 0x80000000 | 1 << 20, 0xABCD))
+    with pytest.raises(RecordTooLarge) as e:
+        server.next_event()
+    assert e.value.xid == 0xABCD
