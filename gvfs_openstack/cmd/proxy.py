@@ -54,25 +54,31 @@ def _control(command, timeout=30.0, **args):
 def _mount():
     # Imported here: pyfuse3 (the ``fuse`` extra) is needed only to mount.
     from gvfs_openstack.mount import fusefs
+    from gvfs_openstack.mount import mounter
     from gvfs_openstack.mount import session
 
     mount = CONF.mount
     export = CONF.action.export or mount.export
     host = mount.proxy_host or CONF.listen.host
     port = mount.proxy_port or CONF.listen.port
+    problem = None
     if CONF.action.proxy_address:
-        host, _, port = CONF.action.proxy_address.rpartition(":")
-        port = int(port) if port.isdigit() else 0
-    problem = "no export: set [mount] export or give --export" \
-        if not export else "no proxy port: set [mount] proxy_port or " \
-        "[listen] port, or give --proxy" if not port else None
+        try:
+            host, port = mounter.parse_address(CONF.action.proxy_address)
+        except ValueError as e:
+            problem = "--proxy: %s" % e
+    if not export:
+        problem = "no export: set [mount] export or give --export"
+    elif not port and not problem:
+        problem = "no proxy port: set [mount] proxy_port or [listen] " \
+            "port, or give --proxy"
     if problem:
         print("gvfs-proxy mount: " + problem, file=sys.stderr)
         return 2
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     nfs = session.ProxySession(
-        host.strip("[]"), port, export,
+        host, port, export,
         io_timeout=CONF.action.io_timeout or mount.io_timeout,
         rsize=mount.rsize, wsize=mount.wsize, window=mount.write_window)
     try:

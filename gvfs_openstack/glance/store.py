@@ -219,19 +219,19 @@ class Store(driver.Store):
         self._url_prefix = "%s://%s/" % (SCHEME, self.store_id)
 
     def _mounter(self, conf):
-        host, _, port = conf.gvfs_store_proxy.rpartition(":")
         reason = None
         if not conf.gvfs_store_export or \
                 not conf.gvfs_store_export.startswith("/"):
             reason = "gvfs_store_export must be the export's absolute path"
-        elif not host or not port.isdigit():
-            reason = "gvfs_store_proxy %r is not host:port" % (
-                conf.gvfs_store_proxy)
+        else:
+            try:
+                host, port = mounter.parse_address(conf.gvfs_store_proxy)
+            except ValueError as e:
+                reason = "gvfs_store_proxy: %s" % e
         if reason:
             raise exceptions.BadStoreConfiguration(store_name=SCHEME,
                                                    reason=reason)
-        share = mounter.Share(host.strip("[]"), int(port),
-                              conf.gvfs_store_export)
+        share = mounter.Share(host, port, conf.gvfs_store_export)
         return mounter.make(
             conf.gvfs_store_mount_type, conf.gvfs_store_mount_point_base,
             conf.gvfs_store_io_timeout, conf.gvfs_store_mount_options,

@@ -7,9 +7,7 @@ mount unmounts itself) and lazily unmounted if it died without doing so.
 
 import configparser
 import os
-import subprocess
 import sys
-import time
 
 from gvfs_openstack.lab import process
 from gvfs_openstack.mount import mounter
@@ -35,23 +33,14 @@ class FuseMount:
                 "mount", "--export", export, self.mountpoint]
         self.log_path = os.path.join(workdir, name + ".log")
         self.process = process.ManagedProcess(name, argv, self.log_path)
-        deadline = time.monotonic() + 30.0
-        while not mounter.is_mounted(self.mountpoint):
-            if self.process.poll() is not None or \
-                    time.monotonic() > deadline:
-                self.stop()
-                raise process.LabError(
-                    "gvfs-proxy mount of %s did not come up (log: %s)"
-                    % (export, self.log_path))
-            time.sleep(0.05)
-
-    @property
-    def alive(self):
-        return self.process.poll() is None
+        if not mounter.wait_for_mount(self.mountpoint, self.process, 30.0):
+            self.stop()
+            raise process.LabError(
+                "gvfs-proxy mount of %s did not come up (log: %s)"
+                % (export, self.log_path))
 
     def stop(self):
         status = self.process.stop(timeout=30.0)
         if mounter.is_mounted(self.mountpoint):
-            subprocess.run(["fusermount3", "-u", "-z", self.mountpoint],
-                           check=False)
+            mounter.detach_fuse(self.mountpoint)
         return status

@@ -118,8 +118,6 @@ class GlanceApi:
             path = os.path.join(self.workdir, reserved)
             os.makedirs(path, exist_ok=True)
             conf[reserved] = {"filesystem_store_datadir": path}
-        self.staging = conf["os_glance_staging_store"][
-            "filesystem_store_datadir"]    # where glance-direct stages
         conf["database"] = {"connection": "sqlite:///%s" % os.path.join(
             self.workdir, "glance.sqlite")}
         paste = os.path.join(self.config_dir, "glance-api-paste.ini")

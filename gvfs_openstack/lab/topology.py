@@ -195,6 +195,22 @@ class Lab:
             self.workdir, name, proxy.config, export or self.export,
             mountpoint, options))
 
+    def gvfs_store_options(self, subdir, mount_base, **extra):
+        """Options of a ``gvfs`` glance store that mounts this export.
+
+        The store mounts it itself (FUSE, through the client proxy) and
+        keeps its images in ``subdir``, made now for the file account.
+        """
+        path = os.path.join(self.export, subdir)
+        os.makedirs(path, exist_ok=True)
+        os.chown(path, FILE_UID, FILE_GID)
+        return dict({
+            "gvfs_store_mount_type": "fuse",
+            "gvfs_store_proxy": "127.0.0.1:%d" % self.client_proxy.port,
+            "gvfs_store_export": self.export,
+            "gvfs_store_datadir": subdir,
+            "gvfs_store_mount_point_base": mount_base}, **extra)
+
     def leaf_url(self, leaf, path):
         return ganesha.nfs_url(self.export, path, leaf.port, leaf.port)
 

@@ -48,6 +48,17 @@ class Share:
         return "%s:%s" % (self.proxy_host, self.export)
 
 
+def parse_address(text):
+    """``(host, port)`` of a proxy given as ``host:port`` (``[v6]:port``).
+
+    Raises ValueError for anything else.
+    """
+    host, _, port = text.rpartition(":")
+    if not host.strip("[]") or not port.isdigit():
+        raise ValueError("%r is not host:port" % text)
+    return host.strip("[]"), int(port)
+
+
 def _mountinfo(path):
     """The /proc/self/mountinfo fields of the mount at ``path``, or None.
 
@@ -66,6 +77,26 @@ def _mountinfo(path):
 
 def is_mounted(path):
     return _mountinfo(path) is not None
+
+
+def wait_for_mount(path, child, timeout):
+    """Wait until ``path`` is mounted; True if it is.
+
+    False if ``child`` (the process that should mount it) exits first or
+    ``timeout`` seconds pass.
+    """
+    deadline = time.monotonic() + timeout
+    while not is_mounted(path):
+        if child.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def detach_fuse(path):
+    """Lazily unmount a FUSE mount; its process sees the session end."""
+    subprocess.run(["fusermount3", "-u", "-z", path], check=False,
+                   capture_output=True)
 
 
 def _unescape(field):
@@ -269,14 +300,11 @@ class FuseMounter(Mounter):
                 stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
         self.processes[path] = child
-        deadline = time.monotonic() + self.start_timeout
-        while not is_mounted(path):
-            if child.poll() is not None or time.monotonic() > deadline:
-                if child.poll() is None:
-                    child.terminate()
-                raise exceptions.MountFailed(
-                    share=share.name, path=path, reason=_tail(log_path))
-            time.sleep(0.05)
+        if not wait_for_mount(path, child, self.start_timeout):
+            if child.poll() is None:
+                child.terminate()
+            raise exceptions.MountFailed(
+                share=share.name, path=path, reason=_tail(log_path))
 
     def unmount(self, path):
         # Abort the FUSE connection first (where fusectl is mounted), so
@@ -289,8 +317,7 @@ class FuseMounter(Mounter):
             if os.path.exists(abort):
                 with open(abort, "w") as f:
                     f.write("1")
-        subprocess.run(["fusermount3", "-u", "-z", path], check=False,
-                       capture_output=True)
+        detach_fuse(path)
         child = self.processes.pop(path, None)
         if child is not None and child.poll() is None:
             # Ours and being replaced: a hung one would never exit.

@@ -28,10 +28,8 @@ def lab(lab_factory):
 
 
 def images_dir(lab):
-    path = os.path.join(lab.export, "images")
-    os.makedirs(path, exist_ok=True)
-    os.chown(path, topology.FILE_UID, topology.FILE_GID)
-    return path
+    """Where the ``dtn`` store keeps its images on the export."""
+    return os.path.join(lab.export, "images")
 
 
 @contextlib.contextmanager
@@ -41,13 +39,8 @@ def glance_on(lab, workdir, io_timeout=10, workers=2):
     os.makedirs(local)
     mounts = os.path.join(workdir, "mounts")
     api = glance_api.GlanceApi(workdir, {
-        "dtn": ("gvfs", {
-            "gvfs_store_mount_type": "fuse",
-            "gvfs_store_proxy": "127.0.0.1:%d" % lab.client_proxy.port,
-            "gvfs_store_export": lab.export,
-            "gvfs_store_datadir": "images",
-            "gvfs_store_mount_point_base": mounts,
-            "gvfs_store_io_timeout": io_timeout}),
+        "dtn": ("gvfs", lab.gvfs_store_options(
+            "images", mounts, gvfs_store_io_timeout=io_timeout)),
         "local": ("file", {"filesystem_store_datadir": local}),
     }, workers=workers)
     try:
@@ -59,7 +52,6 @@ def glance_on(lab, workdir, io_timeout=10, workers=2):
 
 @pytest.fixture(scope="module")
 def glance(lab, tmp_path_factory):
-    images_dir(lab)
     with glance_on(lab, str(tmp_path_factory.mktemp("glance"))) as api:
         yield api
 
@@ -69,7 +61,6 @@ def wan(lab_factory, tmp_path_factory):
     """A lab whose tunnel runs through toxiproxy, and its glance-api."""
     lab = lab_factory("tcp", link=True)
     lab.toxiproxy.wan("wan", rtt_ms=2, rate_mbit=80)
-    images_dir(lab)
     with glance_on(lab, str(tmp_path_factory.mktemp("wan-glance")),
                    io_timeout=5, workers=1) as api:
         yield lab, api
@@ -245,7 +236,6 @@ def full_lab(lab_factory, tmp_path_factory, tiny_disk):
     subprocess.run(["mount", "--bind", tiny_disk(48), export], check=True)
     try:
         with topology.Lab(workdir, tunnel="tcp") as lab:
-            images_dir(lab)
             with glance_on(lab, os.path.join(workdir, "glance")) as api:
                 yield lab, api
     finally:

@@ -9,7 +9,6 @@ import uuid
 from glance_store import exceptions
 import pytest
 
-from gvfs_openstack.lab import topology
 from gvfs_openstack.mount import mounter
 from tests.store_contract import loc
 from tests.store_contract import make_store
@@ -35,15 +34,9 @@ def fuse_store(lab, mount_base):
 
     Its images go to a fresh directory of the export.
     """
-    subdir = "images-" + uuid.uuid4().hex[:8]
-    os.mkdir(os.path.join(lab.export, subdir))
-    os.chown(os.path.join(lab.export, subdir), topology.FILE_UID,
-             topology.FILE_GID)
-    return make_store(
-        subdir, gvfs_store_mount_type="fuse",
-        gvfs_store_proxy="127.0.0.1:%d" % lab.client_proxy.port,
-        gvfs_store_export=lab.export, gvfs_store_mount_point_base=mount_base,
-        gvfs_store_io_timeout=10.0)
+    options = lab.gvfs_store_options("images-" + uuid.uuid4().hex[:8],
+                                     mount_base, gvfs_store_io_timeout=10.0)
+    return make_store(options.pop("gvfs_store_datadir"), **options)
 
 
 class TestOnTheFuseMount(StoreContract):

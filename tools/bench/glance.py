@@ -20,7 +20,6 @@ import tempfile
 import time
 
 from gvfs_openstack.lab import glance_api
-from gvfs_openstack.lab import topology
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.mount import mounter
 from tools.bench import metadata
@@ -35,19 +34,10 @@ def _random_image(path, size):
 
 
 def _stores(lab, mounts):
-    def gvfs(subdir, thin):
-        path = os.path.join(lab.export, subdir)
-        os.makedirs(path)
-        os.chown(path, topology.FILE_UID, topology.FILE_GID)
-        return ("gvfs", {
-            "gvfs_store_mount_type": "fuse",
-            "gvfs_store_proxy": "127.0.0.1:%d" % lab.client_proxy.port,
-            "gvfs_store_export": lab.export,
-            "gvfs_store_datadir": subdir,
-            "gvfs_store_mount_point_base": mounts,
-            "gvfs_store_thin_provisioning": str(thin).lower()})
-    return {"gvfs": gvfs("images", True),
-            "gvfs-fat": gvfs("images-fat", False)}
+    return {store: ("gvfs", lab.gvfs_store_options(
+        subdir, mounts, gvfs_store_thin_provisioning=thin))
+        for store, subdir, thin in (("gvfs", "images", "true"),
+                                    ("gvfs-fat", "images-fat", "false"))}
 
 
 def _upload(api, path, store):
