@@ -16,6 +16,7 @@ from oslo_config import cfg
 import pytest
 
 from gvfs_openstack.glance import store as gvfs_store
+from gvfs_openstack import golden
 from gvfs_openstack.meta import format as meta_format
 from gvfs_openstack.meta import scan
 
@@ -27,6 +28,8 @@ def make_store(datadir, **options):
     conf([], project="glance")
     store = gvfs_store.Store(conf, backend="dtn")
     conf.set_override("gvfs_store_datadir", str(datadir), group="dtn")
+    # No compute node caches names here: nothing to wait for on delete.
+    options.setdefault("gvfs_store_delete_grace", 0.0)
     for name, value in options.items():
         conf.set_override(name, value, group="dtn")
     store.configure(re_raise_bsc=True)
@@ -56,6 +59,36 @@ class Failing(io.RawIOBase):
 
 
 class StoreContract:
+    def test_an_image_an_instance_disk_is_made_of_is_not_deleted(
+            self, store):
+        data = os.urandom(3 * 65536)
+        uri = store.add("img-held", io.BytesIO(data), len(data),
+                        "sha512")[0]
+        holder = golden.holder_name("instance-1", "disk", host="compute-1")
+        golden.hold(store.datadir, "img-held", holder)
+        where = loc(store, uri)
+        with pytest.raises(exceptions.InUseByStore) as raised:
+            store.delete(where)
+        assert "instance-1" in str(raised.value)
+        chunks, _ = store.get(where)
+        assert b"".join(chunks) == data
+        golden.release(store.datadir, "img-held", holder)
+        store.delete(where)
+        with pytest.raises(exceptions.NotFound):
+            store.get(where)
+        assert sorted(os.listdir(store.datadir)) == []
+
+    def test_a_delete_cut_short_is_undone_at_the_next_start(self, store):
+        data = os.urandom(65536)
+        uri = store.add("img-cut", io.BytesIO(data), len(data), "md5")[0]
+        golden.retire(store.datadir, "img-cut", grace=0)  # Then "crash".
+        with pytest.raises(exceptions.NotFound):
+            store.get(loc(store, uri))
+        store.configure_add()  # The next start of glance-api.
+        chunks, _ = store.get(loc(store, uri))
+        assert b"".join(chunks) == data
+        store.delete(loc(store, uri))
+
     def test_add_get_delete_round_trip(self, store):
         data = image(os.urandom(MIB + 100), bytes(8 * MIB), os.urandom(5000))
         uri, size, md5, multihash, meta = store.add(

@@ -35,6 +35,7 @@ from glance_store import location as store_location
 from oslo_config import cfg
 
 from gvfs_openstack import exceptions as gvfs_exceptions
+from gvfs_openstack import golden
 from gvfs_openstack.meta import scan
 from gvfs_openstack.mount import mounter
 
@@ -108,6 +109,17 @@ else raw): glance_store does not pass the disk format to drivers.
                min=64 * 1024,
                help="Bytes read from the upload and written per call; a "
                     "multiple of 4096 keeps holes aligned."),
+    cfg.FloatOpt("gvfs_store_delete_grace", default=3.0, min=0.0,
+                 help="""Seconds a deleted image waits aside before its
+references are counted.
+
+Nova's ``gvfs`` backend makes instance disks overlays of the image on the
+shared export and references it in ``.gvfs-refs/``; an image with
+references is not deleted (409 Conflict).  The wait must be at least how
+long the compute nodes' mounts may show a removed name: the FUSE mount's
+``[mount] entry_timeout`` and ``attr_timeout``, or a kernel NFS mount's
+``acregmax``/``acdirmax``.  0 if no Nova uses this store's export.
+"""),
     cfg.IntOpt("gvfs_store_file_perm", default=0o640, min=0o400, max=0o777,
                help="Permissions of stored images (octal, e.g. 0o640)."),
 ]
@@ -214,6 +226,12 @@ class Store(driver.Store):
             raise exceptions.BadStoreConfiguration(store_name=SCHEME,
                                                    reason=reason)
         self.datadir = os.path.realpath(datadir)
+        try:
+            golden.recover(self.datadir)
+        except OSError as e:
+            raise exceptions.BadStoreConfiguration(
+                store_name=SCHEME, reason="cannot check %s for interrupted "
+                "deletes: %s" % (self.datadir, e)) from e
         self.chunk_size = self._conf.gvfs_store_chunk_size
         self.READ_CHUNKSIZE = self.WRITE_CHUNKSIZE = self.chunk_size
         self._url_prefix = "%s://%s/" % (SCHEME, self.store_id)
@@ -428,11 +446,23 @@ class Store(driver.Store):
 
     @capabilities.check
     def delete(self, location, context=None):
+        """Delete an image no instance disk is made of.
+
+        Images referenced by Nova's ``gvfs`` backend are kept
+        (InUseByStore: glance-api answers 409 Conflict).
+        """
         path, _ = self._existing(location)
+        image_id = os.path.basename(path)
         try:
-            os.unlink(path)
+            aside = golden.retire(self.datadir, image_id,
+                                  self._conf.gvfs_store_delete_grace)
+        except FileNotFoundError:
+            raise exceptions.NotFound(image=path) from None
+        except golden.GoldenImageInUse as e:
+            raise exceptions.InUseByStore(str(e)) from e
         except PermissionError as e:
             raise exceptions.Forbidden(str(e)) from e
+        self._remove(aside)
         self._remove(scan.sidecar_path(path))
 
 

@@ -5,9 +5,10 @@ glance 33 has no standalone ``glance-api`` program: the WSGI application
 ``OS_GLANCE_CONFIG_DIR``.  The lab runs it with a sqlite database and
 without Keystone.  Glance's own unauthenticated pipeline gives requests
 no project, which image import tasks need, so the lab's pipeline puts a
-fixed identity (one project, admin and member roles) in front of
-Glance's regular ``context`` filter instead -- the headers
-keystonemiddleware would set after checking a token.
+fixed identity (one project, admin and member roles, and the ``service``
+role of a service token, which Nova's snapshots by location need) in
+front of Glance's regular ``context`` filter instead -- the headers
+keystonemiddleware would set after checking the tokens.
 """
 
 import configparser
@@ -30,6 +31,7 @@ _IDENTITY = {
     "HTTP_X_PROJECT_ID": PROJECT_ID,
     "HTTP_X_USER_ID": USER_ID,
     "HTTP_X_ROLES": "admin,member,reader",
+    "HTTP_X_SERVICE_ROLES": "service",
 }
 
 
@@ -124,6 +126,9 @@ class GlanceApi:
         _paste_ini(paste)
         conf["paste_deploy"] = {"config_file": paste}
         conf["oslo_policy"] = {"enforce_new_defaults": "true"}
+        # Import and location-import tasks take external locks.
+        conf["oslo_concurrency"] = {"lock_path": os.path.join(self.workdir,
+                                                              "locks")}
         self.config_file = os.path.join(self.config_dir, "glance-api.conf")
         with open(self.config_file, "w") as f:
             conf.write(f)

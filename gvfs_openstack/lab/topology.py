@@ -115,7 +115,12 @@ class Lab:
             if self.tunnel == "tls" else None
         self.server_proxy = self._keep(Proxy(self.workdir, "server-proxy",
                                              self._server_sections()))
-        self._client_config = self._client_sections()
+        self._wan_target = self.sshd.port if self.tunnel == "ssh" else \
+            self.server_proxy.port
+        if self.link:
+            self._wan_target = self.toxiproxy.add_link("wan",
+                                                       self._wan_target)
+        self._client_config = self._client_sections(self.cache)
         self.client_proxy = self._keep(Proxy(self.workdir, "client-proxy",
                                              self._client_config))
 
@@ -135,11 +140,8 @@ class Lab:
                        "squash_gid": FILE_GID},
         }
 
-    def _client_sections(self):
-        target = self.sshd.port if self.tunnel == "ssh" else \
-            self.server_proxy.port
-        if self.link:
-            target = self.toxiproxy.add_link("wan", target)
+    def _client_sections(self, cache):
+        target = self._wan_target
         upstream = {"tunnel": self.tunnel, "host": "127.0.0.1",
                     "port": self.server_proxy.port,
                     "connections": self.upstream_connections,
@@ -159,9 +161,22 @@ class Lab:
             "listen": {"host": "127.0.0.1", "port": process.free_port()},
             "upstream": upstream,
         }
-        if self.cache is not None:
-            sections["cache"] = self.cache
+        if cache is not None:
+            sections["cache"] = cache
         return sections
+
+    def add_client(self, name, cache=None):
+        """Another client proxy over the tunnel (and link) to the DTN.
+
+        Another compute node's proxy; ``cache`` is its ``[cache]`` section
+        (None: none, every read crosses the link, as plain NFS would).
+        """
+        if cache is not None:
+            cache = dict({"directory": os.path.join(self.workdir,
+                                                    name + "-cache")},
+                         **cache)
+        return self._keep(Proxy(self.workdir, name,
+                                self._client_sections(cache)))
 
     def add_leaf(self, name, cache=None):
         """Another client proxy whose next hop is the client proxy.
@@ -209,7 +224,9 @@ class Lab:
             "gvfs_store_proxy": "127.0.0.1:%d" % self.client_proxy.port,
             "gvfs_store_export": self.export,
             "gvfs_store_datadir": subdir,
-            "gvfs_store_mount_point_base": mount_base}, **extra)
+            "gvfs_store_mount_point_base": mount_base,
+            # Longer than the lab mounts' 1 s entry and attribute caches.
+            "gvfs_store_delete_grace": 1.5}, **extra)
 
     def leaf_url(self, leaf, path):
         return ganesha.nfs_url(self.export, path, leaf.port, leaf.port)

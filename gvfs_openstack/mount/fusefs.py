@@ -18,6 +18,7 @@ import itertools
 import logging
 import os
 import signal
+import time
 
 import pyfuse3
 import pyfuse3.asyncio
@@ -69,6 +70,7 @@ class GvfsFuse(pyfuse3.Operations):
         self._handles = itertools.count(1)
         self._open = {}        # file handle -> (inode, FileWriter or None)
         self._listings = {}    # directory handle -> entries
+        self._fsstat = None    # (FSSTAT result, when it was asked)
 
     # --- helpers -----------------------------------------------------------
 
@@ -292,8 +294,19 @@ class GvfsFuse(pyfuse3.Operations):
             self._open.pop(fh, None)
 
     async def statfs(self, ctx):
-        with _Failures():
-            ok = await self.session.call("fsstat")
+        """The export's usage, asked at most once per ``attr_timeout``.
+
+        The kernel does not cache statfs, and qemu and df ask for it at
+        every open; each ask is a round trip to the DTN.
+        """
+        now = time.monotonic()
+        if self._fsstat is not None and \
+                now - self._fsstat[1] < self.attr_timeout:
+            ok = self._fsstat[0]
+        else:
+            with _Failures():
+                ok = await self.session.call("fsstat")
+            self._fsstat = (ok, now)
         block = 4096
         stats = pyfuse3.StatvfsData()
         stats.f_bsize = self.session.client.wsize

@@ -101,3 +101,18 @@ def test_runs_are_contiguous_and_bounded():
     assert list(reads._runs([1, 2, 3, 7, 8, 20], 2)) == [
         (1, 2), (3, 1), (7, 2), (20, 1)]
     assert list(reads._runs([], 4)) == []
+
+
+def test_read_ahead_ramps_up_with_the_sequential_run(tmp_path):
+    """Two READs that touch by chance get little; a stream gets it all."""
+    cache = make(tmp_path)  # 4 MiB of read-ahead by default
+    state = cache.observe(b"fh", fattr(64 << 20, 1))
+    windows = []
+    for streak in range(1, 9):
+        state.streak = streak
+        windows.append(cache._window(state, 64 * 1024) // 1024)
+    assert windows == [128, 256, 512, 1024, 2048, 4096, 4096, 4096]
+    state.streak = 1
+    assert cache._window(state, 1 << 20) == 2 << 20
+    off = reads.CachedReads(cache.store, pool=None, stats={}, readahead=0)
+    assert off._window(state, 1 << 20) == 0

@@ -48,7 +48,8 @@ def test_list_opts_covers_every_registered_group():
             assert opt.help, "option %s has no help text" % opt.name
 
 
-@pytest.mark.parametrize("name", ["gvfs-proxy", "glance-gvfs-store"])
+@pytest.mark.parametrize("name", ["gvfs-proxy", "glance-gvfs-store",
+                                  "nova-gvfs"])
 def test_sample_config_is_up_to_date(tmp_path, name):
     out = tmp_path / "sample"
     subprocess.run(

@@ -264,3 +264,34 @@ def test_a_hung_path_is_reported_once_and_not_probed_again(tmp_path,
         assert calls == [str(tmp_path)]
     finally:
         release.set()
+
+
+def test_statfs_asks_the_proxy_once_per_attribute_timeout():
+    """qemu asks at every open; each ask is a round trip to the DTN."""
+    import asyncio
+    import types
+
+    from gvfs_openstack.mount import fusefs
+
+    class Session:
+        root = b"root-fh"
+        client = types.SimpleNamespace(wsize=1 << 20)
+        calls = 0
+
+        async def call(self, name, *args, **kwargs):
+            assert name == "fsstat"
+            self.calls += 1
+            return types.SimpleNamespace(
+                tbytes=1 << 30, fbytes=1 << 29, abytes=1 << 28, tfiles=100,
+                ffiles=50, afiles=40)
+
+    session = Session()
+    cached = fusefs.GvfsFuse(session, attr_timeout=60.0)
+    first = asyncio.run(cached.statfs(None))
+    second = asyncio.run(cached.statfs(None))
+    assert session.calls == 1
+    assert second.f_bavail == first.f_bavail == (1 << 28) // 4096
+    uncached = fusefs.GvfsFuse(session, attr_timeout=0.0)
+    asyncio.run(uncached.statfs(None))
+    asyncio.run(uncached.statfs(None))
+    assert session.calls == 3

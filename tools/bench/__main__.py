@@ -10,12 +10,14 @@ import os
 import sys
 
 from tools.bench import cache
+from tools.bench import clone
 from tools.bench import glance
 from tools.bench import metadata
 from tools.bench import proxy_throughput
 
 SCENARIOS = {
     "cache": cache.run,
+    "clone": clone.run,
     "glance": glance.run,
     "metadata": metadata.run,
     "proxy-throughput": proxy_throughput.run,

@@ -54,6 +54,8 @@ class _File:
     current: list
     digest: bytes
     next_offset: int = -1
+    #: READs in a row that each started where the one before ended.
+    streak: int = 0
     #: Read-ahead has looked at the blocks before this one.
     ahead: int = 0
     #: Where a read-ahead guided by the zero map last looked from.
@@ -324,8 +326,12 @@ class CachedReads:
         if not whole_file and (args.offset == state.next_offset or
                                args.offset == 0):
             if args.offset == 0:
-                state.ahead = 0
-            self._read_ahead(call, state, end, size)
+                state.ahead = state.streak = 0
+            state.streak += 1
+            self._read_ahead(call, state, end, size,
+                             self._window(state, end - args.offset))
+        else:
+            state.streak = 0
         state.next_offset = end
         count = max(0, end - args.offset)
         if all_zero:
@@ -413,24 +419,33 @@ class CachedReads:
         return found is not None and found[0] == expected_len and \
             found[1] in state.current
 
-    def _read_ahead(self, call, state, end, size):
+    def _window(self, state, count):
+        """Bytes to read ahead of a reader ``state.streak`` READs in a row.
+
+        Twice the READ at first, doubling with every READ that continues
+        the run, up to ``readahead``: two scattered READs that happen to
+        touch (a guest's boot) cost little, a real stream soon gets the
+        whole window (as the kernel ramps its own read-ahead).
+        """
+        full = self.readahead_blocks * self.store.geometry.block_size
+        return min(full, max(count, 1) << min(state.streak, 32))
+
+    def _read_ahead(self, call, state, end, size, window):
         bs = self.store.geometry.block_size
         # Blocks before state.ahead were looked at by an earlier call.
         first = max(-(-end // bs), state.ahead)
-        horizon = -(-end // bs) * bs + self.readahead_blocks * bs
+        horizon = -(-end // bs) * bs + window
         zeros = self.zeros_of(state)
         if zeros is not None:
             # Zero blocks cost no fetch: look as far ahead as it takes to
             # keep the same amount of data on its way (a sparse image
             # otherwise has little in flight and waits on the latency).
             # Worked out again after every quarter window of progress.
-            if state.ahead and end < state.ahead_from + \
-                    self.readahead_blocks * bs // 4:
+            if state.ahead and end < state.ahead_from + window // 4:
                 return
             state.ahead_from = end
             horizon = zeros.data_horizon(
-                -(-end // bs) * bs, self.readahead_blocks * bs,
-                horizon + 15 * self.readahead_blocks * bs)
+                -(-end // bs) * bs, window, horizon + 15 * window)
         last = min(-(-horizon // bs), -(-size // bs))
         if first >= last:
             return

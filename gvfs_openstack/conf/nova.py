@@ -1,0 +1,84 @@
+"""Options of Nova's ``gvfs`` image backend, group ``[gvfs]`` of nova.conf."""
+
+from oslo_config import cfg
+
+GROUP = "gvfs"
+
+OPTS = [
+    cfg.ListOpt("glance_stores", default=[],
+                help="""Glance store ids whose images are on this export.
+
+An image is cloned from the export when one of its locations (or its
+direct URL) is ``gvfs://<store id>/<image id>`` or its ``stores`` property
+names one of these.  Empty: every ``gvfs://`` location, as in a Glance with
+one gvfs store.  Other images take Nova's usual path (download to
+``_base``).
+"""),
+    cfg.StrOpt("image_dir", default="",
+               help="""Where the Glance store keeps the images.
+
+With a ``mount_type``: relative to the export's root, the same value as
+the store's ``gvfs_store_datadir``.  With ``mount_type = none``: the
+absolute path of that directory on a mount the operator made.
+"""),
+    cfg.StrOpt("mount_type", default="none",
+               choices=[("none", "image_dir is already mounted"),
+                        ("nfs", "kernel NFS mount of the client proxy "
+                                "(os-brick, privsep)"),
+                        ("fuse", "``gvfs-proxy mount``")],
+               help="How nova-compute reaches the DTN export (see the "
+                    "Glance store's ``gvfs_store_mount_type``)."),
+    cfg.StrOpt("proxy", default="127.0.0.1:2049",
+               help="``host:port`` of this node's GVFS client proxy."),
+    cfg.StrOpt("export",
+               help="Path of the export on the DTN, e.g. ``/srv/images``; "
+                    "needed with a mount type and for pre-warming."),
+    cfg.StrOpt("mount_point_base", default="/var/lib/nova/gvfs-mounts",
+               help="""Directory under which the export is mounted.
+
+Instance overlays name their golden image by its path under this
+directory, so it must be the same on every compute node (the mount point
+itself is named from the share, as os-brick does).
+"""),
+    cfg.ListOpt("mount_options", default=[],
+                help="Extra ``mount -o`` options for the ``nfs`` kind; "
+                     "``lookupcache=positive`` keeps a deleted image's "
+                     "name from lingering."),
+    cfg.StrOpt("mount_config",
+               help="A configuration file with a ``[mount]`` section for "
+                    "``gvfs-proxy mount`` (the ``fuse`` kind)."),
+    cfg.FloatOpt("io_timeout", default=60.0, min=1.0,
+                 help="Seconds before I/O on a hung mount fails, and the "
+                      "limit of the health check before each clone."),
+    cfg.StrOpt("proxy_control_socket",
+               help="""The control socket of this node's client proxy.
+
+When set, Nova's image pre-caching (``openstack aggregate cache image``)
+of an image on the export asks the proxy to warm its cache with it
+(``gvfs-proxy warm``) instead of downloading it to ``_base``.
+"""),
+    cfg.IntOpt("warm_rate_mib", default=0, min=0,
+               help="Cap of pre-warming in MiB/s; 0 uses the proxy's "
+                    "``[cache] warm_rate_mib``."),
+    cfg.BoolOpt("direct_snapshot", default=True,
+                help="""Write snapshots straight to the export.
+
+The snapshot of an instance cloned from the export is converted into the
+Glance store's directory and registered by location (glance-api needs
+the caller to have the ``service`` role, i.e. Nova sends a service token),
+so its bytes never cross the Images API.  When that is refused, Nova
+uploads the snapshot as usual.
+"""),
+    cfg.StrOpt("snapshot_store",
+               help="The Glance store id written in snapshot locations; "
+                    "default: the first of ``glance_stores``, else "
+                    "``default`` (a Glance with one store)."),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    return [(GROUP, OPTS)]

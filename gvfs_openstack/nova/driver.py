@@ -1,0 +1,145 @@
+"""``GvfsLibvirtDriver``: Nova's libvirt driver with the ``gvfs`` backend.
+
+Nova's image backends are a closed list (``[libvirt] images_type``), so
+the backend comes in with the compute driver: this subclass swaps the
+driver's ``image_backend`` for one whose ``qcow2`` disks are
+:class:`~gvfs_openstack.nova.imagebackend.GvfsImage`, and adds what the
+backend needs around it -- references dropped when disks go, references
+of vanished disks reconciled with the image cache manager, and image
+pre-caching turned into proxy warming.
+"""
+
+import logging
+import os
+import time
+
+from nova import conf as nova_conf
+from nova import exception
+from nova.virt.libvirt import driver as libvirt_driver
+from nova.virt.libvirt import utils as libvirt_utils
+
+from gvfs_openstack.conf import nova as gvfs_nova_conf
+from gvfs_openstack import exceptions
+from gvfs_openstack import golden
+from gvfs_openstack.gvfs import control
+from gvfs_openstack.nova import export as gvfs_export
+from gvfs_openstack.nova import imagebackend
+
+CONF = nova_conf.CONF
+gvfs_nova_conf.register_opts(CONF)
+LOG = logging.getLogger(__name__)
+
+#: A reference younger than this is left alone by reconciliation: its
+#: disk may be being created right now.
+RECONCILE_MIN_AGE = 600.0
+
+
+class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
+    def __init__(self, virtapi, read_only=False):
+        super().__init__(virtapi, read_only)
+        if CONF.libvirt.images_type not in ("qcow2", "default") or (
+                CONF.libvirt.images_type == "default" and
+                not CONF.use_cow_images):
+            raise exception.InvalidConfiguration(
+                "the gvfs image backend makes qcow2 overlays: set "
+                "[libvirt] images_type = qcow2 (it is %s)"
+                % CONF.libvirt.images_type)
+        try:
+            self.image_export = gvfs_export.ImageExport(CONF.gvfs)
+        except exceptions.InvalidConfig as e:
+            raise exception.InvalidConfiguration(str(e)) from e
+        self.image_backend = imagebackend.GvfsBackend(
+            CONF.use_cow_images, self.image_export)
+
+    # --- references follow the disks ----------------------------------------
+
+    def _release_disks(self, instance, names):
+        directory = libvirt_utils.get_instance_path(instance)
+        for name in names:
+            disk = self.image_backend.by_libvirt_path(
+                instance, os.path.join(directory, name))
+            try:
+                disk.release_golden()
+            except (OSError, exceptions.GvfsError,
+                    exception.NovaException) as e:
+                LOG.warning("Cannot drop the golden image reference of "
+                            "%s: %s", name, e, instance=instance)
+
+    def delete_instance_files(self, instance):
+        directory = libvirt_utils.get_instance_path(instance)
+        try:
+            names = [n for n in os.listdir(directory)
+                     if n == "disk" or n.startswith("disk.") and
+                     n not in ("disk.info", "disk.config")]
+        except FileNotFoundError:
+            names = []
+        self._release_disks(instance, names)
+        return super().delete_instance_files(instance)
+
+    def unrescue(self, context, instance):
+        self._release_disks(instance, ["disk.rescue"])
+        super().unrescue(context, instance)
+
+    def manage_image_cache(self, context, all_instances):
+        super().manage_image_cache(context, all_instances)
+        try:
+            self.reconcile_references()
+        except (OSError, exceptions.GvfsError) as e:
+            LOG.warning("Cannot reconcile golden image references: %s", e)
+
+    def reconcile_references(self, min_age=RECONCILE_MIN_AGE):
+        """Drop this host's references whose disk is gone.
+
+        Disks deleted while nova-compute was down, or whose removal could
+        not reach the export, leave references that would keep their
+        golden image from ever being deleted.  Returns the dropped names.
+        """
+        datadir = self.image_export.datadir()
+        dropped = []
+        now = time.time()
+        for (image_id, holder), (uuid, disk) in golden.held_by_host(
+                datadir, CONF.host).items():
+            base = os.path.join(CONF.instances_path, uuid)
+            if any(os.path.exists(os.path.join(d, disk))
+                   for d in (base, base + "_resize")):
+                continue
+            ref = os.path.join(datadir, golden.REFS_DIR, image_id, holder)
+            try:
+                if now - os.stat(ref).st_mtime < min_age:
+                    continue
+            except FileNotFoundError:
+                continue
+            golden.release(datadir, image_id, holder)
+            dropped.append(holder)
+            LOG.info("Dropped the reference of vanished disk %s/%s to "
+                     "golden image %s", uuid, disk, image_id)
+        return dropped
+
+    # --- pre-caching --------------------------------------------------------
+
+    def cache_image(self, context, image_id):
+        """Pre-cache: warm the node's proxy for images on the export.
+
+        Returns True if anything was fetched, like Nova's download.
+        """
+        socket_path = self.image_export.conf.proxy_control_socket
+        if socket_path:
+            meta = imagebackend.IMAGE_API.get(context, image_id,
+                                              include_locations=True)
+            name = self.image_export.image_id_of(meta)
+            if name is not None:
+                try:
+                    result = control.request(
+                        socket_path, "warm", None,
+                        path=self.image_export.path_on_dtn(name),
+                        rate_mib=self.image_export.conf.warm_rate_mib or
+                        None)
+                except (control.ControlError, exceptions.GvfsError) as e:
+                    raise exception.ImageUnacceptable(
+                        image_id=image_id,
+                        reason="the GVFS proxy cannot warm it: %s" % e)
+                LOG.info("Warmed image %(id)s: %(fetched)d bytes fetched, "
+                         "%(already_cached)d already cached",
+                         dict(result, id=image_id))
+                return result["fetched"] > 0
+        return super().cache_image(context, image_id)

@@ -1,0 +1,236 @@
+"""The ``gvfs`` image backend: qcow2 overlays of golden images on the export.
+
+Nova's ``Qcow2`` backend downloads an image into ``_base`` and makes the
+instance disk an overlay of that copy; this one makes the overlay's
+backing file the golden image itself, on the node's mount of the DTN
+export.  A clone then costs an empty overlay: the guest's reads fetch the
+blocks it touches through the node's client proxy, which caches them for
+every later clone (the GVFS paper's cloning, section 3.2.3).
+
+Everything else -- ephemeral and swap disks, resize, snapshots that are
+not direct, images that are not on the export -- is Nova's ``Qcow2``
+unchanged.  A golden image is never written, touched or deleted here:
+Nova's ``Qcow2`` updates the mtime of its base file to mark it in use,
+which on a golden image would make every proxy's cached copy and its
+metadata sidecar stale.  Use is marked by references
+(:mod:`gvfs_openstack.golden`) instead.
+"""
+
+import logging
+import os
+import uuid
+
+from nova.compute import power_state
+from nova import conf as nova_conf
+from nova import exception
+from nova.image import glance
+from nova.virt import images
+from nova.virt.libvirt import imagebackend
+from nova.virt.libvirt import utils as libvirt_utils
+from oslo_concurrency import processutils
+from oslo_utils import fileutils
+
+from gvfs_openstack import golden
+from gvfs_openstack.meta import scan
+from gvfs_openstack.nova import export as gvfs_export
+
+CONF = nova_conf.CONF
+LOG = logging.getLogger(__name__)
+IMAGE_API = glance.API()
+UPLOAD_PREFIX = ".gvfs-upload."
+#: Power states in which the guest may be writing its disk.
+_GUEST_MAY_WRITE = (power_state.RUNNING, power_state.PAUSED)
+
+
+class GvfsImage(imagebackend.Qcow2):
+    """A disk of an instance; its root disk may back onto a golden image.
+
+    ``export`` is set on the subclass the backend makes for its export.
+    """
+
+    export = None
+
+    def __init__(self, instance=None, disk_name=None, path=None,
+                 disk_info_mapping=None):
+        super().__init__(instance=instance, disk_name=disk_name, path=path,
+                         disk_info_mapping=disk_info_mapping)
+        self.instance = instance
+        self.disk_name = disk_name or os.path.basename(self.path)
+
+    # --- creating disks -----------------------------------------------------
+
+    def cache(self, fetch_func, filename, size=None, safe=False, *args,
+              **kwargs):
+        """Make the disk: a clone of a golden image when there is one."""
+        if self.exists():
+            image_id = self._golden_backing()
+            if image_id is not None:
+                try:
+                    self._hold(self.export.datadir(), image_id)
+                except (golden.GoldenImageGone,
+                        gvfs_export.ExportUnavailable) as e:
+                    raise exception.InvalidDiskInfo(
+                        reason="%s backs onto golden image %s: %s" % (
+                            self.path, image_id, e)) from e
+                if size and size > self.get_disk_size(self.path):
+                    self.resize_image(size)
+                return
+        else:
+            found = self._find_golden(kwargs.get("context"),
+                                      kwargs.get("image_id"))
+            if found is not None and self._clone(*found, size=size):
+                return
+        super().cache(fetch_func, filename, size, safe, *args, **kwargs)
+
+    def _find_golden(self, context, image_id):
+        """``(datadir, name, disk format)`` of a clonable image, or None."""
+        if context is None or image_id is None or self.instance is None:
+            return None
+        meta = IMAGE_API.get(context, image_id, include_locations=True)
+        name = self.export.image_id_of(meta)
+        if name is None:
+            return None
+        try:
+            datadir = self.export.datadir()
+        except gvfs_export.ExportUnavailable as e:
+            LOG.warning("Image %s is on the GVFS export but %s; "
+                        "downloading it instead", image_id, e)
+            return None
+        return datadir, name, meta["disk_format"]
+
+    def _clone(self, datadir, name, disk_format, size):
+        """Create the overlay; False if the image went away meanwhile."""
+        try:
+            path = self._hold(datadir, name)
+        except golden.GoldenImageGone:
+            LOG.warning("Golden image %s left the export; downloading it "
+                        "instead", name)
+            return False
+        try:
+            found = str(images.get_image_format(path))
+            if found != disk_format:
+                # What Nova refuses on download too (format confusion).
+                raise exception.ImageUnacceptable(
+                    image_id=name, reason="its data is %s, not the %s "
+                    "Glance says" % (found, disk_format))
+            self.verify_base_size(path, size)
+            with fileutils.remove_path_on_error(self.path):
+                # Nova's own step, with its safety checks of the backing
+                # file (no backing file or data file of its own).
+                libvirt_utils.create_image(self.path, "qcow2", size,
+                                           backing_file=path)
+        except BaseException:
+            self._release(datadir, name)
+            raise
+        LOG.info("Cloned %s from golden image %s", self.path, path)
+        return True
+
+    def _golden_backing(self):
+        """The golden image id this existing disk backs onto, or None."""
+        backing = libvirt_utils.get_disk_backing_file(self.path,
+                                                      basename=False)
+        return self.export.golden_of(backing)
+
+    def _holder(self):
+        return golden.holder_name(self.instance.uuid if self.instance
+                                  else os.path.basename(
+                                      os.path.dirname(self.path)),
+                                  self.disk_name, CONF.host)
+
+    def _hold(self, datadir, name):
+        return golden.hold(datadir, name, self._holder())
+
+    def _release(self, datadir, name):
+        try:
+            golden.release(datadir, name, self._holder())
+        except OSError as e:
+            LOG.warning("Cannot drop the reference of %s to golden image "
+                        "%s now (%s); the image cache manager will", self.path,
+                        name, e)
+
+    def release_golden(self):
+        """Drop this disk's reference to its golden image, if it has one.
+
+        Called before the disk is deleted; idempotent.
+        """
+        if not os.path.exists(self.path):
+            return
+        image_id = self._golden_backing()
+        if image_id is not None:
+            self._release(self.export.datadir(), image_id)
+
+    # --- snapshots ----------------------------------------------------------
+
+    def direct_snapshot(self, context, snapshot_name, image_format,
+                        image_id, base_image_id):
+        """Convert the disk straight into the Glance store's directory.
+
+        Returns the ``gvfs://`` location for Glance, which reads the image
+        through its own mount to check it and make its hashes.
+        """
+        if not self.export.conf.direct_snapshot or \
+                image_format not in gvfs_export.CLONABLE_FORMATS:
+            raise NotImplementedError("direct snapshots are off or the "
+                                      "format is not raw or qcow2")
+        if self.instance is not None and \
+                self.instance.obj_attr_is_set("power_state") and \
+                self.instance.power_state in _GUEST_MAY_WRITE:
+            # Nova does not pause a guest for a live snapshot; converting
+            # a disk under a running guest would copy a torn image.  Its
+            # standard path (a libvirt block copy, then an upload) is
+            # consistent.
+            raise NotImplementedError("the guest is running: live "
+                                      "snapshots take Nova's usual path")
+        try:
+            datadir = self.export.datadir()
+        except gvfs_export.ExportUnavailable as e:
+            raise exception.ImageUnacceptable(image_id=image_id,
+                                              reason=str(e)) from e
+        target = os.path.join(datadir, image_id)
+        temp = os.path.join(datadir, UPLOAD_PREFIX + uuid.uuid4().hex)
+        try:
+            libvirt_utils.extract_snapshot(self.path, "qcow2", temp,
+                                           image_format)
+            scan.write_sidecar(target, scan.scan_file(temp))
+            # The sidecar names the image; its size and mtime stay those
+            # of the converted file across the rename.
+            os.rename(temp, target)
+        except (OSError, processutils.ProcessExecutionError) as e:
+            for path in (temp, scan.sidecar_path(target)):
+                fileutils.delete_if_exists(path)
+            raise exception.ImageUnacceptable(
+                image_id=image_id, reason="cannot write the snapshot to "
+                "the GVFS export: %s" % e) from e
+        return self.export.location(image_id)
+
+    def cleanup_direct_snapshot(self, location, also_destroy_volume=False,
+                                ignore_errors=False):
+        if not location:
+            return
+        found = gvfs_export.parse_url(location.get("url") or "")
+        if found is None:
+            return
+        image_id = found[1]
+        try:
+            datadir = self.export.datadir()
+            for path in (os.path.join(datadir, image_id),
+                         scan.sidecar_path(os.path.join(datadir, image_id))):
+                fileutils.delete_if_exists(path)
+        except (OSError, gvfs_export.ExportUnavailable):
+            if not ignore_errors:
+                raise
+            LOG.warning("Cannot remove the failed snapshot %s from the "
+                        "GVFS export", image_id)
+
+
+class GvfsBackend(imagebackend.Backend):
+    """Nova's backends, with ``qcow2`` (and ``default``) made ``gvfs``."""
+
+    def __init__(self, use_cow, image_export):
+        super().__init__(use_cow)
+        bound = type("GvfsImage", (GvfsImage,), {
+            "export": image_export, "__module__": __name__})
+        for kind, cls in list(self.BACKEND.items()):
+            if cls is imagebackend.Qcow2:
+                self.BACKEND[kind] = bound
+        self.BACKEND["gvfs"] = bound

@@ -1,0 +1,395 @@
+"""Nova's ``gvfs`` image backend on a plain directory standing for the
+export, with Nova's real driver loader, image backend and qemu-img.
+
+Glance is a stand-in here (image metadata as Nova's image API returns
+it); tests/functional/test_nova_clones.py runs the same flows against a
+real glance-api and the FUSE mount of the proxy chain.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+
+import pytest
+
+from gvfs_openstack import golden
+from gvfs_openstack.lab import compute
+from gvfs_openstack.lab.compute import GIB
+from gvfs_openstack.lab.compute import MIB
+from gvfs_openstack.nova import imagebackend
+
+GOLDEN = "5a1f0c2e-7d3b-4e8a-9c6f-0b1d2e3f4a5b"
+OTHER = "6b2a1d3f-8e4c-4f9b-8d7a-1c2e3f4a5b6c"
+
+
+@pytest.fixture
+def nova_fixtures():
+    with compute.nova_fixtures():
+        yield
+
+
+@pytest.fixture
+def images(tmp_path):
+    path = tmp_path / "export" / "images"
+    path.mkdir(parents=True)
+    return str(path)
+
+
+@pytest.fixture
+def glance_images(monkeypatch):
+    """Image metadata by id, as Nova's image API would return it."""
+    catalog = {}
+
+    def get(context, image_id, include_locations=False, **kwargs):
+        from nova import exception
+        if image_id not in catalog:
+            raise exception.ImageNotFound(image_id=image_id)
+        return dict(catalog[image_id], id=image_id)
+
+    monkeypatch.setattr(imagebackend.IMAGE_API, "get", get)
+    return catalog
+
+
+def refuse_download(target, *args, **kwargs):
+    raise AssertionError("Nova downloaded the image to %s" % target)
+
+
+def clone(node, instance):
+    """Spawn ``instance`` from the golden image; it must not download."""
+    return node.spawn_root_disk(instance, GOLDEN, fetch=refuse_download)
+
+
+def gvfs_image(disk_format="qcow2", store="dtn", image_id=GOLDEN):
+    return {"disk_format": disk_format, "container_format": "bare",
+            "locations": [{"url": "gvfs://%s/%s" % (store, image_id),
+                           "metadata": {}}],
+            "stores": store, "properties": {}}
+
+
+@pytest.fixture
+def node(nova_fixtures, tmp_path, images):
+    return compute.ComputeNode(
+        str(tmp_path / "instances"), image_dir=images,
+        glance_stores=["dtn"]).activate()
+
+
+def test_nova_loads_the_driver_by_its_nova_virt_name(node):
+    from nova.virt import driver
+
+    from gvfs_openstack.nova import driver as gvfs_driver
+
+    assert isinstance(node.driver, gvfs_driver.GvfsLibvirtDriver)
+    assert isinstance(node.driver, driver.ComputeDriver)
+    backend = node.driver.image_backend
+    assert backend.backend("qcow2").__mro__[1] is imagebackend.GvfsImage
+    assert backend.backend("raw").__name__ == "Flat"  # Others unchanged.
+
+
+def test_a_full_class_path_is_not_what_nova_loads(nova_fixtures):
+    """Why gvfs-nova-compute exists: Nova prefixes ``nova.virt.``."""
+    from nova.virt import driver
+    from nova.virt import fake
+
+    with pytest.raises(SystemExit):
+        driver.load_compute_driver(
+            fake.FakeVirtAPI(),
+            "gvfs_openstack.nova.driver.GvfsLibvirtDriver")
+
+
+@pytest.mark.parametrize("fmt", ["qcow2", "raw"])
+def test_a_clone_is_an_overlay_of_the_golden_image(node, images,
+                                                   glance_images, fmt):
+    path = os.path.join(images, GOLDEN)
+    written = compute.make_golden(path, fmt)
+    glance_images[GOLDEN] = gvfs_image(fmt)
+    before = compute.qemu_img_info(path)
+    instance = node.instance(root_gb=1)
+    disk = clone(node, instance)
+
+    info = compute.qemu_img_info(disk.path)
+    assert info["format"] == "qcow2"
+    assert info["full-backing-filename"] == path
+    assert info["backing-filename-format"] == fmt
+    assert info["virtual-size"] == GIB
+    assert not os.path.exists(node.base_dir()) or \
+        os.listdir(node.base_dir()) == []
+    # The guest reads the golden image's bytes through the overlay ...
+    compute.qemu_io(disk.path, *["read -P %d %d 64k" % (p, off)
+                                 for off, p in written.items()])
+    # ... and its writes stay in the overlay.
+    compute.qemu_io(disk.path, "write -P 0xee 0 1M")
+    compute.qemu_io(disk.path, "read -P 0xee 0 1M")
+    compute.qemu_io(path, "read -P %d 0 64k" % written[0], fmt=fmt)
+    assert compute.qemu_img_info(path) == before
+    assert golden.holders(images, GOLDEN) == [
+        golden.holder_name(instance.uuid, "disk", "compute-1")]
+
+
+def test_images_not_on_the_export_take_novas_usual_path(node, images,
+                                                        glance_images,
+                                                        tmp_path):
+    source = str(tmp_path / "elsewhere.qcow2")
+    compute.make_golden(source, "qcow2", size_mib=16)
+    glance_images[OTHER] = {
+        "disk_format": "qcow2", "container_format": "bare",
+        "locations": [{"url": "file:///var/lib/glance/x", "metadata": {}}],
+        "stores": "local", "properties": {}}
+    downloads = []
+
+    def download(target, *args, **kwargs):
+        downloads.append(target)
+        shutil.copy(source, target)
+
+    instance = node.instance()
+    disk = node.spawn_root_disk(instance, OTHER, fetch=download)
+    assert len(downloads) == 1
+    info = compute.qemu_img_info(disk.path)
+    assert info["full-backing-filename"] == downloads[0]
+    assert os.path.dirname(downloads[0]) == node.base_dir()
+    assert not os.path.exists(os.path.join(images, golden.REFS_DIR))
+
+
+@pytest.mark.parametrize("meta", [
+    gvfs_image(store="another-export"),
+    dict(gvfs_image(), properties={"img_signature": "c2ln"}),
+], ids=["another store", "signed"])
+def test_images_nova_must_download_are_downloaded(node, images,
+                                                  glance_images, meta):
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = meta
+    downloads = []
+
+    def download(target, *args, **kwargs):
+        downloads.append(target)
+        shutil.copy(os.path.join(images, GOLDEN), target)
+
+    node.spawn_root_disk(node.instance(), GOLDEN, fetch=download)
+    assert len(downloads) == 1
+    assert golden.holders(images, GOLDEN) == []
+
+
+def test_formats_an_overlay_cannot_back_onto_are_not_cloned(node):
+    export = node.driver.image_export
+    assert export.image_id_of(dict(gvfs_image("qcow2"), id=GOLDEN)) == \
+        GOLDEN
+    for fmt in ("vmdk", "iso", "vhdx", None):
+        assert export.image_id_of(dict(gvfs_image(fmt), id=GOLDEN)) is None
+
+
+def test_a_golden_image_whose_data_is_not_its_format_is_refused(
+        node, images, glance_images):
+    from nova import exception
+
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image("raw")  # Glance says raw: a lie.
+    instance = node.instance()
+    with pytest.raises(exception.ImageUnacceptable):
+        clone(node, instance)
+    assert not os.path.exists(os.path.join(
+        node.instances_path, instance.uuid, "disk"))
+    assert golden.holders(images, GOLDEN) == []
+
+
+def test_a_golden_image_with_a_backing_file_is_refused(node, images,
+                                                       glance_images,
+                                                       tmp_path):
+    from nova import exception
+
+    secret = str(tmp_path / "host-secret")
+    with open(secret, "wb") as f:
+        f.write(b"secret" * 1000)
+    # The hostile image points at a file of the host.
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", secret,
+                    "-F", "raw", os.path.join(images, GOLDEN)], check=True)
+    glance_images[GOLDEN] = gvfs_image("qcow2")
+    instance = node.instance()
+    with pytest.raises(exception.InvalidDiskInfo):
+        clone(node, instance)
+    assert golden.holders(images, GOLDEN) == []
+
+
+def test_a_flavor_smaller_than_the_image_is_refused(node, images,
+                                                    glance_images):
+    from nova import exception
+
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2",
+                        size_mib=2048, pattern_every_mib=1024)
+    glance_images[GOLDEN] = gvfs_image()
+    with pytest.raises(exception.FlavorDiskSmallerThanImage):
+        clone(node, node.instance(root_gb=1))
+    assert golden.holders(images, GOLDEN) == []
+
+
+def test_a_golden_image_gone_from_the_export_is_downloaded(
+        node, images, glance_images, tmp_path):
+    source = str(tmp_path / "copy.qcow2")
+    compute.make_golden(source, "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()  # Listed, but not on the export.
+    downloads = []
+
+    def download(target, *args, **kwargs):
+        downloads.append(target)
+        shutil.copy(source, target)
+
+    node.spawn_root_disk(node.instance(), GOLDEN, fetch=download)
+    assert len(downloads) == 1
+    assert golden.holders(images, GOLDEN) == []
+
+
+def test_a_restart_of_an_existing_clone_downloads_nothing(node, images,
+                                                          glance_images):
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance(root_gb=1)
+    disk = clone(node, instance)
+    # A reference lost (say, removed by hand) comes back at the next
+    # hard reboot, which runs the same cache() on the existing disk; a
+    # larger flavor grows the overlay.
+    golden.release(images, GOLDEN, golden.holder_name(
+        instance.uuid, "disk", "compute-1"))
+    instance.flavor.root_gb = 2
+    clone(node, instance)
+    assert compute.qemu_img_info(disk.path)["virtual-size"] == 2 * GIB
+    assert len(golden.holders(images, GOLDEN)) == 1
+
+
+def test_deleting_the_instance_drops_its_reference(node, images,
+                                                   glance_images):
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    kept = node.instance()
+    gone = node.instance()
+    clone(node, kept)
+    clone(node, gone)
+    assert len(golden.holders(images, GOLDEN)) == 2
+    assert node.driver.delete_instance_files(gone)
+    assert golden.holders(images, GOLDEN) == [
+        golden.holder_name(kept.uuid, "disk", "compute-1")]
+    with pytest.raises(golden.GoldenImageInUse):
+        golden.retire(images, GOLDEN, grace=0)
+    assert node.driver.delete_instance_files(kept)
+    os.unlink(golden.retire(images, GOLDEN, grace=0))
+
+
+def test_references_of_vanished_disks_are_reconciled(node, images,
+                                                     glance_images):
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    kept, lost = node.instance(), node.instance()
+    clone(node, kept)
+    clone(node, lost)
+    # Another host's references are not this host's to judge.
+    golden.hold(images, GOLDEN, golden.holder_name("x", "disk", "compute-2"))
+    shutil.rmtree(os.path.join(node.instances_path, lost.uuid))
+    assert node.driver.reconcile_references() == []  # Too young yet.
+    assert node.driver.reconcile_references(min_age=0) == [
+        golden.holder_name(lost.uuid, "disk", "compute-1")]
+    assert sorted(golden.holders(images, GOLDEN)) == sorted([
+        golden.holder_name(kept.uuid, "disk", "compute-1"),
+        golden.holder_name("x", "disk", "compute-2")])
+
+
+def test_a_direct_snapshot_lands_in_the_store_directory(node, images,
+                                                        glance_images,
+                                                        tmp_path):
+    from gvfs_openstack.meta import format as meta_format
+    from gvfs_openstack.meta import scan
+
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 64)
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance()
+    disk = clone(node, instance)
+    compute.qemu_io(disk.path, "write -P 0x5a 4M 1M")
+    snap = "7c3b2e4d-9f5a-4a0c-9e8b-2d3f4a5b6c7d"
+    location = disk.direct_snapshot(node.context, "snap", "qcow2",
+                                    snap, GOLDEN)
+    assert location == "gvfs://dtn/%s" % snap
+    path = os.path.join(images, snap)
+    expected = str(tmp_path / "expected.qcow2")
+    subprocess.run(["qemu-img", "convert", "-O", "qcow2", disk.path,
+                    expected], check=True)
+    subprocess.run(["qemu-img", "compare", "-f", "qcow2", "-F", "qcow2",
+                    expected, path], check=True, capture_output=True)
+    assert compute.qemu_img_info(path).get("backing-filename") is None
+    sidecar = meta_format.parse(open(scan.sidecar_path(path), "rb").read())
+    assert sidecar.matches(os.stat(path).st_size,
+                           os.stat(path).st_mtime_ns)
+    assert not [n for n in os.listdir(images)
+                if n.startswith(imagebackend.UPLOAD_PREFIX)]
+    disk.cleanup_direct_snapshot({"url": location})
+    assert not os.path.exists(path)
+    assert not os.path.exists(scan.sidecar_path(path))
+
+
+def test_a_running_guest_is_snapshotted_the_usual_way(node, images,
+                                                      glance_images):
+    from nova.compute import power_state
+
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance()
+    disk = clone(node, instance)
+    instance.power_state = power_state.RUNNING
+    with pytest.raises(NotImplementedError):
+        disk.direct_snapshot(node.context, "s", "qcow2", OTHER, GOLDEN)
+    assert OTHER not in os.listdir(images)
+
+
+def test_a_direct_snapshot_onto_a_full_export_leaves_nothing(
+        node, images, glance_images, monkeypatch):
+    from nova import exception
+    from nova.virt.libvirt import utils as libvirt_utils
+
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    disk = clone(node, node.instance())
+
+    def full(source, fmt, target, out_format):
+        with open(target, "wb") as f:
+            f.write(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(libvirt_utils, "extract_snapshot", full)
+    with pytest.raises(exception.ImageUnacceptable):
+        disk.direct_snapshot(node.context, "s", "qcow2", OTHER, GOLDEN)
+    left = os.listdir(images)
+    assert OTHER not in left and ".gvfs-meta." + OTHER not in left
+    assert not [n for n in left if n.startswith(imagebackend.UPLOAD_PREFIX)]
+
+
+def test_pre_caching_warms_the_proxy_instead_of_downloading(
+        nova_fixtures, glance_images, tmp_path):
+    path = str(tmp_path / "control.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+    asked = []
+
+    def proxy():
+        conn, _ = server.accept()
+        with conn:
+            asked.append(json.loads(conn.makefile().readline()))
+            conn.sendall(json.dumps({"result": {
+                "path": asked[0]["path"], "size": MIB, "fetched": MIB,
+                "already_cached": 0, "seconds": 0.1}}).encode() + b"\n")
+
+    thread = threading.Thread(target=proxy)
+    thread.start()
+    # Nothing is mounted to pre-warm: the proxy fetches the image.
+    node = compute.ComputeNode(
+        str(tmp_path / "instances"), mount_type="fuse",
+        export="/srv/dtn", image_dir="images", glance_stores=["dtn"],
+        mount_point_base=str(tmp_path / "mounts"),
+        proxy_control_socket=path, warm_rate_mib=40).activate()
+    glance_images[GOLDEN] = gvfs_image()
+    try:
+        assert node.driver.cache_image(node.context, GOLDEN) is True
+    finally:
+        thread.join(5)
+        server.close()
+    assert asked == [{"command": "warm", "rate_mib": 40,
+                      "path": "/srv/dtn/images/" + GOLDEN}]
+    assert not os.path.exists(node.base_dir())

@@ -1,0 +1,204 @@
+"""Cloning instances from a golden image: the GVFS paper's Figure 6.
+
+One lab, one run.  The DTN (Ganesha behind the server proxy) is across an
+emulated WAN link (toxiproxy, default 50 ms RTT, 200 Mbit/s); glance-api's
+``dtn`` store is on the export.  A golden raw disk image (1.6 GiB of
+incompressible data, 256 MiB with ``--quick``) and a guest "boot": 5% of
+its 64 KiB blocks, scattered, read with ``qemu-io`` through the new
+instance disk, all submitted at once (``aio_read``) as a guest's queue
+would, with Nova's cache mode ``none`` (O_DIRECT: the host's page cache
+does not hide the reads).  Each compute host is a process running Nova's
+real driver and image backend; each sequence is 8 clones:
+
+* full copy then boot -- Nova's default: the first clone downloads the
+  image from glance-api (beside the DTN, its API over the WAN) into
+  ``_base``, later clones on the host reuse it;
+* plain NFS -- overlays backing onto the image on a mount whose client
+  proxy has no cache: every boot read crosses the WAN;
+* GVFS, one host -- the ``gvfs`` backend over a caching client proxy:
+  the first clone fetches the boot blocks, later clones find them cached;
+* GVFS, 8 fresh hosts behind one warm LAN proxy -- each host has its own
+  new (empty) proxy whose next hop is the now warm proxy of the run above.
+
+Times are per clone: creating the disk plus the boot reads.
+"""
+
+import os
+import random
+import tempfile
+
+from gvfs_openstack.lab import compute
+from gvfs_openstack.lab import glance_api
+from gvfs_openstack.lab.topology import Lab
+from gvfs_openstack.mount import mounter
+
+MIB = 1024 * 1024
+BLOCK = 64 * 1024
+CLONES = 8
+
+
+def _golden(path, size, seed=6):
+    rng = random.Random(seed)
+    with open(path, "wb") as f:
+        for _ in range(size // (8 * MIB)):
+            f.write(rng.randbytes(8 * MIB))
+
+
+def _drop_page_cache():
+    """Forget the upload's pages, so the full copy really crosses the WAN.
+
+    glance-api wrote the image through its mount; without this, its
+    download would come from this machine's page cache.
+    """
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError as e:
+        print("warning: cannot drop the page cache (%s): the full copy "
+              "may be served from memory" % e)
+
+
+def boot_reads(size, fraction=0.05, seed=7):
+    """qemu-io commands reading ``fraction`` of the blocks, scattered."""
+    rng = random.Random(seed)
+    blocks = sorted(rng.sample(range(size // BLOCK),
+                               round(size // BLOCK * fraction)))
+    return ["aio_read %d 64k" % (b * BLOCK) for b in blocks] + ["aio_flush"]
+
+
+def _node(lab, work, name, proxy, stores=("dtn",)):
+    return {"mount_type": "fuse", "proxy": "127.0.0.1:%d" % proxy.port,
+            "export": lab.export, "image_dir": "images",
+            "mount_point_base": os.path.join(work, name + "-mounts"),
+            "glance_stores": list(stores), "io_timeout": 120.0}
+
+
+def _clones(glance_url, work, host, options, image_id, reads, count):
+    spec = {"instances_path": os.path.join(work, host + "-instances"),
+            "host": host, "glance_url": glance_url, "gvfs": options,
+            "image_id": image_id, "count": count, "root_gb": 2,
+            "reads": reads, "sequential": True, "cache_mode": "none"}
+    try:
+        results = compute.run_on_host(spec)
+    finally:
+        mounter.FuseMounter(options["mount_point_base"]).unmount_all()
+    return [r["clone_seconds"] + r["read_seconds"] for r in results]
+
+
+def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
+    size = (256 if quick else 1638) * MIB // (8 * MIB) * (8 * MIB)
+    reads = boot_reads(size)
+    with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
+        golden = os.path.join(work, "golden.raw")
+        _golden(golden, size)
+        with Lab(os.path.join(work, "lab"), tunnel="tcp", link=True,
+                 cache={"capacity_mb": 2 * size // MIB + 64}) as lab:
+            plain = lab.add_client("plain-proxy")
+            # glance-api beside the DTN: its store mounts the export
+            # through the server proxy, and Nova reaches its API over
+            # the WAN (a link of its own with the same delay and rate).
+            glance = glance_api.GlanceApi(os.path.join(work, "glance"), {
+                "dtn": ("gvfs", lab.gvfs_store_options(
+                    "images", os.path.join(work, "glance-mounts"),
+                    gvfs_store_proxy="127.0.0.1:%d" % lab.server_proxy.port,
+                    gvfs_store_io_timeout=120)),
+            }, workers=1)
+            glance_url = "http://127.0.0.1:%d" % lab.toxiproxy.add_link(
+                "glance", glance.port)
+            try:
+                image_id = glance.create_image("golden")
+                status = glance.upload(image_id, golden, store="dtn")
+                if status != 204:
+                    raise RuntimeError("upload of the golden image: %s"
+                                       % status)
+                _drop_page_cache()
+                for link in ("wan", "glance"):
+                    lab.toxiproxy.wan(link, rtt_ms, rate_mbit)
+                seconds, wan_mib = {}, {}
+
+                def sequence(name, proxy, host, options, count=CLONES):
+                    before = proxy.stats()["upstream_bytes_in"]
+                    seconds.setdefault(name, []).extend(_clones(
+                        glance_url, work, host, options, image_id, reads,
+                        count))
+                    wan_mib[name] = wan_mib.get(name, 0) + (
+                        proxy.stats()["upstream_bytes_in"] - before) / MIB
+
+                # Nova's default: no store of this node's, so it downloads.
+                sequence("full copy then boot", lab.server_proxy,
+                         "full-copy", _node(lab, work, "full-copy", plain,
+                                            ("elsewhere",)))
+                sequence("plain NFS (no cache)", plain, "plain-nfs",
+                         _node(lab, work, "plain-nfs", plain))
+                sequence("GVFS, one host", lab.client_proxy, "gvfs-host",
+                         _node(lab, work, "gvfs-host", lab.client_proxy))
+                for i in range(CLONES):
+                    leaf = lab.add_leaf("fresh-%d" % i,
+                                        cache={"capacity_mb": 256})
+                    sequence("GVFS, fresh hosts, warm LAN proxy",
+                             lab.client_proxy, "fresh-%d" % i,
+                             _node(lab, work, "fresh-%d" % i, leaf), 1)
+                    leaf.stop()
+            finally:
+                glance.stop()
+                mounter.FuseMounter(os.path.join(
+                    work, "glance-mounts")).unmount_all()
+    return _report(seconds, wan_mib, size, reads, rtt_ms, rate_mbit, plot)
+
+
+def _report(seconds, wan_mib, size, reads, rtt_ms, rate_mbit, plot):
+    boot_mib = (len(reads) - 1) * BLOCK / MIB
+    print("\nclone: %d MiB golden image, boot reads %.0f MiB (%d x 64 KiB "
+          "scattered); WAN link %d ms RTT, %d Mbit/s" % (
+              size // MIB, boot_mib, len(reads) - 1, rtt_ms, rate_mbit))
+    print("%-36s %8s %8s %8s %8s %9s" % (
+        "sequence of %d clones" % CLONES, "first", "later", "mean", "total",
+        "WAN MiB"))
+    for name, times in seconds.items():
+        print("%-36s %8.2f %8.2f %8.2f %8.1f %9.1f" % (
+            name, times[0], sum(times[1:]) / (len(times) - 1),
+            sum(times) / len(times), sum(times), wan_mib[name]))
+    full = seconds["full copy then boot"][0]
+    gvfs = seconds["GVFS, one host"]
+    ratios = {
+        "first_clone_vs_full_copy": gvfs[0] / full,
+        "later_clone_vs_full_copy": sum(gvfs[1:]) / (len(gvfs) - 1) / full,
+        "lan_fresh_host_vs_full_copy": sum(
+            seconds["GVFS, fresh hosts, warm LAN proxy"]) / CLONES / full,
+        "plain_nfs_vs_full_copy": sum(
+            seconds["plain NFS (no cache)"]) / CLONES / full,
+    }
+    for name, value in ratios.items():
+        print("%-36s %8.3f" % (name, value))
+    print("WAN MiB: what crossed the link into the proxy the sequence "
+          "used (full copy: into the server proxy, read by glance-api)")
+    metrics = {"image_mib": size // MIB, "boot_read_mib": boot_mib,
+               "rtt_ms": rtt_ms, "rate_mbit": rate_mbit,
+               "seconds": seconds, "wan_mib": wan_mib}
+    if plot:
+        _plot(seconds, plot)
+    return {"scenario": "clone", "metrics": metrics, "ratios": ratios}
+
+
+def _plot(seconds, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axis = plt.subplots(figsize=(11, 4.5))
+    width = 0.8 / len(seconds)
+    colors = ["tab:red", "tab:grey", "tab:green", "tab:blue"]
+    for i, (name, times) in enumerate(seconds.items()):
+        axis.bar([c + i * width for c in range(len(times))], times, width,
+                 label=name, color=colors[i % len(colors)])
+    axis.set_xticks([c + 0.4 - width / 2 for c in range(CLONES)])
+    axis.set_xticklabels(["clone %d" % (c + 1) for c in range(CLONES)])
+    axis.set_yscale("log")
+    axis.set_ylabel("seconds per clone (log)")
+    axis.set_title("Cloning from a golden image over the WAN "
+                   "(after GVFS paper, Fig. 6)")
+    axis.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    print("plot written to %s" % path)
