@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from gvfs_openstack.conf import share
+
 GROUP = "gvfs"
 
 OPTS = [
@@ -19,37 +21,11 @@ one gvfs store.  Other images take Nova's usual path (download to
 
 With a ``mount_type``: relative to the export's root, the same value as
 the store's ``gvfs_store_datadir``.  With ``mount_type = none``: the
-absolute path of that directory on a mount the operator made.
+absolute path of that directory on a mount the operator made.  Instance
+overlays name their golden image by its path, so it must be the same on
+every compute node (with a mount type: the same ``mount_point_base``).
 """),
-    cfg.StrOpt("mount_type", default="none",
-               choices=[("none", "image_dir is already mounted"),
-                        ("nfs", "kernel NFS mount of the client proxy "
-                                "(os-brick, privsep)"),
-                        ("fuse", "``gvfs-proxy mount``")],
-               help="How nova-compute reaches the DTN export (see the "
-                    "Glance store's ``gvfs_store_mount_type``)."),
-    cfg.StrOpt("proxy", default="127.0.0.1:2049",
-               help="``host:port`` of this node's GVFS client proxy."),
-    cfg.StrOpt("export",
-               help="Path of the export on the DTN, e.g. ``/srv/images``; "
-                    "needed with a mount type and for pre-warming."),
-    cfg.StrOpt("mount_point_base", default="/var/lib/nova/gvfs-mounts",
-               help="""Directory under which the export is mounted.
-
-Instance overlays name their golden image by its path under this
-directory, so it must be the same on every compute node (the mount point
-itself is named from the share, as os-brick does).
-"""),
-    cfg.ListOpt("mount_options", default=[],
-                help="Extra ``mount -o`` options for the ``nfs`` kind; "
-                     "``lookupcache=positive`` keeps a deleted image's "
-                     "name from lingering."),
-    cfg.StrOpt("mount_config",
-               help="A configuration file with a ``[mount]`` section for "
-                    "``gvfs-proxy mount`` (the ``fuse`` kind)."),
-    cfg.FloatOpt("io_timeout", default=60.0, min=1.0,
-                 help="Seconds before I/O on a hung mount fails, and the "
-                      "limit of the health check before each clone."),
+] + share.share_opts("", "/var/lib/nova/gvfs-mounts", "image_dir") + [
     cfg.StrOpt("proxy_control_socket",
                help="""The control socket of this node's client proxy.
 

@@ -34,6 +34,7 @@ from glance_store import exceptions
 from glance_store import location as store_location
 from oslo_config import cfg
 
+from gvfs_openstack.conf import share
 from gvfs_openstack import exceptions as gvfs_exceptions
 from gvfs_openstack import golden
 from gvfs_openstack.meta import scan
@@ -54,40 +55,8 @@ the DTN export (or a directory inside it) that the operator mounted. With
 a mount type: a path relative to the export's root ("" for the root). It
 must exist and be writable by glance-api.
 """),
-    cfg.StrOpt("gvfs_store_mount_type", default="none",
-               choices=[("none", "gvfs_store_datadir is already mounted"),
-                        ("nfs", "the store mounts the export through the "
-                                "client proxy with the kernel NFS client "
-                                "(os-brick, privsep)"),
-                        ("fuse", "the store starts ``gvfs-proxy mount``")],
-               help="""How the store reaches the DTN export.
-
-With ``nfs`` or ``fuse`` the store mounts the export itself, checks before
-each operation that the mount answers within ``gvfs_store_io_timeout``,
-and remounts a hung or dead one.
-Related options: gvfs_store_proxy, gvfs_store_export,
-gvfs_store_mount_point_base.
-"""),
-    cfg.StrOpt("gvfs_store_proxy", default="127.0.0.1:2049",
-               help="``host:port`` of the node's GVFS client proxy (its "
-                    "NFS and MOUNT port)."),
-    cfg.StrOpt("gvfs_store_export",
-               help="Path of the export on the DTN, e.g. ``/srv/images``; "
-                    "required with a mount type."),
-    cfg.StrOpt("gvfs_store_mount_point_base",
-               default="/var/lib/glance/gvfs-mounts",
-               help="Directory under which the store mounts the export "
-                    "(one directory per export, named as os-brick does)."),
-    cfg.ListOpt("gvfs_store_mount_options", default=[],
-                help="Extra ``mount -o`` options for the ``nfs`` mount "
-                     "type, e.g. ``nconnect=4``; ``hard`` turns the "
-                     "timeouts off."),
-    cfg.StrOpt("gvfs_store_mount_config",
-               help="A configuration file with a ``[mount]`` section for "
-                    "``gvfs-proxy mount`` (the ``fuse`` mount type)."),
-    cfg.FloatOpt("gvfs_store_io_timeout", default=60.0, min=1.0,
-                 help="Seconds before I/O on a hung mount fails, and the "
-                      "limit of the health check before each operation."),
+] + share.share_opts("gvfs_store_", "/var/lib/glance/gvfs-mounts",
+                     "gvfs_store_datadir") + [
     cfg.BoolOpt("gvfs_store_thin_provisioning", default=True,
                 help="""Store all-zero chunks as holes.
 

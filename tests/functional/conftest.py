@@ -1,5 +1,6 @@
 """Fixtures that build the loopback lab from real parts."""
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -7,7 +8,9 @@ import subprocess
 
 import pytest
 
+from gvfs_openstack.lab import glance_api
 from gvfs_openstack.lab.topology import Lab
+from gvfs_openstack.mount import mounter
 
 REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen")
 
@@ -36,6 +39,31 @@ def lab_factory(tmp_path_factory):
     yield make
     for lab in labs:
         lab.stop()
+
+
+@contextlib.contextmanager
+def glance_on(lab, workdir, io_timeout=10, workers=2):
+    """glance-api with stores ``dtn`` (gvfs, default) and ``local``."""
+    local = os.path.join(workdir, "local-store")
+    os.makedirs(local)
+    mounts = os.path.join(workdir, "mounts")
+    api = glance_api.GlanceApi(workdir, {
+        "dtn": ("gvfs", lab.gvfs_store_options(
+            "images", mounts, gvfs_store_io_timeout=io_timeout)),
+        "local": ("file", {"filesystem_store_datadir": local}),
+    }, workers=workers)
+    try:
+        yield api
+    finally:
+        api.stop()
+        mounter.FuseMounter(mounts).unmount_all()
+
+
+@pytest.fixture(scope="module")
+def glance(lab, tmp_path_factory):
+    """glance-api on the module's ``lab``."""
+    with glance_on(lab, str(tmp_path_factory.mktemp("glance"))) as api:
+        yield api
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ glance-api whose default store is ``gvfs``, mounted by the store itself
 through ``gvfs-proxy mount`` -> client proxy -> server proxy ->
 NFS-Ganesha (the DTN's export)."""
 
-import contextlib
 import hashlib
 import json
 import os
@@ -15,9 +14,8 @@ import urllib.error
 import openstack
 import pytest
 
-from gvfs_openstack.lab import glance_api
 from gvfs_openstack.lab import topology
-from gvfs_openstack.mount import mounter
+from tests.functional.conftest import glance_on
 
 MIB = 1024 * 1024
 
@@ -30,30 +28,6 @@ def lab(lab_factory):
 def images_dir(lab):
     """Where the ``dtn`` store keeps its images on the export."""
     return os.path.join(lab.export, "images")
-
-
-@contextlib.contextmanager
-def glance_on(lab, workdir, io_timeout=10, workers=2):
-    """glance-api with stores ``dtn`` (gvfs, default) and ``local``."""
-    local = os.path.join(workdir, "local-store")
-    os.makedirs(local)
-    mounts = os.path.join(workdir, "mounts")
-    api = glance_api.GlanceApi(workdir, {
-        "dtn": ("gvfs", lab.gvfs_store_options(
-            "images", mounts, gvfs_store_io_timeout=io_timeout)),
-        "local": ("file", {"filesystem_store_datadir": local}),
-    }, workers=workers)
-    try:
-        yield api
-    finally:
-        api.stop()
-        mounter.FuseMounter(mounts).unmount_all()
-
-
-@pytest.fixture(scope="module")
-def glance(lab, tmp_path_factory):
-    with glance_on(lab, str(tmp_path_factory.mktemp("glance"))) as api:
-        yield api
 
 
 @pytest.fixture(scope="module")

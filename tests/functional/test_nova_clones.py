@@ -17,19 +17,12 @@ from gvfs_openstack import golden
 from gvfs_openstack.lab import compute
 from gvfs_openstack.lab.compute import MIB
 from gvfs_openstack.mount import mounter
-from tests.functional.test_glance_api import glance_on
 from tests.functional.test_glance_api import wait_for
 
 
 @pytest.fixture(scope="module")
 def lab(lab_factory):
     return lab_factory("tcp", cache={"capacity_mb": 512})
-
-
-@pytest.fixture(scope="module")
-def glance(lab, tmp_path_factory):
-    with glance_on(lab, str(tmp_path_factory.mktemp("glance"))) as api:
-        yield api
 
 
 @pytest.fixture(scope="module")

@@ -295,3 +295,27 @@ def test_statfs_asks_the_proxy_once_per_attribute_timeout():
     asyncio.run(uncached.statfs(None))
     asyncio.run(uncached.statfs(None))
     assert session.calls == 3
+
+
+def test_a_passed_health_check_stands_for_recheck_after(tmp_path,
+                                                        monkeypatch):
+    """A clone asks for the mount several times within a second."""
+    probes = []
+    monkeypatch.setattr(mounter, "is_mounted", lambda path: True)
+    monkeypatch.setattr(mounter, "check_health",
+                        lambda path, timeout: probes.append(path))
+    now = [10.0]
+    monkeypatch.setattr(mounter.time, "monotonic", lambda: now[0])
+    made = mounter.FuseMounter(str(tmp_path))
+    share = mounter.Share("127.0.0.1", 2049, "/srv/images")
+    made.ensure(share)
+    made.ensure(share)
+    assert len(probes) == 2  # By default every call probes.
+    made.recheck_after = 5.0
+    made.ensure(share)
+    now[0] += 4.0
+    made.ensure(share)
+    assert len(probes) == 2  # The check at t=10 still stands.
+    now[0] += 1.5
+    made.ensure(share)
+    assert len(probes) == 3
