@@ -103,7 +103,7 @@ def test_runs_are_contiguous_and_bounded():
     assert list(reads._runs([], 4)) == []
 
 
-def test_read_ahead_ramps_up_with_the_sequential_run(tmp_path):
+def test_read_ahead_waits_for_a_run_of_three_reads(tmp_path):
     """Two READs that touch by chance get little; a stream gets it all."""
     cache = make(tmp_path)  # 4 MiB of read-ahead by default
     state = cache.observe(b"fh", fattr(64 << 20, 1))
@@ -111,8 +111,9 @@ def test_read_ahead_ramps_up_with_the_sequential_run(tmp_path):
     for streak in range(1, 9):
         state.streak = streak
         windows.append(cache._window(state, 64 * 1024) // 1024)
-    assert windows == [128, 256, 512, 1024, 2048, 4096, 4096, 4096]
+    assert windows == [128, 128, 4096, 4096, 4096, 4096, 4096, 4096]
     state.streak = 1
     assert cache._window(state, 1 << 20) == 2 << 20
+    assert cache._window(state, 4 << 20) == 4 << 20
     off = reads.CachedReads(cache.store, pool=None, stats={}, readahead=0)
     assert off._window(state, 1 << 20) == 0

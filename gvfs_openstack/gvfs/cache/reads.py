@@ -422,13 +422,12 @@ class CachedReads:
     def _window(self, state, count):
         """Bytes to read ahead of a reader ``state.streak`` READs in a row.
 
-        Twice the READ at first, doubling with every READ that continues
-        the run, up to ``readahead``: two scattered READs that happen to
-        touch (a guest's boot) cost little, a real stream soon gets the
-        whole window (as the kernel ramps its own read-ahead).
+        Twice the READ for the first two, the whole ``readahead`` from
+        the third: two scattered READs that happen to touch (a guest's
+        boot) cost little, a stream gets everything at once.
         """
         full = self.readahead_blocks * self.store.geometry.block_size
-        return min(full, max(count, 1) << min(state.streak, 32))
+        return full if state.streak >= 3 else min(full, 2 * count)
 
     def _read_ahead(self, call, state, end, size, window):
         bs = self.store.geometry.block_size
