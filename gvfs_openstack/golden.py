@@ -37,6 +37,7 @@ import stat
 import time
 
 from gvfs_openstack import exceptions
+from gvfs_openstack import locations
 
 LOG = logging.getLogger(__name__)
 
@@ -80,8 +81,7 @@ def parse_holder(name):
 
 
 def _image_path(datadir, image_id):
-    if "/" in image_id or image_id in ("", ".", "..") or \
-            image_id.startswith("."):
+    if not locations.is_image_id(image_id):
         raise ValueError("%r is not an image id" % image_id)
     return os.path.join(datadir, image_id)
 

@@ -2,7 +2,7 @@
 
 from oslo_config import cfg
 
-from gvfs_openstack.conf import share
+from gvfs_openstack.conf import share as share_conf
 
 GROUP = "gvfs"
 
@@ -25,7 +25,7 @@ absolute path of that directory on a mount the operator made.  Instance
 overlays name their golden image by its path, so it must be the same on
 every compute node (with a mount type: the same ``mount_point_base``).
 """),
-] + share.share_opts("", "/var/lib/nova/gvfs-mounts", "image_dir") + [
+] + share_conf.share_opts("", "/var/lib/nova/gvfs-mounts", "image_dir") + [
     cfg.StrOpt("proxy_control_socket",
                help="""The control socket of this node's client proxy.
 

@@ -23,9 +23,7 @@ import errno
 import hashlib
 import logging
 import os
-import re
 import stat
-import urllib.parse
 import uuid
 
 from glance_store import capabilities
@@ -34,16 +32,15 @@ from glance_store import exceptions
 from glance_store import location as store_location
 from oslo_config import cfg
 
-from gvfs_openstack.conf import share
+from gvfs_openstack.conf import share as share_conf
 from gvfs_openstack import exceptions as gvfs_exceptions
 from gvfs_openstack import golden
+from gvfs_openstack import locations
 from gvfs_openstack.meta import scan
-from gvfs_openstack.mount import mounter
 
 LOG = logging.getLogger(__name__)
 
-SCHEME = "gvfs"
-_IMAGE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+SCHEME = locations.SCHEME
 _UPLOAD_PREFIX = ".gvfs-upload."
 
 _OPTS = [
@@ -55,8 +52,8 @@ the DTN export (or a directory inside it) that the operator mounted. With
 a mount type: a path relative to the export's root ("" for the root). It
 must exist and be writable by glance-api.
 """),
-] + share.share_opts("gvfs_store_", "/var/lib/glance/gvfs-mounts",
-                     "gvfs_store_datadir") + [
+] + share_conf.share_opts(
+    "gvfs_store_", "/var/lib/glance/gvfs-mounts", "gvfs_store_datadir") + [
     cfg.BoolOpt("gvfs_store_thin_provisioning", default=True,
                 help="""Store all-zero chunks as holes.
 
@@ -95,8 +92,7 @@ long the compute nodes' mounts may show a removed name: the FUSE mount's
 
 
 def _safe_image_id(image_id):
-    if not isinstance(image_id, str) or not _IMAGE_ID.match(image_id) or \
-            image_id in (".", ".."):
+    if not locations.is_image_id(image_id):
         raise exceptions.BadStoreUri(
             message="image id %r is not a plain file name" % (image_id,))
     return image_id
@@ -110,20 +106,13 @@ class StoreLocation(store_location.StoreLocation):
         self.image_id = _safe_image_id(self.specs.get("image_id"))
 
     def get_uri(self):
-        return "%s://%s/%s" % (SCHEME, self.store_id, self.image_id)
+        return locations.url(self.store_id, self.image_id)
 
     def parse_uri(self, uri):
-        pieces = urllib.parse.urlparse(uri)
-        if pieces.scheme != SCHEME or pieces.params or pieces.query or \
-                pieces.fragment or not pieces.netloc:
-            raise exceptions.BadStoreUri(
-                message="%r is not gvfs://<store id>/<image id>" % uri)
-        path = pieces.path
-        if not path.startswith("/") or "/" in path[1:]:
-            raise exceptions.BadStoreUri(
-                message="%r does not name one image" % uri)
-        self.store_id = pieces.netloc
-        self.image_id = _safe_image_id(urllib.parse.unquote(path[1:]))
+        try:
+            self.store_id, self.image_id = locations.parse(uri)
+        except ValueError as e:
+            raise exceptions.BadStoreUri(message=str(e)) from None
 
 
 class _ChunkedFile:
@@ -176,8 +165,14 @@ class Store(driver.Store):
         self._mount = None
         self._leftovers = set()
         datadir = conf.gvfs_store_datadir
-        if conf.gvfs_store_mount_type != "none":
-            self._mount = self._mounter(conf)
+        try:
+            self._mount = share_conf.mount_from(conf, "gvfs_store_")
+            if self._mount is not None:
+                share_conf.check_images_dir("gvfs_store_datadir", datadir)
+        except gvfs_exceptions.InvalidConfig as e:
+            raise exceptions.BadStoreConfiguration(store_name=SCHEME,
+                                                   reason=str(e)) from e
+        if self._mount is not None:
             datadir = self._mount_datadir(datadir)
         reason = None
         if not datadir:
@@ -203,34 +198,12 @@ class Store(driver.Store):
                 "deletes: %s" % (self.datadir, e)) from e
         self.chunk_size = self._conf.gvfs_store_chunk_size
         self.READ_CHUNKSIZE = self.WRITE_CHUNKSIZE = self.chunk_size
-        self._url_prefix = "%s://%s/" % (SCHEME, self.store_id)
-
-    def _mounter(self, conf):
-        reason = None
-        if not conf.gvfs_store_export or \
-                not conf.gvfs_store_export.startswith("/"):
-            reason = "gvfs_store_export must be the export's absolute path"
-        else:
-            try:
-                host, port = mounter.parse_address(conf.gvfs_store_proxy)
-            except ValueError as e:
-                reason = "gvfs_store_proxy: %s" % e
-        if reason:
-            raise exceptions.BadStoreConfiguration(store_name=SCHEME,
-                                                   reason=reason)
-        share = mounter.Share(host, port, conf.gvfs_store_export)
-        return mounter.make(
-            conf.gvfs_store_mount_type, conf.gvfs_store_mount_point_base,
-            conf.gvfs_store_io_timeout, conf.gvfs_store_mount_options,
-            conf.gvfs_store_mount_config), share
+        # glance_store's ``url_prefix``: how Glance tells which store a
+        # location (e.g. a snapshot Nova registers) belongs to.
+        self._url_prefix = locations.url(self.store_id, "")
 
     def _mount_datadir(self, subdir):
         """Mount now; the directory in the mount the images go to."""
-        if subdir and (os.path.isabs(subdir) or ".." in subdir.split("/")):
-            raise exceptions.BadStoreConfiguration(
-                store_name=SCHEME, reason="with a mount type, "
-                "gvfs_store_datadir %r must be relative to the export "
-                "and stay inside it" % subdir)
         made, share = self._mount
         try:
             root = made.ensure(share)
@@ -350,7 +323,7 @@ class Store(driver.Store):
             raise
         metadata = {"store": self.backend_group} if self.backend_group \
             else {}
-        return ("%s://%s/%s" % (SCHEME, self.store_id, image_id), written,
+        return (locations.url(self.store_id, image_id), written,
                 md5, multihash, metadata)
 
     def _write(self, path, image_file, hashing_algo, verifier):

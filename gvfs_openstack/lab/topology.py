@@ -171,12 +171,15 @@ class Lab:
         Another compute node's proxy; ``cache`` is its ``[cache]`` section
         (None: none, every read crosses the link, as plain NFS would).
         """
-        if cache is not None:
-            cache = dict({"directory": os.path.join(self.workdir,
-                                                    name + "-cache")},
-                         **cache)
-        return self._keep(Proxy(self.workdir, name,
-                                self._client_sections(cache)))
+        return self._keep(Proxy(self.workdir, name, self._client_sections(
+            self._own_cache(name, cache))))
+
+    def _own_cache(self, name, cache):
+        """``cache`` options with a cache directory for proxy ``name``."""
+        if cache is None:
+            return None
+        return dict({"directory": os.path.join(self.workdir,
+                                               name + "-cache")}, **cache)
 
     def add_leaf(self, name, cache=None):
         """Another client proxy whose next hop is the client proxy.
@@ -192,9 +195,7 @@ class Lab:
                          "reconnect_max_delay": 1.0},
         }
         if cache is not None:
-            sections["cache"] = dict(
-                {"directory": os.path.join(self.workdir, name + "-cache")},
-                **cache)
+            sections["cache"] = self._own_cache(name, cache)
         return self._keep(Proxy(self.workdir, name, sections))
 
     def mount(self, mountpoint, proxy=None, name="fuse-mount", export=None,

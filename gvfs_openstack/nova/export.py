@@ -10,15 +10,14 @@ import logging
 import os
 import posixpath
 import types
-import urllib.parse
 
 from gvfs_openstack.conf import nova as nova_opts
+from gvfs_openstack.conf import share as share_conf
 from gvfs_openstack import exceptions
-from gvfs_openstack.mount import mounter
+from gvfs_openstack import locations
 
 LOG = logging.getLogger(__name__)
 
-SCHEME = "gvfs"
 #: Formats a qcow2 overlay can use as its backing file as they are.
 CLONABLE_FORMATS = ("raw", "qcow2")
 #: Image properties that ask Nova to verify what it downloads.
@@ -36,15 +35,9 @@ class ExportUnavailable(exceptions.GvfsError):
 def parse_url(url):
     """``(store id, image id)`` of a ``gvfs://`` URL, else None."""
     try:
-        pieces = urllib.parse.urlparse(url)
+        return locations.parse(url)
     except ValueError:
         return None
-    if pieces.scheme != SCHEME or not pieces.netloc:
-        return None
-    name = urllib.parse.unquote(pieces.path.lstrip("/"))
-    if not name or "/" in name or name.startswith("."):
-        return None
-    return pieces.netloc, name
 
 
 class ImageExport:
@@ -57,36 +50,18 @@ class ImageExport:
     def __init__(self, conf):
         self.conf = conf = types.SimpleNamespace(**{
             opt.dest: getattr(conf, opt.dest) for opt in nova_opts.OPTS})
-        self._mount = None
-        if conf.mount_type == "none":
+        self._mount = share_conf.mount_from(conf, label="[gvfs] ")
+        if self._mount is None:
             if not os.path.isabs(conf.image_dir or ""):
                 raise exceptions.InvalidConfig(
                     option="[gvfs] image_dir",
                     reason="an absolute path is needed with mount_type = "
                            "none")
             return
-        if not (conf.export or "").startswith("/"):
-            raise exceptions.InvalidConfig(
-                option="[gvfs] export",
-                reason="the export's absolute path is needed with a "
-                       "mount type")
-        parts = (conf.image_dir or "").split("/")
-        if os.path.isabs(conf.image_dir or "") or ".." in parts:
-            raise exceptions.InvalidConfig(
-                option="[gvfs] image_dir",
-                reason="it must be relative to the export and stay in it")
-        try:
-            host, port = mounter.parse_address(conf.proxy)
-        except ValueError as e:
-            raise exceptions.InvalidConfig(option="[gvfs] proxy",
-                                           reason=str(e))
-        made = mounter.make(conf.mount_type, conf.mount_point_base,
-                            conf.io_timeout, conf.mount_options,
-                            conf.mount_config)
+        share_conf.check_images_dir("[gvfs] image_dir", conf.image_dir)
         # A clone asks several times within a second; a hung mount is
         # still caught by the I/O timeout of the calls themselves.
-        made.recheck_after = HEALTH_RECHECK_SECONDS
-        self._mount = (made, mounter.Share(host, port, conf.export))
+        self._mount[0].recheck_after = HEALTH_RECHECK_SECONDS
 
     def datadir(self):
         """The images' directory, on a mount that answers now."""
@@ -112,8 +87,8 @@ class ImageExport:
         if not backing_file:
             return None
         directory, name = os.path.split(os.path.normpath(backing_file))
-        if directory != self._images_path() or not name or \
-                name.startswith("."):
+        if directory != self._images_path() or \
+                not locations.is_image_id(name):
             return None
         return name
 
@@ -150,7 +125,7 @@ class ImageExport:
             else "default"
 
     def location(self, image_id):
-        return "%s://%s/%s" % (SCHEME, self.snapshot_store(), image_id)
+        return locations.url(self.snapshot_store(), image_id)
 
     def path_on_dtn(self, image_id):
         """The image's path on the DTN, as ``gvfs-proxy warm`` wants it."""

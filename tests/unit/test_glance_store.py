@@ -82,3 +82,9 @@ def test_a_bad_mount_configuration_is_refused(tmp_path, options, reason):
         conf.set_override(name, value, group="dtn")
     with pytest.raises(exceptions.BadStoreConfiguration, match=reason):
         store.configure(re_raise_bsc=True)
+
+
+def test_glance_tells_the_stores_locations_by_their_prefix(tmp_path):
+    """Glance matches a registered location to a store by ``url_prefix``."""
+    store = make_store(tmp_path)
+    assert store.url_prefix == "gvfs://dtn/"
