@@ -29,3 +29,49 @@ class MountUnhealthy(GvfsError, OSError):
     """A mounted path hangs or is dead (the NFS "stale/hung mount")."""
 
     message = "The GVFS mount %(path)s %(state)s"
+
+
+class UnknownSite(GvfsError, KeyError):
+    message = "Unknown site %(site)s (configured sites: %(known)s)"
+
+    def __str__(self):
+        return self.args[0]  # KeyError would quote the message.
+
+
+class ImageNotFound(GvfsError, LookupError):
+    message = "Image %(image)s not found at site %(site)s"
+
+
+class ImageNotMigratable(GvfsError, ValueError):
+    message = "Image %(image)s cannot be migrated: %(reason)s"
+
+
+class StageFailed(GvfsError):
+    """A stage of a migration failed; ``transient`` says a retry may help."""
+
+    message = "%(stage)s of image %(image)s failed: %(reason)s"
+
+    def __init__(self, message=None, transient=False, **kwargs):
+        super().__init__(message, **kwargs)
+        self.transient = transient
+
+
+class DataRejected(StageFailed):
+    """The copy's bytes are not the source's: retrying will not fix them."""
+
+
+class ChecksumMismatch(DataRejected):
+    message = ("%(stage)s of image %(image)s: the data's %(algo)s is "
+               "%(actual)s, the source's is %(expected)s")
+
+
+class JobNotFound(GvfsError, LookupError):
+    message = "No migration job %(job)s"
+
+
+class JobFinished(GvfsError, ValueError):
+    message = "Migration job %(job)s is %(state)s already"
+
+
+class JobBusy(GvfsError):
+    message = "Migration job %(job)s is being run by %(owner)s"

@@ -74,17 +74,20 @@ class GlanceApi:
 
     ``backends`` maps a store name to ``(type, {option: value})``, e.g.
     ``{"dtn": ("gvfs", {"gvfs_store_datadir": ...}), "local": ("file",
-    {...})}``; the first is the default.
+    {...})}``; the first is the default.  ``database`` is an SQLAlchemy
+    URL (default: sqlite in ``workdir``, which serialises badly when
+    several image imports run at once).
     """
 
-    def __init__(self, workdir, backends, workers=2):
+    def __init__(self, workdir, backends, workers=2, database=None):
         self.workdir = workdir
         self.port = process.free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         os.makedirs(workdir, exist_ok=True)
         self.config_dir = os.path.join(workdir, "etc")
         os.makedirs(self.config_dir, exist_ok=True)
-        self._write_config(backends)
+        self._write_config(backends, database or "sqlite:///%s" % (
+            os.path.join(workdir, "glance.sqlite")))
         self._db_sync()
         gunicorn = shutil.which("gunicorn") or os.path.join(
             os.path.dirname(sys.executable), "gunicorn")
@@ -103,7 +106,7 @@ class GlanceApi:
             self.stop()
             raise
 
-    def _write_config(self, backends):
+    def _write_config(self, backends, database):
         names = list(backends)
         conf = configparser.ConfigParser(interpolation=None)
         conf["DEFAULT"] = {
@@ -120,8 +123,7 @@ class GlanceApi:
             path = os.path.join(self.workdir, reserved)
             os.makedirs(path, exist_ok=True)
             conf[reserved] = {"filesystem_store_datadir": path}
-        conf["database"] = {"connection": "sqlite:///%s" % os.path.join(
-            self.workdir, "glance.sqlite")}
+        conf["database"] = {"connection": database}
         paste = os.path.join(self.config_dir, "glance-api-paste.ini")
         _paste_ini(paste)
         conf["paste_deploy"] = {"config_file": paste}

@@ -16,6 +16,20 @@ class LabError(Exception):
     """A part of the lab failed to start or behaved unexpectedly."""
 
 
+def let_others_traverse(path):
+    """``o+x`` on ``path`` and every directory above it.
+
+    Servers the lab runs as other accounts (the GridFTP user, postgres)
+    must reach their directories, and test directories are often private.
+    """
+    path = os.path.abspath(path)
+    while path != "/":
+        mode = os.stat(path).st_mode
+        if not mode & 0o001:
+            os.chmod(path, (mode & 0o7777) | 0o001)
+        path = os.path.dirname(path)
+
+
 def free_port(host="127.0.0.1"):
     with socket.socket() as sock:
         sock.bind((host, 0))

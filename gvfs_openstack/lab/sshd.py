@@ -26,6 +26,7 @@ StrictModes no
 AllowTcpForwarding yes
 X11Forwarding no
 PrintMotd no
+Subsystem sftp internal-sftp
 LogLevel INFO
 """
 

@@ -185,7 +185,17 @@ def _cut_while_copying(lab, cmd, cut):
         time.sleep(0.05)
     assert proc.poll() is None, "copy finished before the tunnel was cut"
     cut()
-    out, err = proc.communicate(timeout=600)
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        # Say where it hung: the proxy's view and its last words.
+        proc.kill()
+        out, err = proc.communicate()
+        with open(lab.client_proxy.process.log_path, errors="replace") as f:
+            log_tail = f.readlines()[-40:]
+        pytest.fail("%s hung after the cut; client proxy stats %s; "
+                    "its log ends:\n%s\nstderr: %s" % (
+                        cmd[0], stats(), "".join(log_tail), err))
     assert proc.returncode == 0, err
     return stats()
 

@@ -49,7 +49,7 @@ def test_list_opts_covers_every_registered_group():
 
 
 @pytest.mark.parametrize("name", ["gvfs-proxy", "glance-gvfs-store",
-                                  "nova-gvfs"])
+                                  "nova-gvfs", "gvfs-conductor"])
 def test_sample_config_is_up_to_date(tmp_path, name):
     out = tmp_path / "sample"
     subprocess.run(

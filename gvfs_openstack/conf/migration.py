@@ -1,0 +1,184 @@
+"""Options of the migration conductor: ``[conductor]`` and one group per site.
+
+A site is one cloud with its DTN: ``[conductor] sites = east, west`` and a
+group ``[site:east]`` (and ``[site:west]``) with the options below.  The
+groups are registered when the list is read (:func:`register_sites`), like
+Glance's ``enabled_backends``.
+"""
+
+import socket
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+GROUP = "conductor"
+SITE_GROUP = "site:%s"
+
+CONDUCTOR_OPTS = [
+    cfg.StrOpt("host", default=socket.gethostname(),
+               sample_default="<the host's name>",
+               help="Name of this conductor on the message bus (its RPC "
+                    "server name) and in the claims it takes on jobs."),
+    cfg.ListOpt("sites", default=[],
+                help="""Names of the sites this conductor moves images between.
+
+Each name has a group ``[site:NAME]`` with its Glance, DTN export, GridFTP
+server and SSH access.  Related options: local_site.
+"""),
+    cfg.StrOpt("local_site",
+               help="The site whose images this conductor sends (the "
+                    "source of its migrations); one of ``sites``."),
+    cfg.StrOpt("job_store", default="sqlite:////var/lib/gvfs/conductor.db",
+               help="""SQLAlchemy URL of the job store.
+
+Jobs and the stage each image reached are kept here, so a conductor that
+is restarted goes on from the last completed stage.  sqlite for one
+conductor; several conductors on different hosts share one PostgreSQL or
+MySQL database (``postgresql+psycopg2://user:pass@host/gvfs``).
+"""),
+    cfg.IntOpt("images_in_flight", default=3, min=1, max=64,
+               help="""Images of one job between local copy and remote copy.
+
+While image k crosses the DTN link, image k+1 is in local copy and image
+k-1 in remote copy; this caps how many are staged on the DTNs at once.
+``openstack gvfs migrate --parallel`` overrides it per job.
+"""),
+    cfg.IntOpt("retries", default=4, min=0,
+               help="How many times a stage that failed on a transient "
+                    "fault (a reset link, an unreachable server) is tried "
+                    "again before the image fails."),
+    cfg.FloatOpt("retry_backoff", default=2.0, min=0.0,
+                 help="Seconds before the first retry of a stage; each "
+                      "further retry waits twice as long (at most 60 s)."),
+    cfg.IntOpt("lease_seconds", default=30, min=3,
+               help="""How long a job stays claimed by a runner that stopped
+renewing its claim.
+
+A job's runner renews its claim every third of this; a conductor that
+restarts (or another conductor sharing the job store) takes over a job
+whose claim is older.  Related options: job_store.
+"""),
+    cfg.StrOpt("globus_url_copy", default="globus-url-copy",
+               help="The GridFTP client program run for DTN-to-DTN "
+                    "transfers."),
+]
+
+SITE_OPTS = [
+    cfg.URIOpt("glance_endpoint",
+               help="""The site's Images API, e.g. ``http://ctl:9292``.
+
+Unset: found in the Keystone catalog of the site's credentials (the
+keystoneauth options of this group, ``auth_type`` and the rest).
+"""),
+    cfg.StrOpt("glance_interface", default="public",
+               choices=["public", "internal", "admin"],
+               help="Catalog interface of the Images API."),
+    cfg.StrOpt("glance_region",
+               help="Catalog region of the Images API."),
+    cfg.StrOpt("gvfs_store",
+               help="""The ``gvfs`` Glance store on this site's DTN export.
+
+As a source: an image in this store is sent from the export as it is (no
+local copy).  As a destination: migrated images are moved into the store's
+directory and registered by location (no upload through the API).  Unset:
+images are uploaded through the Images API.  Related options:
+dtn_images_dir.
+"""),
+    cfg.StrOpt("dtn_images_dir", default="images",
+               help="The ``gvfs`` store's directory, relative to the "
+                    "export (the store's ``gvfs_store_datadir``)."),
+    cfg.StrOpt("dtn_staging_dir", default=".gvfs-migration",
+               help="Directory, relative to the export, where images in "
+                    "transit are kept; each job has its own directory in "
+                    "it, removed when the job ends."),
+    cfg.HostAddressOpt("dtn_nfs_host", default="127.0.0.1",
+                       help="The DTN's NFS server (local copy)."),
+    cfg.PortOpt("dtn_nfs_port", default=2049,
+                help="Port of the DTN's NFS server."),
+    cfg.PortOpt("dtn_mount_port",
+                help="Port of the DTN's MOUNT service; default: "
+                     "``dtn_nfs_port``."),
+    cfg.StrOpt("dtn_export",
+               help="Path of the DTN's export (the NFS export and the "
+                    "same directory as the GridFTP server and sshd see "
+                    "it)."),
+    cfg.IntOpt("nfs_uid", default=0, min=0,
+               help="AUTH_SYS uid of the local copy's NFS calls."),
+    cfg.IntOpt("nfs_gid", default=0, min=0,
+               help="AUTH_SYS gid of the local copy's NFS calls."),
+    cfg.IntOpt("nfs_wsize", default=1024 * 1024, min=4096,
+               help="""Bytes per NFS WRITE of the local copy.
+
+The DTN paper's tuning: large writes, UNSTABLE (the server's async
+mode) with one COMMIT per ``nfs_commit_mib``; capped by the server's
+``wtmax``.
+"""),
+    cfg.IntOpt("nfs_window", default=16, min=1, max=256,
+               help="UNSTABLE WRITEs of the local copy in flight at once."),
+    cfg.IntOpt("nfs_commit_mib", default=256, min=1,
+               help="MiB written between COMMITs (the most the conductor "
+                    "holds to re-send after a DTN restart)."),
+    cfg.StrOpt("gridftp_url",
+               help="""The DTN's GridFTP server, ``gsiftp://host:port`` (or
+``ftp://host:port`` for an anonymous server on a private network).
+
+Transfers are third-party: the two DTNs' servers move the data between
+them, the conductor only drives them.
+"""),
+    cfg.IntOpt("gridftp_parallel", default=4, min=1, max=64,
+               help="Parallel TCP streams of a transfer from this site "
+                    "(``globus-url-copy -p``)."),
+    cfg.IntOpt("gridftp_stall_timeout", default=60, min=5,
+               help="Seconds without data before a transfer is "
+                    "restarted from its restart markers."),
+    cfg.IntOpt("gridftp_restarts", default=5, min=0,
+               help="How many times a broken transfer is restarted from "
+                    "its restart markers (``globus-url-copy -rst``) "
+                    "before the stage fails and the conductor retries "
+                    "it.  Related options: [conductor] retries."),
+    cfg.BoolOpt("gridftp_verify_checksum", default=True,
+                help="Have the two GridFTP servers compare MD5 checksums "
+                     "after each transfer (``-verify-checksum``)."),
+    cfg.HostAddressOpt("ssh_host",
+                       help="sshd of the DTN, for the remote copy at this "
+                            "site; default: ``dtn_nfs_host``."),
+    cfg.PortOpt("ssh_port", default=22, help="Port of the DTN's sshd."),
+    cfg.StrOpt("ssh_user", default="gvfs", help="User on the DTN."),
+    cfg.StrOpt("ssh_key_file", help="Private key of ``ssh_user``."),
+    cfg.StrOpt("ssh_known_hosts",
+               help="known_hosts file holding the DTN's host key; an "
+                    "unknown host key is refused, never trusted on first "
+                    "use."),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(CONDUCTOR_OPTS, group=GROUP)
+
+
+def register_sites(conf):
+    """Register ``[site:NAME]`` for each name in ``[conductor] sites``."""
+    for name in conf[GROUP].sites:
+        group = SITE_GROUP % name
+        conf.register_opts(SITE_OPTS, group=group)
+        ks_loading.register_session_conf_options(conf, group)
+        ks_loading.register_auth_conf_options(conf, group)
+
+
+def load(conf, argv, prog):
+    """Parse ``argv`` into ``conf`` with the conductor's and sites' options."""
+    register_opts(conf)
+    conf(argv, project="gvfs", prog=prog)
+    register_sites(conf)
+    return conf
+
+
+def list_opts():
+    site = cfg.OptGroup(SITE_GROUP % "name", help="""One group per site named
+in ``[conductor] sites`` (``[site:east]`` for ``east``): the site's Glance
+(endpoint and keystoneauth credentials), its DTN's NFS export, GridFTP
+server and SSH access.""")
+    return [(GROUP, CONDUCTOR_OPTS),
+            (site, SITE_OPTS
+             + ks_loading.get_session_conf_options()
+             + ks_loading.get_auth_common_conf_options())]

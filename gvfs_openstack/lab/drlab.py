@@ -1,0 +1,146 @@
+"""Two clouds on loopback for disaster-recovery migration.
+
+Each site has a DTN -- an NFS-Ganesha export, a GridFTP server and an sshd
+-- and a real glance-api whose default store is the ``gvfs`` store on that
+export (mounted as it is: the lab's Glance sees the export's directory)
+plus a plain ``file`` store.  The two Glance servers keep their databases
+in one PostgreSQL server, as production Glance does in a real database:
+with sqlite, concurrent location imports lock each other up.
+:meth:`DrLab.conductor_config` writes the conductor's configuration for
+the two sites.
+"""
+
+import configparser
+import contextlib
+import os
+
+from gvfs_openstack.lab import ganesha
+from gvfs_openstack.lab import glance_api
+from gvfs_openstack.lab import gridftp
+from gvfs_openstack.lab import postgres
+from gvfs_openstack.lab import process
+from gvfs_openstack.lab import sshd
+
+IMAGES_DIR = "images"
+STAGING_DIR = ".gvfs-migration"
+GVFS_STORE = "dtn"
+FILE_STORE = "local"
+
+
+class DrSite:
+    def __init__(self, workdir, name, stack, database):
+        self.name = name
+        self.workdir = workdir
+        self.export = os.path.join(workdir, "export")
+        os.makedirs(self.export, exist_ok=True)
+        # The GridFTP user reaches the export.
+        process.let_others_traverse(self.export)
+        self.ganesha = stack.enter_context(_stopping(ganesha.Ganesha(
+            os.path.join(workdir, "ganesha"), self.export)))
+        self.gridftp = stack.enter_context(_stopping(gridftp.GridFtpServer(
+            os.path.join(workdir, "gridftp"))))
+        self.sshd = stack.enter_context(_stopping(sshd.Sshd(
+            os.path.join(workdir, "sshd"))))
+        self.images = os.path.join(self.export, IMAGES_DIR)
+        os.makedirs(self.images, exist_ok=True)
+        # The GridFTP server writes arriving images as its own user.
+        staging = os.path.join(self.export, STAGING_DIR)
+        os.makedirs(staging, exist_ok=True)
+        os.chown(staging, self.gridftp.uid, self.gridftp.gid)
+        local = os.path.join(workdir, "file-store")
+        os.makedirs(local, exist_ok=True)
+        self.glance = stack.enter_context(_stopping(glance_api.GlanceApi(
+            os.path.join(workdir, "glance"), {
+                GVFS_STORE: ("gvfs", {
+                    "gvfs_store_mount_type": "none",
+                    "gvfs_store_datadir": self.images,
+                    # The GridFTP user reads images in place.
+                    "gvfs_store_file_perm": 0o644,
+                    "gvfs_store_delete_grace": 0}),
+                FILE_STORE: ("file", {"filesystem_store_datadir": local}),
+            }, database=database)))
+
+    def site_options(self, in_place=True):
+        """This site's ``[site:NAME]`` group for the conductor."""
+        options = {
+            "glance_endpoint": self.glance.url,
+            "auth_type": "none",
+            "dtn_export": self.export,
+            "dtn_images_dir": IMAGES_DIR,
+            "dtn_staging_dir": STAGING_DIR,
+            "dtn_nfs_host": "127.0.0.1",
+            "dtn_nfs_port": self.ganesha.nfs_port,
+            "dtn_mount_port": self.ganesha.mount_port,
+            "gridftp_url": self.gridftp.url,
+            "ssh_host": "127.0.0.1",
+            "ssh_port": self.sshd.port,
+            "ssh_user": self.sshd.user,
+            "ssh_key_file": self.sshd.key,
+            "ssh_known_hosts": self.sshd.known_hosts,
+        }
+        if in_place:
+            options["gvfs_store"] = GVFS_STORE
+        return options
+
+
+@contextlib.contextmanager
+def _stopping(part):
+    try:
+        yield part
+    finally:
+        part.stop()
+
+
+class DrLab:
+    """Site ``east`` (the source) and site ``west`` (the destination)."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self):
+        try:
+            self._stack.enter_context(_stopping(ganesha.Rpcbind(
+                self.workdir)))
+            self.postgres = self._stack.enter_context(_stopping(
+                postgres.PostgreSQL(os.path.join(self.workdir, "postgres"))))
+            self.east = DrSite(os.path.join(self.workdir, "east"), "east",
+                               self._stack,
+                               self.postgres.database("glance_east"))
+            self.west = DrSite(os.path.join(self.workdir, "west"), "west",
+                               self._stack,
+                               self.postgres.database("glance_west"))
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.close()
+
+    def stop(self):
+        self._stack.close()
+
+    def conductor_config(self, path, job_store, west_in_place=True,
+                         east=None, west=None, transport_url=None,
+                         **conductor):
+        """Write the conductor's configuration file; returns ``path``.
+
+        ``east`` and ``west`` override options of the sites' groups.
+        """
+        conf = configparser.ConfigParser(interpolation=None)
+        conf["DEFAULT"] = {"debug": "false"}
+        if transport_url:
+            conf["DEFAULT"]["transport_url"] = transport_url
+        conf["conductor"] = dict({
+            "sites": "east,west", "local_site": "east",
+            "job_store": job_store, "retry_backoff": "0.2"},
+            **{k: str(v) for k, v in conductor.items()})
+        conf["site:east"] = {k: str(v) for k, v in dict(
+            self.east.site_options(), **(east or {})).items()}
+        conf["site:west"] = {k: str(v) for k, v in dict(
+            self.west.site_options(in_place=west_in_place),
+            **(west or {})).items()}
+        with open(path, "w") as f:
+            conf.write(f)
+        return path

@@ -1,0 +1,168 @@
+"""The few Images API v2 calls a migration makes, over a keystoneauth session.
+
+Glance's own client would do, but the conductor needs exactly these calls,
+streamed, with their statuses mapped to this project's errors.
+"""
+
+import json
+import time
+
+from keystoneauth1 import adapter
+
+from gvfs_openstack import exceptions
+
+CHUNK = 1024 * 1024
+
+#: Image attributes Glance sets itself or that belong to one cloud only.
+_NOT_COPIED = frozenset((
+    "id", "status", "checksum", "os_hash_algo", "os_hash_value", "size",
+    "virtual_size", "created_at", "updated_at", "file", "schema", "self",
+    "direct_url", "locations", "stores", "owner", "os_glance_failed_import",
+    "os_glance_importing_to_stores",
+))
+
+
+def copied_attributes(image):
+    """The attributes of ``image`` a copy in another cloud keeps.
+
+    Everything a user set -- formats, min_disk/min_ram, visibility, tags,
+    ``hw_*``/``os_*`` and other properties -- but not what Glance computes
+    or what names this cloud (owner, locations, ``os_glance_*``).
+    """
+    return {key: value for key, value in image.items()
+            if key not in _NOT_COPIED and not key.startswith("os_glance_")
+            and value is not None}
+
+
+class GlanceClient:
+    def __init__(self, session, site, timeout=600.0):
+        self.site = site.name
+        self.api = adapter.Adapter(
+            session, service_type="image", interface=site.glance_interface,
+            region_name=site.glance_region,
+            endpoint_override=site.glance_endpoint, raise_exc=False)
+        self.timeout = timeout
+
+    def _check(self, reply, image_id, what):
+        if reply.status_code == 404:
+            raise exceptions.ImageNotFound(image=image_id, site=self.site)
+        if reply.status_code >= 400:
+            raise exceptions.StageFailed(
+                stage=what, image=image_id,
+                reason="Glance of site %s answered %d: %s" % (
+                    self.site, reply.status_code, reply.text[:500]),
+                transient=reply.status_code >= 500)
+        return reply
+
+    def image(self, image_id):
+        return self._check(self.api.get("/v2/images/%s" % image_id),
+                           image_id, "reading the image").json()
+
+    def find(self, name_or_id):
+        """The image with this id, or else the one image with this name."""
+        try:
+            return self.image(name_or_id)
+        except exceptions.ImageNotFound:
+            pass
+        reply = self._check(self.api.get("/v2/images", params={
+            "name": name_or_id, "limit": 2}), name_or_id, "finding the image")
+        found = reply.json()["images"]
+        if not found:
+            raise exceptions.ImageNotFound(image=name_or_id, site=self.site)
+        if len(found) > 1:
+            raise exceptions.ImageNotMigratable(
+                image=name_or_id, reason="several images at site %s have "
+                "this name; name it by its id" % self.site)
+        return found[0]
+
+    def data(self, image_id, offset=0):
+        """Yield the image's bytes from ``offset``, CHUNK at a time."""
+        headers = {"Range": "bytes=%d-" % offset} if offset else {}
+        reply = self._check(self.api.get(
+            "/v2/images/%s/file" % image_id, headers=headers, stream=True),
+            image_id, "download")
+        if offset and reply.status_code != 206:
+            raise exceptions.StageFailed(
+                stage="download", image=image_id,
+                reason="Glance of site %s ignored the range request"
+                       % self.site)
+        try:
+            yield from reply.iter_content(CHUNK)
+        finally:
+            reply.close()
+
+    def create(self, attributes):
+        """A queued image with ``attributes`` (an ``id`` among them)."""
+        reply = self.api.post("/v2/images", json=attributes)
+        if reply.status_code == 409:
+            raise exceptions.ImageNotMigratable(
+                image=attributes.get("id"),
+                reason="an image with this id exists (or existed) at site "
+                       "%s" % self.site)
+        return self._check(reply, attributes.get("id"),
+                           "creating the image").json()
+
+    def upload(self, image_id, chunks):
+        """PUT the bytes of the iterable ``chunks``.
+
+        If the iterable raises, the body is cut short and Glance leaves
+        the image queued: nothing half-written is ever activated.
+        """
+        self._check(self.api.put(
+            "/v2/images/%s/file" % image_id, data=chunks,
+            headers={"Content-Type": "application/octet-stream"}),
+            image_id, "upload")
+
+    def add_location(self, image_id, url, algo, digest):
+        """Register ``url`` for a queued image, to be checked by Glance.
+
+        Glance reads the data from its store, computes the hashes and
+        activates the image only if its ``algo`` digest equals ``digest``.
+        Needs the ``service`` role.
+        """
+        self._check(self.api.post(
+            "/v2/images/%s/locations" % image_id,
+            data=json.dumps({"url": url, "validation_data": {
+                "os_hash_algo": algo, "os_hash_value": digest}}),
+            headers={"Content-Type": "application/json"}),
+            image_id, "registering the location")
+
+    def wait_active(self, image_id, expected_digest, timeout=None):
+        """Wait until Glance has hashed the image; it must be active.
+
+        Returns the image.  A location import that failed sends the image
+        back to ``queued``: StageFailed.
+        """
+        deadline = time.monotonic() + (timeout or self.timeout)
+        delay = 0.1
+        while True:
+            image = self.image(image_id)
+            if image["status"] == "active":
+                if image.get("os_hash_value") != expected_digest:
+                    raise exceptions.ChecksumMismatch(
+                        stage="registration", image=image_id,
+                        algo=image.get("os_hash_algo"),
+                        actual=image.get("os_hash_value"),
+                        expected=expected_digest)
+                return image
+            if image["status"] in ("queued", "killed", "deleted") and \
+                    not image.get("os_glance_import_task"):
+                # Glance's task says only "Internal Error", whether the
+                # hash differed or its database failed: the caller checks
+                # the data itself.
+                raise exceptions.StageFailed(
+                    stage="registration", image=image_id, transient=True,
+                    reason="Glance of site %s did not import it (status "
+                           "%s)" % (self.site, image["status"]))
+            if time.monotonic() > deadline:
+                raise exceptions.StageFailed(
+                    stage="registration", image=image_id, transient=True,
+                    reason="still %s after %.0fs" % (image["status"],
+                                                     timeout or self.timeout))
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def delete(self, image_id):
+        reply = self.api.delete("/v2/images/%s" % image_id)
+        if reply.status_code not in (204, 404):
+            self._check(reply, image_id, "deleting the image")

@@ -1,0 +1,235 @@
+"""The job store: migration jobs and the stage each of their images reached.
+
+Every stage records its completion here before the image moves on, so a
+conductor killed at any point resumes from the last completed stage (and
+the local copy from its last committed byte).  The store is SQLAlchemy
+Core over sqlite for one conductor, or PostgreSQL/MySQL shared by several.
+Each stage worker opens its own engine after the fork.
+"""
+
+import datetime
+import uuid
+
+import sqlalchemy as sa
+
+from gvfs_openstack import exceptions
+
+#: The stages of an image, in order.
+LOCAL_COPY = "local_copy"
+TRANSFER = "transfer"
+REMOTE_COPY = "remote_copy"
+DONE = "done"
+STAGES = (LOCAL_COPY, TRANSFER, REMOTE_COPY)
+
+#: States of a job and of an image.
+QUEUED = "queued"
+RUNNING = "running"
+FAILED = "failed"
+CANCELLED = "cancelled"
+FINISHED = (DONE, FAILED, CANCELLED)
+
+_META = sa.MetaData()
+
+JOBS = sa.Table(
+    "jobs", _META,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("source", sa.String(255), nullable=False),
+    sa.Column("destination", sa.String(255), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("images_in_flight", sa.Integer, nullable=False),
+    #: Set by a cancel; the job's runner undoes the job and ends it.
+    sa.Column("cancel_requested", sa.Boolean, nullable=False,
+              default=False),
+    sa.Column("error", sa.Text),
+    #: The runner working on the job, and when it last said so: a lease
+    #: that keeps two runners (of one conductor or of several) apart.
+    sa.Column("owner", sa.String(255)),
+    sa.Column("heartbeat", sa.DateTime),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
+IMAGES = sa.Table(
+    "job_images", _META,
+    sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id"),
+              primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),
+    sa.Column("image_id", sa.String(36), nullable=False),
+    sa.Column("name", sa.String(255)),
+    sa.Column("size", sa.BigInteger),
+    #: The next stage to run (DONE when all ran).
+    sa.Column("stage", sa.String(16), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    #: Bytes of the current stage that are safely done (resume point).
+    sa.Column("stage_bytes", sa.BigInteger, nullable=False, default=0),
+    #: Where the image's bytes are on the source DTN (for the transfer).
+    sa.Column("source_path", sa.Text),
+    #: The algorithm and digest all copies are checked against.
+    sa.Column("hash_algo", sa.String(32)),
+    sa.Column("hash_value", sa.String(256)),
+    sa.Column("destination_image_id", sa.String(36)),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("error", sa.Text),
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
+#: When each stage of each image ran: progress, ETA and the timeline plot.
+STAGE_RUNS = sa.Table(
+    "stage_runs", _META,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("job_id", sa.String(36), nullable=False, index=True),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("stage", sa.String(16), nullable=False),
+    sa.Column("pid", sa.Integer),
+    sa.Column("started_at", sa.DateTime, nullable=False),
+    sa.Column("finished_at", sa.DateTime),
+    #: Where the run started in the stage's bytes (> 0: it resumed).
+    sa.Column("resumed_from", sa.BigInteger, nullable=False, default=0),
+    sa.Column("bytes", sa.BigInteger, nullable=False, default=0),
+    sa.Column("outcome", sa.String(16)),
+)
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
+class JobStore:
+    def __init__(self, url):
+        self.url = url
+        kwargs = {}
+        if url.startswith("sqlite"):
+            # Stage workers write concurrently: wait for the lock rather
+            # than fail at once.  The conductor's RPC threads share the
+            # engine's pool.
+            kwargs["connect_args"] = {"timeout": 60,
+                                      "check_same_thread": False}
+        self.engine = sa.create_engine(url, future=True, **kwargs)
+        _META.create_all(self.engine)
+
+    def dispose(self):
+        self.engine.dispose()
+
+    # --- jobs ----------------------------------------------------------------
+
+    def create_job(self, source, destination, images, images_in_flight):
+        """A new queued job; ``images`` are the source images' dicts."""
+        job_id = str(uuid.uuid4())
+        now = _now()
+        with self.engine.begin() as db:
+            db.execute(JOBS.insert().values(
+                id=job_id, source=source, destination=destination,
+                state=QUEUED, images_in_flight=images_in_flight,
+                cancel_requested=False,
+                created_at=now, updated_at=now))
+            for position, image in enumerate(images):
+                db.execute(IMAGES.insert().values(
+                    job_id=job_id, position=position, image_id=image["id"],
+                    name=image.get("name"), size=image.get("size"),
+                    stage=LOCAL_COPY, state=QUEUED, stage_bytes=0,
+                    hash_algo=image.get("os_hash_algo"),
+                    hash_value=image.get("os_hash_value"), attempts=0,
+                    updated_at=now))
+        return job_id
+
+    def job(self, job_id):
+        with self.engine.connect() as db:
+            row = db.execute(JOBS.select().where(
+                JOBS.c.id == job_id)).mappings().first()
+        if row is None:
+            raise exceptions.JobNotFound(job=job_id)
+        return dict(row)
+
+    def jobs(self, states=None):
+        query = JOBS.select().order_by(JOBS.c.created_at)
+        if states:
+            query = query.where(JOBS.c.state.in_(states))
+        with self.engine.connect() as db:
+            return [dict(r) for r in db.execute(query).mappings()]
+
+    def set_job(self, job_id, **values):
+        values["updated_at"] = _now()
+        with self.engine.begin() as db:
+            db.execute(JOBS.update().where(JOBS.c.id == job_id).values(
+                **values))
+
+    def claim(self, job_id, owner, lease_seconds):
+        """Take the job for ``owner`` unless a live lease is someone else's.
+
+        One conditional UPDATE: of two runners racing for a job, in one
+        database, exactly one sees its row updated.
+        """
+        now = _now()
+        expired = now - datetime.timedelta(seconds=lease_seconds)
+        with self.engine.begin() as db:
+            taken = db.execute(JOBS.update().where(
+                JOBS.c.id == job_id,
+                sa.or_(JOBS.c.owner.is_(None), JOBS.c.owner == owner,
+                       JOBS.c.heartbeat < expired)).values(
+                owner=owner, heartbeat=now)).rowcount
+        return taken == 1
+
+    def heartbeat(self, job_id, owner):
+        """Renew the lease; False if it was lost to another runner."""
+        with self.engine.begin() as db:
+            return db.execute(JOBS.update().where(
+                JOBS.c.id == job_id, JOBS.c.owner == owner).values(
+                heartbeat=_now())).rowcount == 1
+
+    def release(self, job_id, owner):
+        with self.engine.begin() as db:
+            db.execute(JOBS.update().where(
+                JOBS.c.id == job_id, JOBS.c.owner == owner).values(
+                owner=None, heartbeat=None))
+
+    # --- images --------------------------------------------------------------
+
+    def images(self, job_id):
+        with self.engine.connect() as db:
+            return [dict(r) for r in db.execute(
+                IMAGES.select().where(IMAGES.c.job_id == job_id).order_by(
+                    IMAGES.c.position)).mappings()]
+
+    def image(self, job_id, position):
+        with self.engine.connect() as db:
+            return dict(db.execute(IMAGES.select().where(
+                IMAGES.c.job_id == job_id,
+                IMAGES.c.position == position)).mappings().one())
+
+    def set_image(self, job_id, position, **values):
+        values["updated_at"] = _now()
+        with self.engine.begin() as db:
+            db.execute(IMAGES.update().where(
+                IMAGES.c.job_id == job_id,
+                IMAGES.c.position == position).values(**values))
+
+    def progress(self, job_id, position, stage_bytes):
+        """The current stage's resume point (bytes safely done)."""
+        self.set_image(job_id, position, stage_bytes=stage_bytes)
+
+    def finish_stage(self, job_id, position, next_stage, **values):
+        """Record a completed stage: the image's next stage starts at 0."""
+        self.set_image(job_id, position, stage=next_stage, stage_bytes=0,
+                       attempts=0, error=None, **values)
+
+    # --- stage runs ----------------------------------------------------------
+
+    def start_run(self, job_id, position, stage, pid, resumed_from=0):
+        with self.engine.begin() as db:
+            return db.execute(STAGE_RUNS.insert().values(
+                job_id=job_id, position=position, stage=stage, pid=pid,
+                started_at=_now(), resumed_from=resumed_from,
+                bytes=0)).inserted_primary_key[0]
+
+    def end_run(self, run_id, outcome, nbytes):
+        with self.engine.begin() as db:
+            db.execute(STAGE_RUNS.update().where(
+                STAGE_RUNS.c.id == run_id).values(
+                    finished_at=_now(), outcome=outcome, bytes=nbytes))
+
+    def runs(self, job_id):
+        with self.engine.connect() as db:
+            return [dict(r) for r in db.execute(
+                STAGE_RUNS.select().where(
+                    STAGE_RUNS.c.job_id == job_id).order_by(
+                        STAGE_RUNS.c.id)).mappings()]

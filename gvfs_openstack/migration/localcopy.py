@@ -1,0 +1,182 @@
+"""Stage 1, local copy: the source Glance's bytes onto the source DTN's export.
+
+The DTN paper's best case in user space: the DTN serves NFS, the
+controller writes to it with large UNSTABLE WRITEs (the server's async
+mode), many in flight, and one COMMIT per ``nfs_commit_mib`` (the client's
+async mode) -- no root, no kernel mount, no staging copy on the controller:
+the download streams straight into the WRITEs.  All-zero blocks are not
+written (the file is sparse on the DTN), and the image's digest is computed
+on the way and checked against the one Glance recorded.
+
+An image already on the export (in the site's ``gvfs`` store) is not
+copied at all: the transfer reads it where it is.
+"""
+
+import asyncio
+import hashlib
+import logging
+import posixpath
+
+from gvfs_openstack import exceptions
+from gvfs_openstack import locations
+from gvfs_openstack.nfs import client as nfs_client
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.errors import NfsError
+from gvfs_openstack.nfs import nfs3
+
+LOG = logging.getLogger(__name__)
+
+STAGE = "local copy"
+
+
+def in_gvfs_store(image, site):
+    """Whether the image's bytes already are in ``site``'s gvfs store."""
+    if not site.gvfs_store:
+        return False
+    for location in image.get("locations") or []:
+        try:
+            store, image_id = locations.parse(location.get("url", ""))
+        except ValueError:
+            continue
+        if store == site.gvfs_store and image_id == image["id"]:
+            return True
+    stores = (image.get("stores") or "").split(",")
+    return site.gvfs_store in stores and \
+        locations.is_image_id(image["id"])
+
+
+def nfs_client_for(site):
+    return nfs_client.NfsClient(
+        site.nfs_host, site.nfs_port, site.mount_port, uid=site.nfs_uid,
+        gid=site.nfs_gid, wsize=site.nfs_wsize, window=site.nfs_window)
+
+
+async def makedirs(nfs, path, mode=0o755):
+    """``mkdir -p`` of a path relative to the export; its handle."""
+    fh = nfs.root
+    for part in [p for p in path.split("/") if p]:
+        try:
+            fh = (await nfs.lookup(fh, part)).object
+        except NfsError as e:
+            if e.status != const.NfsStat.NFS3ERR_NOENT:
+                raise
+            try:
+                fh = await nfs.mkdir(fh, part, mode)
+            except NfsError as e2:
+                if e2.status != const.NfsStat.NFS3ERR_EXIST:
+                    raise
+                fh = (await nfs.lookup(fh, part)).object
+    return fh
+
+
+class _Digest:
+    """The image's digest, fed in order, from any resume point."""
+
+    def __init__(self, algo):
+        try:
+            self.hash = hashlib.new(algo)
+        except (TypeError, ValueError) as e:
+            raise exceptions.ImageNotMigratable(
+                image="", reason="unknown hash algorithm %r" % algo) from e
+        self.size = 0
+
+    def update(self, data):
+        self.hash.update(data)
+        self.size += len(data)
+
+
+async def _rehash_prefix(nfs, fh, length, digest):
+    """Feed the first ``length`` bytes already on the DTN to ``digest``."""
+    async for _, data in nfs.read_file(fh, length):
+        digest.update(data)
+
+
+async def _next_chunk(chunks):
+    return await asyncio.get_running_loop().run_in_executor(
+        None, next, chunks, None)
+
+
+async def _copy(nfs, fh, chunks, offset, digest, site, on_commit):
+    """Write the chunks from ``offset``; skip zero blocks; commit often."""
+    batch = nfs_client.WriteBatch(nfs, fh)
+    zero = bytes(nfs.wsize)
+    position = offset
+    pending = b""
+    while True:
+        chunk = await _next_chunk(chunks)
+        if chunk is None:
+            break
+        digest.update(chunk)
+        data = pending + chunk if pending else chunk
+        view = memoryview(data)
+        whole = len(view) - len(view) % nfs.wsize
+        for start in range(0, whole, nfs.wsize):
+            piece = view[start:start + nfs.wsize]
+            if piece != zero:
+                await batch.add(position, bytes(piece))
+            position += nfs.wsize
+            if batch.size >= site.nfs_commit_bytes:
+                await batch.commit()
+                on_commit(position)
+        pending = bytes(view[whole:])
+    if pending and pending != zero[:len(pending)]:
+        await batch.add(position, pending)
+    position += len(pending)
+    await batch.commit()
+    return position
+
+
+async def _local_copy(site, glance, image, staging, resume_from, on_commit):
+    async with nfs_client_for(site) as nfs:
+        await nfs.mount(site.dtn_export)
+        directory = await makedirs(nfs, staging)
+        name = image["id"]
+        digest = _Digest(image["os_hash_algo"])
+        try:
+            fh = (await nfs.lookup(directory, name)).object
+            size_there = (await nfs.getattr(fh)).size
+        except NfsError as e:
+            if e.status != const.NfsStat.NFS3ERR_NOENT:
+                raise
+            fh, size_there = await nfs.create(directory, name), 0
+        offset = min(resume_from, size_there)
+        if offset:
+            LOG.info("local copy of %s resumes at byte %d", name, offset)
+            await _rehash_prefix(nfs, fh, offset, digest)
+        # Bytes past the resume point may be half-written: cut them off.
+        await nfs.setattr(fh, nfs3.Sattr(size=offset))
+        written = await _copy(nfs, fh, glance.data(image["id"], offset),
+                              offset, digest, site, on_commit)
+        # A trailing hole is no WRITE: the size says where the file ends.
+        await nfs.setattr(fh, nfs3.Sattr(size=written))
+        return written, digest.hash.hexdigest()
+
+
+def run(ctx, row):
+    """Stage 1 for one image; returns the job-store values it completed.
+
+    ``ctx`` is the pipeline's StageContext, ``row`` the image's row.
+    """
+    image = ctx.source_glance.image(row["image_id"])
+    if image.get("status") != "active":
+        raise exceptions.ImageNotMigratable(
+            image=row["image_id"],
+            reason="it is %s, not active" % image.get("status"))
+    if in_gvfs_store(image, ctx.source):
+        path = ctx.source.export_path(ctx.source.images_dir(), image["id"])
+        LOG.info("image %s is on the DTN already (%s): no local copy",
+                 image["id"], path)
+        return {"source_path": path}
+    staging = ctx.source.staging_dir(ctx.job_id)
+    written, digest = asyncio.run(_local_copy(
+        ctx.source, ctx.source_glance, image, staging, row["stage_bytes"],
+        lambda done: ctx.progress(row, done)))
+    if written != image["size"] or digest != image["os_hash_value"]:
+        raise exceptions.ChecksumMismatch(
+            stage=STAGE, image=image["id"], algo=image["os_hash_algo"],
+            actual="%s (%d bytes)" % (digest, written),
+            expected="%s (%d bytes)" % (image["os_hash_value"],
+                                        image["size"]),
+            transient=True)
+    return {"source_path": ctx.source.export_path(
+        posixpath.join(staging, image["id"]))}

@@ -1,0 +1,142 @@
+"""What the conductor does for its callers: check a request, record the job,
+start its runner; list, show and cancel jobs; resume unfinished jobs.
+
+The RPC service (:mod:`gvfs_openstack.migration.service`) exposes these
+methods; they hold no RPC knowledge themselves.
+"""
+
+import datetime
+import logging
+import os
+import subprocess
+import sys
+import threading
+
+from gvfs_openstack import exceptions
+from gvfs_openstack.migration import glance as glance_api
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import sites
+
+LOG = logging.getLogger(__name__)
+
+
+def _job_view(store, job):
+    """A job with its images and their progress, for callers."""
+    view = {key: value.isoformat() if isinstance(value, datetime.datetime)
+            else value for key, value in job.items()}
+    view["images"] = []
+    for row in store.images(job["id"]):
+        image = {k: row[k] for k in (
+            "position", "image_id", "name", "size", "stage", "state",
+            "stage_bytes", "destination_image_id", "attempts", "error")}
+        image["updated_at"] = row["updated_at"].isoformat()
+        view["images"].append(image)
+    return view
+
+
+class ConductorManager:
+    def __init__(self, conf, config_args=None):
+        self.conf = conf
+        self.store = jobs.JobStore(conf.conductor.job_store)
+        self.local_site = conf.conductor.local_site
+        # The runner reads the same configuration the conductor did.
+        self.config_args = config_args if config_args is not None else \
+            [arg for path in conf.config_file
+             for arg in ("--config-file", path)] + \
+            [arg for path in ([conf.config_dir] if conf.config_dir else [])
+             for arg in ("--config-dir", path)]
+        self._runners = {}
+        self._lock = threading.Lock()  # RPC calls come in on threads.
+
+    # --- requests ------------------------------------------------------------
+
+    def migrate(self, image_ids, destination, images_in_flight=None):
+        """Start moving images (ids or names) to ``destination``; the job."""
+        if not image_ids:
+            raise exceptions.ImageNotMigratable(image="-",
+                                                reason="no image was named")
+        target = sites.load(self.conf, destination)
+        source = sites.load(self.conf, self.local_site)
+        if target.name == source.name:
+            raise exceptions.InvalidConfig(
+                option="destination",
+                reason="site %s is this conductor's own site" % destination)
+        glance = glance_api.GlanceClient(
+            sites.glance_session(self.conf, source.name), source)
+        images = {}
+        for name_or_id in image_ids:
+            image = glance.find(name_or_id)
+            if image.get("status") != "active":
+                raise exceptions.ImageNotMigratable(
+                    image=name_or_id, reason="it is %s, not active"
+                    % image.get("status"))
+            if not image.get("os_hash_value"):
+                raise exceptions.ImageNotMigratable(
+                    image=name_or_id, reason="Glance recorded no hash of "
+                    "it to check the copy against")
+            images[image["id"]] = image
+        job_id = self.store.create_job(
+            source.name, target.name, list(images.values()),
+            images_in_flight or self.conf.conductor.images_in_flight)
+        self._launch(job_id)
+        return self.show(job_id)
+
+    def list(self):
+        return [_job_view(self.store, job) for job in self.store.jobs()]
+
+    def show(self, job_id):
+        return _job_view(self.store, self.store.job(job_id))
+
+    def cancel(self, job_id):
+        """Ask the job's runner to stop and undo the job."""
+        job = self.store.job(job_id)
+        if job["state"] in jobs.FINISHED:
+            raise exceptions.JobFinished(job=job_id, state=job["state"])
+        self.store.set_job(job_id, cancel_requested=True)
+        if not self._running(job_id):
+            self._launch(job_id)  # Its runner does the undoing.
+        return self.show(job_id)
+
+    # --- runners -------------------------------------------------------------
+
+    def _running(self, job_id):
+        with self._lock:
+            runner = self._runners.get(job_id)
+            return runner is not None and runner.poll() is None
+
+    def _launch(self, job_id):
+        argv = [sys.executable, "-m", "gvfs_openstack.migration.runner"] + \
+            self.config_args + [job_id]
+        with self._lock:
+            runner = self._runners.get(job_id)
+            if runner is not None and runner.poll() is None:
+                return
+            LOG.info("starting the runner of job %s", job_id)
+            self._runners[job_id] = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, start_new_session=True,
+                env=dict(os.environ))
+
+    def resume(self):
+        """Start runners for unfinished jobs that have none here.
+
+        Called at start and periodically: a job whose runner died (with
+        its host, or with a conductor that shared the job store) is taken
+        over once its lease has expired; until then the new runner finds
+        the job busy and exits.
+        """
+        self.reap()
+        for job in self.store.jobs(states=(jobs.QUEUED, jobs.RUNNING)):
+            if not self._running(job["id"]):
+                LOG.info("resuming job %s", job["id"])
+                self._launch(job["id"])
+
+    def reap(self):
+        """Forget runners that ended."""
+        with self._lock:
+            for job_id, runner in list(self._runners.items()):
+                if runner.poll() is not None:
+                    del self._runners[job_id]
+
+    def stop(self):
+        """Leave the runners running: the next conductor sees their work."""
+        self.store.dispose()

@@ -1,0 +1,261 @@
+"""One job's images through the three stages, with the DTN paper's fork().
+
+The paper coordinates a transfer with ``fork()``: the first child does the
+local copy, the second child the DTN-to-DTN transfer, and the parent the
+remote copy, each starting when the one before has finished.  Here the
+three processes work on different images at once -- image k crosses the
+DTN link while k+1 is in local copy and k-1 in remote copy -- handing
+images on through pipes, with at most ``images_in_flight`` images between
+the start of the local copy and the end of the remote copy (a semaphore
+the parent releases).
+
+The runner must be forked while it has one thread (it is started as its
+own process, see :mod:`gvfs_openstack.migration.runner`), and the children
+die with it (``PR_SET_PDEATHSIG``), so a killed runner leaves no stage
+running; what each stage completed is in the job store, and the next
+runner resumes from there.
+"""
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+
+from keystoneauth1 import exceptions as ks_exceptions
+
+from gvfs_openstack import exceptions
+from gvfs_openstack.migration import cleanup
+from gvfs_openstack.migration import glance as glance_api
+from gvfs_openstack.migration import gridftp
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import lifeline
+from gvfs_openstack.migration import localcopy
+from gvfs_openstack.migration import remotecopy
+from gvfs_openstack.migration import sites
+from gvfs_openstack.nfs.errors import NfsError
+
+LOG = logging.getLogger(__name__)
+
+_FORK = multiprocessing.get_context("fork")
+_END = -1  # Sent down a pipe after the last image.
+_MAX_BACKOFF = 60.0
+
+#: Faults a retry may cure: the network, a restarting server.
+_TRANSIENT = (ConnectionError, TimeoutError, NfsError,
+              ks_exceptions.ConnectFailure, ks_exceptions.ConnectTimeout)
+
+
+class Cancelled(Exception):
+    """The job was cancelled while a stage ran."""
+
+
+class StageContext:
+    """What a stage needs, built in the process that runs it."""
+
+    def __init__(self, conf, store_url, job):
+        self.job_id = job["id"]
+        self.store = jobs.JobStore(store_url)
+        self.source = sites.load(conf, job["source"])
+        self.destination = sites.load(conf, job["destination"])
+        self.source_glance = glance_api.GlanceClient(
+            sites.glance_session(conf, job["source"]), self.source)
+        self.destination_glance = glance_api.GlanceClient(
+            sites.glance_session(conf, job["destination"]),
+            self.destination)
+        self.globus_url_copy = conf.conductor.globus_url_copy
+        self.retries = conf.conductor.retries
+        self.retry_backoff = conf.conductor.retry_backoff
+        self._cancel_checked = 0.0
+
+    def cancelled(self):
+        return self.store.job(self.job_id)["cancel_requested"]
+
+    def progress(self, row, stage_bytes):
+        """A stage's resume point; raises Cancelled if the job was."""
+        self.store.progress(self.job_id, row["position"], stage_bytes)
+        now = time.monotonic()
+        if now - self._cancel_checked > 1.0:
+            self._cancel_checked = now
+            if self.cancelled():
+                raise Cancelled()
+
+    def record(self, row, **values):
+        self.store.set_image(self.job_id, row["position"], **values)
+        row.update(values)
+
+
+#: The stages in order: (job-store name, module, next stage).
+STAGES = (
+    (jobs.LOCAL_COPY, localcopy, jobs.TRANSFER),
+    (jobs.TRANSFER, gridftp, jobs.REMOTE_COPY),
+    (jobs.REMOTE_COPY, remotecopy, jobs.DONE),
+)
+
+
+def _is_transient(error):
+    if isinstance(error, exceptions.StageFailed):
+        return error.transient
+    return isinstance(error, _TRANSIENT)
+
+
+def run_stage(ctx, stage, position):
+    """Run ``stage`` of one image, with retries; True if it completed.
+
+    An image whose row is already past this stage (a resumed job) or
+    failed passes through untouched.
+    """
+    name, module, next_stage = stage
+    row = ctx.store.image(ctx.job_id, position)
+    if row["state"] in (jobs.FAILED, jobs.CANCELLED) or row["stage"] != name:
+        return row["state"] not in (jobs.FAILED, jobs.CANCELLED)
+    delay = ctx.retry_backoff
+    for attempt in range(ctx.retries + 1):
+        if ctx.cancelled():
+            return False
+        ctx.record(row, state=jobs.RUNNING, attempts=attempt + 1)
+        run_id = ctx.store.start_run(ctx.job_id, position, name, os.getpid(),
+                                     row["stage_bytes"])
+        try:
+            values = module.run(ctx, row)
+        except Cancelled:
+            ctx.store.end_run(run_id, jobs.CANCELLED, 0)
+            return False
+        except Exception as e:  # Every failure is recorded, not lost.
+            transient = _is_transient(e)
+            ctx.store.end_run(run_id, jobs.FAILED, 0)
+            LOG.warning("%s of image %s failed (attempt %d of %d, %s): %s",
+                        name, row["image_id"], attempt + 1, ctx.retries + 1,
+                        "transient" if transient else "permanent", e)
+            ctx.record(row, error="%s: %s" % (name, e))
+            if not transient or attempt == ctx.retries:
+                ctx.record(row, state=jobs.FAILED)
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, _MAX_BACKOFF)
+            row = ctx.store.image(ctx.job_id, position)
+            continue
+        ctx.store.end_run(run_id, "done", row["size"] or 0)
+        ctx.store.finish_stage(ctx.job_id, position, next_stage,
+                               state=jobs.RUNNING if next_stage != jobs.DONE
+                               else jobs.DONE, **values)
+        return True
+    return False
+
+
+def _worker(parent_pid, conf, store_url, job, stage, inbox, outbox, slots):
+    """A forked stage worker: images in from ``inbox``, on to ``outbox``."""
+    lifeline.die_with_parent(parent_pid)
+    ctx = StageContext(conf, store_url, job)
+    positions = iter(inbox.get, _END) if inbox is not None else \
+        (row["position"] for row in ctx.store.images(job["id"]))
+    for position in positions:
+        if slots is not None:
+            slots.acquire()
+        run_stage(ctx, stage, position)
+        outbox.put(position)
+    outbox.put(_END)
+
+
+def _keep_lease(store_url, job_id, owner, every, stop):
+    """Renew the job's lease until ``stop`` is set (a thread)."""
+    store = jobs.JobStore(store_url)
+    try:
+        while not stop.wait(every):
+            if not store.heartbeat(job_id, owner):
+                LOG.error("job %s was taken over by another runner",
+                          job_id)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+    finally:
+        store.dispose()
+
+
+def run(conf, store_url, job_id, owner=None):
+    """Run (or resume) one job to its end; returns the job's final state.
+
+    Raises JobBusy when another live runner holds the job.
+    """
+    owner = owner or "%s:%d" % (socket.gethostname(), os.getpid())
+    store = jobs.JobStore(store_url)
+    job = store.job(job_id)
+    if job["state"] in jobs.FINISHED:
+        return job["state"]
+    if not store.claim(job_id, owner, conf.conductor.lease_seconds):
+        raise exceptions.JobBusy(job=job_id, owner=store.job(job_id)["owner"])
+    try:
+        store.set_job(job_id, state=jobs.RUNNING, error=None)
+        store.dispose()  # No connection crosses the fork.
+        return _run_claimed(conf, store_url, job, owner)
+    finally:
+        store.release(job_id, owner)
+        store.dispose()
+
+
+def _run_claimed(conf, store_url, job, owner):
+    slots = _FORK.Semaphore(job["images_in_flight"])
+    to_transfer, to_remote = _FORK.SimpleQueue(), _FORK.SimpleQueue()
+    children = [
+        _FORK.Process(target=_worker, name="gvfs-local-copy", args=(
+            os.getpid(), conf, store_url, job, STAGES[0], None,
+            to_transfer, slots)),
+        _FORK.Process(target=_worker, name="gvfs-transfer", args=(
+            os.getpid(), conf, store_url, job, STAGES[1], to_transfer,
+            to_remote, None)),
+    ]
+    for child in children:
+        child.start()
+    # Threads only now: the children are forked.
+    stop = threading.Event()
+    lease = threading.Thread(target=_keep_lease, name="gvfs-lease", args=(
+        store_url, job["id"], owner, conf.conductor.lease_seconds / 3.0,
+        stop), daemon=True)
+    lease.start()
+    ctx = StageContext(conf, store_url, job)
+    finished = False
+    try:
+        for position in iter(to_remote.get, _END):
+            run_stage(ctx, STAGES[2], position)
+            _clean_source_staging(ctx, position)
+            slots.release()
+        state = _finish(ctx)
+        finished = True
+        return state
+    finally:
+        stop.set()
+        for child in children:
+            if not finished:
+                child.terminate()
+            child.join()
+        ctx.store.dispose()
+
+
+def _clean_source_staging(ctx, position):
+    row = ctx.store.image(ctx.job_id, position)
+    if row["state"] != jobs.DONE:
+        return
+    staged = ctx.source.export_path(ctx.source.staging_dir(ctx.job_id),
+                                    row["image_id"])
+    if row["source_path"] != staged:
+        return  # Sent from the gvfs store: not a copy of ours.
+    try:
+        cleanup.remove_source_file(ctx, row["image_id"])
+    except (OSError, NfsError) as e:
+        LOG.warning("cannot remove %s from the source DTN (the job's "
+                    "end tries again): %s", staged, e)
+
+
+def _finish(ctx):
+    rows = ctx.store.images(ctx.job_id)
+    if ctx.cancelled():
+        cleanup.cancel(ctx, rows)
+        return jobs.CANCELLED
+    failed = [r for r in rows if r["state"] != jobs.DONE]
+    state = jobs.FAILED if failed else jobs.DONE
+    # Clean first: a finished job has nothing left in transit.
+    cleanup.staging_dirs(ctx)
+    ctx.store.set_job(ctx.job_id, state=state, error="; ".join(
+        "%s: %s" % (r["image_id"], r["error"]) for r in failed) or None)
+    return state

@@ -1,0 +1,165 @@
+"""Stage 3, remote copy: from the destination DTN into the destination Glance.
+
+The image is created at the destination with the source's id and every
+attribute a user set.  Then, when the destination has a ``gvfs`` store on
+that DTN, the file is linked into the store's directory and registered by
+location: no byte crosses the Images API, and Glance itself reads the
+file, computes the hashes and activates the image only if they equal the
+source's (when it does not, the file is hashed on the DTN to tell wrong
+bytes from a failing Glance).  Otherwise the file is streamed from the
+DTN over SSH into an upload, hashed on the way; a mismatch cuts the
+upload short, so Glance never activates it.  Either way an image with
+wrong bytes is deleted at the destination, and the source is never
+touched.
+"""
+
+import hashlib
+import logging
+import posixpath
+
+from gvfs_openstack import exceptions
+from gvfs_openstack.migration import dtnssh
+from gvfs_openstack.migration import glance as glance_api
+
+LOG = logging.getLogger(__name__)
+
+STAGE = "remote copy"
+
+
+def _staged_path(ctx, row):
+    return ctx.destination.export_path(
+        ctx.destination.staging_dir(ctx.job_id), row["image_id"])
+
+
+def _destination_image(ctx, row):
+    """The destination image, created queued on the first attempt."""
+    if row["destination_image_id"]:
+        try:
+            return ctx.destination_glance.image(row["destination_image_id"])
+        except exceptions.ImageNotFound:
+            pass  # Deleted meanwhile: make it again.
+    source = ctx.source_glance.image(row["image_id"])
+    attributes = glance_api.copied_attributes(source)
+    attributes["id"] = row["image_id"]
+    image = ctx.destination_glance.create(attributes)
+    ctx.record(row, destination_image_id=image["id"])
+    return image
+
+
+def _final_path(ctx, image_id):
+    site = ctx.destination
+    return site.export_path(site.images_dir(), image_id)
+
+
+def _register_in_place(ctx, row, image, session):
+    """Give the arrived file its name in the store; register it.
+
+    A hard link, not a rename: when Glance fails to import a location it
+    deletes the location's file, and the staged name keeps the bytes for
+    the retry.  The staged name goes when the image is active.
+    """
+    staged = _staged_path(ctx, row)
+    final = _final_path(ctx, image["id"])
+    if not session.exists(final):
+        if not session.exists(staged):
+            raise exceptions.StageFailed(
+                stage=STAGE, image=row["image_id"],
+                reason="%s is not on the destination DTN" % staged)
+        have = session.size(staged)
+        if have != row["size"]:
+            raise exceptions.DataRejected(
+                stage=STAGE, image=row["image_id"],
+                reason="%d bytes arrived at the destination DTN, the image "
+                       "has %d" % (have, row["size"]))
+        session.makedirs(posixpath.dirname(final))
+        session.hard_link(staged, final)
+    if ctx.destination_glance.image(image["id"]).get(
+            "os_glance_import_task"):
+        return  # Registered by an attempt whose answer was lost.
+    ctx.destination_glance.add_location(
+        image["id"], ctx.destination.gvfs_location(image["id"]),
+        row["hash_algo"], row["hash_value"])
+
+
+def _check_staged(ctx, row, session, error):
+    """After Glance refused the file: is it the data, or Glance?
+
+    Glance's task reports only "Internal Error" either way, so the staged
+    file is hashed where it is, on the DTN.  Wrong bytes: DataRejected;
+    right bytes: the original (transient) error, to be retried.
+    """
+    staged = _staged_path(ctx, row)
+    if not session.exists(staged):
+        raise error
+    actual = session.digest(staged, row["hash_algo"])
+    if actual is not None and actual != row["hash_value"]:
+        raise exceptions.ChecksumMismatch(
+            stage=STAGE, image=row["image_id"], algo=row["hash_algo"],
+            actual=actual, expected=row["hash_value"]) from error
+    raise error
+
+
+def _verified(chunks, algo, expected, image_id):
+    """Pass the chunks through; raise at the end if the digest differs.
+
+    Raising inside the upload's body cuts it short: Glance sees an
+    incomplete request and leaves the image queued.
+    """
+    digest = hashlib.new(algo)
+    for chunk in chunks:
+        digest.update(chunk)
+        yield chunk
+    if digest.hexdigest() != expected:
+        raise exceptions.ChecksumMismatch(
+            stage=STAGE, image=image_id, algo=algo,
+            actual=digest.hexdigest(), expected=expected)
+
+
+def _upload(ctx, row, image, session):
+    chunks = session.read_chunks(_staged_path(ctx, row), glance_api.CHUNK)
+    ctx.destination_glance.upload(image["id"], _verified(
+        chunks, row["hash_algo"], row["hash_value"], row["image_id"]))
+
+
+def _discard(ctx, row, image, session, in_place):
+    """After wrong data: no image and no file left at the destination."""
+    try:
+        ctx.destination_glance.delete(image["id"])
+    except exceptions.GvfsError as e:
+        LOG.warning("cannot delete image %s at site %s: %s", image["id"],
+                    ctx.destination.name, e)
+    ctx.record(row, destination_image_id=None)
+    if in_place:
+        session.remove_quietly(_final_path(ctx, image["id"]))
+    session.remove_quietly(_staged_path(ctx, row))
+
+
+def run(ctx, row):
+    """Stage 3 for one image; returns the job-store values it completed."""
+    site = ctx.destination
+    image = _destination_image(ctx, row)
+    if image["status"] == "active":
+        if image.get("os_hash_value") == row["hash_value"]:
+            return {}
+        raise exceptions.ImageNotMigratable(
+            image=row["image_id"], reason="an active image with another "
+            "checksum has its id at site %s" % site.name)
+    in_place = bool(site.gvfs_store)
+    with dtnssh.connect(site, row["image_id"], STAGE) as session:
+        try:
+            try:
+                if in_place:
+                    _register_in_place(ctx, row, image, session)
+                else:
+                    _upload(ctx, row, image, session)
+                ctx.destination_glance.wait_active(image["id"],
+                                                   row["hash_value"])
+            except exceptions.StageFailed as e:
+                if e.transient and in_place:
+                    _check_staged(ctx, row, session, e)
+                raise
+        except exceptions.DataRejected:
+            _discard(ctx, row, image, session, in_place)
+            raise
+        session.remove_quietly(_staged_path(ctx, row))
+    return {}

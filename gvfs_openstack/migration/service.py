@@ -1,0 +1,81 @@
+"""The conductor as an oslo.messaging RPC service.
+
+A thin shell over :class:`manager.ConductorManager`: the endpoint maps
+calls to the manager and declares which errors are the caller's to see,
+the service starts and stops the RPC server (threading executor, the
+default of oslo.messaging 18) and
+runs the periodic resume that takes over orphaned jobs.
+"""
+
+import logging
+import threading
+
+import oslo_messaging as messaging
+
+from gvfs_openstack import exceptions
+from gvfs_openstack.migration import manager as manager_mod
+from gvfs_openstack.migration import rpcapi
+
+LOG = logging.getLogger(__name__)
+
+_USER_ERRORS = (exceptions.UnknownSite, exceptions.ImageNotFound,
+                exceptions.ImageNotMigratable, exceptions.InvalidConfig,
+                exceptions.JobNotFound, exceptions.JobFinished)
+
+
+class ConductorEndpoint:
+    target = messaging.Target(version=rpcapi.RPC_VERSION)
+
+    def __init__(self, manager):
+        self.manager = manager
+
+    @messaging.expected_exceptions(*_USER_ERRORS)
+    def migrate(self, ctxt, image_ids, destination, images_in_flight=None):
+        return self.manager.migrate(image_ids, destination, images_in_flight)
+
+    def list_jobs(self, ctxt):
+        return self.manager.list()
+
+    @messaging.expected_exceptions(*_USER_ERRORS)
+    def show_job(self, ctxt, job_id):
+        return self.manager.show(job_id)
+
+    @messaging.expected_exceptions(*_USER_ERRORS)
+    def cancel_job(self, ctxt, job_id):
+        return self.manager.cancel(job_id)
+
+
+class ConductorService:
+    def __init__(self, conf, manager=None, transport=None):
+        self.conf = conf
+        self.manager = manager or manager_mod.ConductorManager(conf)
+        self.transport = transport or rpcapi.get_transport(conf)
+        self.server = messaging.get_rpc_server(
+            self.transport, messaging.Target(topic=rpcapi.TOPIC,
+                                             server=conf.conductor.host),
+            [ConductorEndpoint(self.manager)])  # Threads: the default.
+        self._stop = threading.Event()
+        self._periodic = threading.Thread(target=self._resume_periodically,
+                                          name="gvfs-resume", daemon=True)
+
+    def _resume_periodically(self):
+        every = self.conf.conductor.lease_seconds
+        while not self._stop.wait(every):
+            try:
+                self.manager.resume()
+            except Exception:  # Logged; the next round tries again.
+                LOG.exception("resuming unfinished jobs failed")
+
+    def start(self):
+        self.manager.resume()
+        self.server.start()
+        self._periodic.start()
+        LOG.info("gvfs-conductor %s serves topic %s",
+                 self.conf.conductor.host, rpcapi.TOPIC)
+
+    def stop(self):
+        self._stop.set()
+        self.server.stop()
+        self.server.wait()
+        self._periodic.join()
+        self.manager.stop()

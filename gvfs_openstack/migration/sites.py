@@ -1,0 +1,141 @@
+"""The sites a conductor knows: each cloud's Glance and its DTN.
+
+Read once from the configuration into plain values, so that the forked
+stage workers get everything they need without touching oslo.config.
+"""
+
+import dataclasses
+import posixpath
+
+from keystoneauth1 import loading as ks_loading
+
+from gvfs_openstack.conf import migration as migration_conf
+from gvfs_openstack import exceptions
+from gvfs_openstack import locations
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    name: str
+    glance_endpoint: str
+    glance_interface: str
+    glance_region: str
+    gvfs_store: str
+    dtn_export: str
+    dtn_images_dir: str
+    dtn_staging_dir: str
+    nfs_host: str
+    nfs_port: int
+    mount_port: int
+    nfs_uid: int
+    nfs_gid: int
+    nfs_wsize: int
+    nfs_window: int
+    nfs_commit_bytes: int
+    gridftp_url: str
+    gridftp_parallel: int
+    gridftp_stall_timeout: int
+    gridftp_restarts: int
+    gridftp_verify_checksum: bool
+    ssh_host: str
+    ssh_port: int
+    ssh_user: str
+    ssh_key_file: str
+    ssh_known_hosts: str
+
+    def export_path(self, *parts):
+        """A path on the DTN (as NFS, GridFTP and sshd see it)."""
+        return posixpath.join(self.dtn_export, *parts)
+
+    def images_dir(self):
+        """The gvfs store's directory, relative to the export."""
+        return self.dtn_images_dir
+
+    def staging_dir(self, job_id):
+        """The job's staging directory, relative to the export."""
+        return posixpath.join(self.dtn_staging_dir, job_id)
+
+    def gridftp(self, path):
+        """The GridFTP URL of ``path`` on this DTN."""
+        return "%s/%s" % (self.gridftp_url.rstrip("/"), path.lstrip("/"))
+
+    def gvfs_location(self, image_id):
+        return locations.url(self.gvfs_store, image_id)
+
+
+def _relative(option, value):
+    """A directory under the export: no absolute path, no ``..``."""
+    norm = posixpath.normpath(value or ".")
+    if norm.startswith("/") or norm == ".." or norm.startswith("../"):
+        raise exceptions.InvalidConfig(
+            option=option, reason="%r is not a directory under the export"
+            % value)
+    return norm
+
+
+def load(conf, name):
+    """The site ``name``; InvalidConfig or UnknownSite when it is wrong."""
+    if name not in conf.conductor.sites:
+        raise exceptions.UnknownSite(site=name,
+                                     known=", ".join(conf.conductor.sites)
+                                     or "none")
+    group = migration_conf.SITE_GROUP % name
+    opts = conf[group]
+
+    def need(option):
+        value = getattr(opts, option)
+        if not value:
+            raise exceptions.InvalidConfig(option="[%s] %s" % (group, option),
+                                           reason="it is required")
+        return value
+
+    export = need("dtn_export")
+    if not export.startswith("/"):
+        raise exceptions.InvalidConfig(option="[%s] dtn_export" % group,
+                                       reason="an absolute path is needed")
+    gridftp = need("gridftp_url")
+    if not gridftp.startswith(("gsiftp://", "ftp://")):
+        raise exceptions.InvalidConfig(
+            option="[%s] gridftp_url" % group,
+            reason="%r is not a gsiftp:// or ftp:// URL" % gridftp)
+    return Site(
+        name=name,
+        glance_endpoint=opts.glance_endpoint,
+        glance_interface=opts.glance_interface,
+        glance_region=opts.glance_region,
+        gvfs_store=opts.gvfs_store,
+        dtn_export=posixpath.normpath(export),
+        dtn_images_dir=_relative("[%s] dtn_images_dir" % group,
+                                 opts.dtn_images_dir),
+        dtn_staging_dir=_relative("[%s] dtn_staging_dir" % group,
+                                  opts.dtn_staging_dir),
+        nfs_host=opts.dtn_nfs_host,
+        nfs_port=opts.dtn_nfs_port,
+        mount_port=opts.dtn_mount_port or opts.dtn_nfs_port,
+        nfs_uid=opts.nfs_uid,
+        nfs_gid=opts.nfs_gid,
+        nfs_wsize=opts.nfs_wsize,
+        nfs_window=opts.nfs_window,
+        nfs_commit_bytes=opts.nfs_commit_mib * 1024 * 1024,
+        gridftp_url=gridftp,
+        gridftp_parallel=opts.gridftp_parallel,
+        gridftp_stall_timeout=opts.gridftp_stall_timeout,
+        gridftp_restarts=opts.gridftp_restarts,
+        gridftp_verify_checksum=opts.gridftp_verify_checksum,
+        ssh_host=opts.ssh_host or opts.dtn_nfs_host,
+        ssh_port=opts.ssh_port,
+        ssh_user=opts.ssh_user,
+        ssh_key_file=opts.ssh_key_file,
+        ssh_known_hosts=opts.ssh_known_hosts,
+    )
+
+
+def glance_session(conf, name):
+    """A keystoneauth session and auth plugin for the site's Glance.
+
+    ``auth_type = none`` (with ``glance_endpoint``) talks to a Glance
+    without Keystone, as in the lab.
+    """
+    group = migration_conf.SITE_GROUP % name
+    auth = ks_loading.load_auth_from_conf_options(conf, group)
+    return ks_loading.load_session_from_conf_options(conf, group, auth=auth)

@@ -1,0 +1,2 @@
+"""OpenStackClient plugin: ``openstack gvfs migrate`` and ``openstack gvfs
+migration list|show|cancel``."""

@@ -1,0 +1,116 @@
+"""``openstack gvfs migrate`` and ``openstack gvfs migration ...``."""
+
+import sys
+import time
+
+from osc_lib.command import command
+from osc_lib import exceptions as osc_exceptions
+
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.osc import progress
+
+_JOB_COLUMNS = ("id", "state", "source", "destination", "images_in_flight",
+                "created_at", "updated_at", "error")
+
+
+def _job_row(job):
+    columns = _JOB_COLUMNS + ("images",)
+    images = "\n".join(
+        "%s %s %s%s" % (i["image_id"], i["stage"], i["state"],
+                        (": " + i["error"]) if i["error"] else "")
+        for i in job["images"])
+    return columns, tuple(job.get(c) for c in _JOB_COLUMNS) + (images,)
+
+
+def _wait(client, job, interval, stream=None):
+    stream = stream or sys.stdout
+    view = progress.Progress(stream, stream.isatty())
+    while True:
+        view.show(job)
+        if job["state"] in jobs.FINISHED:
+            return job
+        time.sleep(interval)
+        job = client.show_job(job["id"])
+
+
+class _JobCommand(command.ShowOne):
+    # The conductor is reached over its message bus, not through Keystone.
+    auth_required = False
+
+
+class Migrate(_JobCommand):
+    """Move images to another site's cloud (disaster recovery)."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("images", metavar="<image>", nargs="+",
+                            help="Image to migrate (name or ID)")
+        parser.add_argument("--to", metavar="<site>", required=True,
+                            dest="site",
+                            help="Destination site, as named in the "
+                                 "conductor's [conductor] sites")
+        parser.add_argument("--parallel", metavar="<n>", type=int,
+                            help="Images in flight at once (default: the "
+                                 "conductor's images_in_flight)")
+        parser.add_argument("--wait", action="store_true",
+                            help="Show progress until the job ends; fail "
+                                 "if it does not end done")
+        parser.add_argument("--poll-interval", metavar="<seconds>",
+                            type=float, default=2.0,
+                            help="Seconds between progress updates with "
+                                 "--wait (default: 2)")
+        return parser
+
+    def take_action(self, parsed_args):
+        if parsed_args.parallel is not None and parsed_args.parallel < 1:
+            raise osc_exceptions.CommandError("--parallel must be 1 or more")
+        client = self.app.client_manager.gvfs
+        job = client.migrate(parsed_args.images, parsed_args.site,
+                             parsed_args.parallel)
+        if parsed_args.wait:
+            job = _wait(client, job, parsed_args.poll_interval,
+                        self.app.stderr)
+            if job["state"] != jobs.DONE:
+                raise osc_exceptions.CommandError(
+                    "migration %s ended %s: %s" % (job["id"], job["state"],
+                                                   job["error"] or ""))
+        return _job_row(job)
+
+
+class ListMigrations(command.Lister):
+    """List migration jobs."""
+
+    auth_required = False
+
+    def take_action(self, parsed_args):
+        return (("ID", "State", "Source", "Destination", "Images",
+                 "Created At"),
+                [(j["id"], j["state"], j["source"], j["destination"],
+                  len(j["images"]), j["created_at"])
+                 for j in self.app.client_manager.gvfs.list_jobs()])
+
+
+class ShowMigration(_JobCommand):
+    """Show a migration job and the stage of each of its images."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("job", metavar="<job>", help="Job ID")
+        return parser
+
+    def take_action(self, parsed_args):
+        return _job_row(self.app.client_manager.gvfs.show_job(
+            parsed_args.job))
+
+
+class CancelMigration(_JobCommand):
+    """Cancel a migration: what it staged and did not finish is removed."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("job", metavar="<job>", help="Job ID")
+        return parser
+
+    def take_action(self, parsed_args):
+        return _job_row(self.app.client_manager.gvfs.cancel_job(
+            parsed_args.job))

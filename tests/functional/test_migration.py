@@ -1,0 +1,431 @@
+"""Disaster-recovery migration between two loopback clouds.
+
+Real parts end to end: two glance-api servers, an NFS-Ganesha export, a
+GridFTP server and an sshd per DTN; the conductor's runner with its forked
+stage workers; ``globus-url-copy`` between the two GridFTP servers.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from oslo_config import cfg
+import pytest
+
+from gvfs_openstack.conf import migration as migration_conf
+from gvfs_openstack import exceptions
+from gvfs_openstack.lab import drlab
+from gvfs_openstack.lab import process
+from gvfs_openstack.lab import rabbitmq
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import manager as manager_mod
+
+MIB = 1024 * 1024
+
+pytestmark = pytest.mark.skipif(
+    not shutil.which("globus-url-copy"),
+    reason="unreachable: tools/install-deps.sh installs GridFTP")
+
+
+@pytest.fixture(scope="module")
+def dr(tmp_path_factory):
+    with drlab.DrLab(str(tmp_path_factory.mktemp("dr"))) as lab:
+        yield lab
+
+
+def _create(glance, name, disk_format="raw", **properties):
+    body = dict({"name": name, "disk_format": disk_format,
+                 "container_format": "bare"}, **properties)
+    with glance._request("/v2/images", "POST", json.dumps(body).encode(), {
+            "Content-Type": "application/json"}) as reply:
+        return json.loads(reply.read())["id"]
+
+
+def _upload_file(glance, path, store, name, **properties):
+    image_id = _create(glance, name, **properties)
+    status = glance.upload(image_id, path, store=store)
+    assert status == 204, status
+    image = glance.image(image_id)
+    assert image["status"] == "active", image
+    return image
+
+
+def _sparse_image(path, size, data_every=16 * MIB):
+    """Mostly holes, with a random MiB every ``data_every`` bytes."""
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for offset in range(0, size, data_every):
+            f.seek(offset)
+            f.write(os.urandom(MIB))
+
+
+def _qcow2(path, tmp_path):
+    raw = tmp_path / "for-qcow2.raw"
+    with open(raw, "wb") as f:
+        f.truncate(64 * MIB)
+        f.seek(5 * MIB)
+        f.write(os.urandom(3 * MIB))
+    subprocess.run(["qemu-img", "convert", "-O", "qcow2", str(raw),
+                    str(path)], check=True)
+
+
+def _sha512(path):
+    digest = hashlib.sha512()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 * MIB):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _manager(dr, tmp_path, job_store=None, name="conductor", **conductor):
+    path = dr.conductor_config(
+        str(tmp_path / ("%s.conf" % name)),
+        job_store or "sqlite:///%s" % (tmp_path / "jobs.sqlite"),
+        **conductor)
+    conf = migration_conf.load(cfg.ConfigOpts(), ["--config-file", path],
+                               "gvfs-conductor")
+    return manager_mod.ConductorManager(conf)
+
+
+def _wait(manager, job_id, timeout=300, resume_every=None):
+    """Wait for the job's end.
+
+    Every ``resume_every`` seconds, do what the conductor's periodic task
+    does: start runners for orphaned jobs.
+    """
+    deadline = time.monotonic() + timeout
+    resumed = 0
+    while time.monotonic() < deadline:
+        job = manager.show(job_id)
+        if job["state"] in jobs.FINISHED:
+            return job
+        if resume_every and time.monotonic() - resumed > resume_every:
+            manager.resume()
+            resumed = time.monotonic()
+        time.sleep(0.2)
+    raise AssertionError("job %s not finished: %s" % (
+        job_id, manager.show(job_id)))
+
+
+def test_three_images_arrive_identical_and_registered_in_place(
+        dr, tmp_path):
+    sparse = tmp_path / "sparse.raw"
+    _sparse_image(sparse, 96 * MIB)
+    qcow2 = tmp_path / "disk.qcow2"
+    _qcow2(qcow2, tmp_path)
+    rich = tmp_path / "rich.raw"
+    rich.write_bytes(os.urandom(5 * MIB + 123))
+    images = [
+        # Already on the source DTN: sent from the gvfs store directly.
+        _upload_file(dr.east.glance, sparse, drlab.GVFS_STORE, "sparse"),
+        # In a plain store: local copy onto the DTN first.
+        _upload_file(dr.east.glance, qcow2, drlab.FILE_STORE, "qcow2",
+                     disk_format="qcow2"),
+        _upload_file(dr.east.glance, rich, drlab.FILE_STORE, "rich",
+                     min_disk=3, min_ram=512, hw_disk_bus="scsi",
+                     os_distro="debian", os_version="12",
+                     tags=["dr", "golden"], visibility="public"),
+    ]
+    manager = _manager(dr, tmp_path)
+    job = manager.migrate([i["id"] for i in images], "west")
+    job = _wait(manager, job["id"])
+    assert job["state"] == jobs.DONE, job
+    for image, path in zip(images, (sparse, qcow2, rich)):
+        there = dr.west.glance.image(image["id"])
+        assert there["status"] == "active"
+        assert there["os_hash_value"] == image["os_hash_value"] == \
+            _sha512(path)
+        assert there["stores"] == drlab.GVFS_STORE
+        for key in ("disk_format", "container_format", "min_disk",
+                    "min_ram", "visibility", "size", "name"):
+            assert there[key] == image[key], key
+        assert sorted(there["tags"]) == sorted(image["tags"])
+        for key in ("hw_disk_bus", "os_distro", "os_version"):
+            assert there.get(key) == image.get(key)
+        # Registered in place: the file the GridFTP server wrote is in
+        # the west store's directory.
+        there_path = os.path.join(dr.west.images, image["id"])
+        assert _sha512(there_path) == image["os_hash_value"]
+        assert os.stat(there_path).st_uid == dr.west.gridftp.uid
+    # Nothing left in transit on either DTN; the sources are untouched.
+    for site in (dr.east, dr.west):
+        assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []
+    for image in images:
+        assert dr.east.glance.image(image["id"])["status"] == "active"
+
+
+def test_upload_through_the_api_when_the_destination_has_no_gvfs_store(
+        dr, tmp_path):
+    path = tmp_path / "plain.raw"
+    path.write_bytes(os.urandom(9 * MIB))
+    image = _upload_file(dr.east.glance, path, drlab.FILE_STORE, "plain")
+    manager = _manager(dr, tmp_path, west_in_place=False)
+    job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
+    assert job["state"] == jobs.DONE, job
+    there = dr.west.glance.image(image["id"])
+    assert there["status"] == "active"
+    assert there["os_hash_value"] == image["os_hash_value"]
+    # Written by Glance's store (its default), not moved in place from
+    # what the GridFTP server wrote.
+    assert there["stores"] == drlab.GVFS_STORE
+    assert os.stat(os.path.join(dr.west.images, image["id"])).st_uid != \
+        dr.west.gridftp.uid
+
+
+def test_unknown_site_and_unknown_image_are_clear_errors(dr, tmp_path):
+    manager = _manager(dr, tmp_path)
+    with pytest.raises(exceptions.UnknownSite, match="north.*east, west"):
+        manager.migrate(["x"], "north")
+    with pytest.raises(exceptions.ImageNotFound,
+                       match="0000.* not found at site east"):
+        manager.migrate(["00000000-0000-0000-0000-000000000000"], "west")
+    assert manager.list() == []
+
+
+def test_runner_is_a_real_process_that_exits_nonzero_on_failure(dr,
+                                                                tmp_path):
+    manager = _manager(dr, tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "gvfs_openstack.migration.runner"]
+        + manager.config_args + ["no-such-job"], capture_output=True,
+        text=True, timeout=60)
+    assert result.returncode == 2
+    assert "No migration job no-such-job" in result.stdout + result.stderr
+
+
+def _images_of(glance):
+    with glance._request("/v2/images?limit=1000") as reply:
+        return {i["id"]: i for i in json.loads(reply.read())["images"]}
+
+
+def _staging_left(site, job_id):
+    return os.path.exists(os.path.join(site.export, drlab.STAGING_DIR,
+                                       job_id))
+
+
+def test_a_byte_flipped_on_the_way_is_caught_and_nothing_is_activated(
+        dr, tmp_path):
+    path = tmp_path / "victim.raw"
+    path.write_bytes(os.urandom(4 * MIB))
+    image = _upload_file(dr.east.glance, path, drlab.FILE_STORE, "victim")
+    # The GridFTP client of this test flips one byte of what arrived.
+    flipper = tmp_path / "flipping-globus-url-copy"
+    flipper.write_text("""#!/bin/sh
+set -e
+globus-url-copy "$@"
+for last; do :; done
+target=/${last#ftp://*/}
+byte=$(dd if="$target" bs=1 skip=1000 count=1 2>/dev/null | od -An -tu1)
+printf "\\\\$(printf %%o $(( (byte + 1) %% 256 )))" |
+    dd of="$target" bs=1 seek=1000 conv=notrunc 2>/dev/null
+""")
+    flipper.chmod(0o755)
+    manager = _manager(dr, tmp_path, globus_url_copy=str(flipper))
+    job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
+    assert job["state"] == jobs.FAILED
+    [row] = job["images"]
+    assert row["stage"] == jobs.REMOTE_COPY
+    assert "the data's sha512 is" in row["error"]
+    assert "the source's is %s" % image["os_hash_value"] in row["error"]
+    # Nothing at the destination: no image, no file, no staging.
+    assert image["id"] not in _images_of(dr.west.glance)
+    assert not os.path.exists(os.path.join(dr.west.images, image["id"]))
+    assert not _staging_left(dr.west, job["id"])
+    assert not _staging_left(dr.east, job["id"])
+    # The source is untouched.
+    assert dr.east.glance.image(image["id"])["os_hash_value"] == \
+        _sha512(path)
+
+
+def test_an_unreachable_destination_dtn_is_retried(dr, tmp_path):
+    path = tmp_path / "patient.raw"
+    path.write_bytes(os.urandom(3 * MIB))
+    image = _upload_file(dr.east.glance, path, drlab.FILE_STORE, "patient")
+    manager = _manager(dr, tmp_path, retries=8, retry_backoff=0.5,
+                       east={"gridftp_restarts": 1})
+    dr.west.gridftp.stop()
+    try:
+        job_id = manager.migrate([image["id"]], "west")["id"]
+        deadline = time.monotonic() + 120
+        while not any(run["stage"] == jobs.TRANSFER and
+                      run["outcome"] == jobs.FAILED
+                      for run in manager.store.runs(job_id)):
+            assert time.monotonic() < deadline, manager.show(job_id)
+            time.sleep(0.1)
+    finally:
+        dr.west.gridftp.start()
+    job = _wait(manager, job_id)
+    assert job["state"] == jobs.DONE, job
+    outcomes = [run["outcome"] for run in manager.store.runs(job_id)
+                if run["stage"] == jobs.TRANSFER]
+    assert outcomes[0] == jobs.FAILED and outcomes[-1] == "done"
+    assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+        image["os_hash_value"]
+
+
+def test_a_killed_runner_is_resumed_from_its_last_committed_byte(
+        dr, tmp_path):
+    path = tmp_path / "big.raw"
+    path.write_bytes(os.urandom(192 * MIB))
+    image = _upload_file(dr.east.glance, path, drlab.FILE_STORE, "big")
+    manager = _manager(dr, tmp_path, lease_seconds=3,
+                       east={"nfs_commit_mib": 4, "nfs_window": 2})
+    job_id = manager.migrate([image["id"]], "west")["id"]
+    deadline = time.monotonic() + 120
+    while manager.store.image(job_id, 0)["stage_bytes"] < 16 * MIB:
+        assert time.monotonic() < deadline, manager.show(job_id)
+        assert manager.store.image(job_id, 0)["stage"] == jobs.LOCAL_COPY
+        time.sleep(0.02)
+    runner = manager._runners[job_id]
+    os.killpg(runner.pid, 9)   # The conductor's host dies.
+    runner.wait()
+    # A new conductor takes the job over once the dead runner's lease ends.
+    successor = _manager(dr, tmp_path, lease_seconds=3)
+    job = _wait(successor, job_id, resume_every=1.0)
+    assert job["state"] == jobs.DONE, job
+    local_runs = [r for r in successor.store.runs(job_id)
+                  if r["stage"] == jobs.LOCAL_COPY]
+    assert len(local_runs) == 2
+    assert local_runs[0]["outcome"] is None   # Killed mid-way.
+    assert local_runs[1]["resumed_from"] >= 16 * MIB
+    assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+        image["os_hash_value"] == _sha512(path)
+
+
+def test_cancel_leaves_no_partial_files_and_no_queued_images(dr, tmp_path):
+    paths = []
+    for n in range(3):
+        paths.append(tmp_path / ("c%d.raw" % n))
+        paths[-1].write_bytes(os.urandom(64 * MIB))
+    images = [_upload_file(dr.east.glance, p, drlab.FILE_STORE, p.name)
+              for p in paths]
+    manager = _manager(dr, tmp_path, east={"nfs_commit_mib": 4,
+                                           "nfs_window": 2})
+    job_id = manager.migrate([i["id"] for i in images], "west",
+                             images_in_flight=1)["id"]
+    deadline = time.monotonic() + 120
+    while manager.store.image(job_id, 1)["stage_bytes"] == 0:
+        assert time.monotonic() < deadline, manager.show(job_id)
+        time.sleep(0.02)
+    manager.cancel(job_id)
+    job = _wait(manager, job_id)
+    assert job["state"] == jobs.CANCELLED
+    states = [row["state"] for row in job["images"]]
+    assert states[1:] == [jobs.CANCELLED, jobs.CANCELLED]
+    west = _images_of(dr.west.glance)
+    for image, state in zip(images, states):
+        if state == jobs.DONE:
+            assert west[image["id"]]["status"] == "active"
+        else:
+            assert image["id"] not in west
+            assert not os.path.exists(os.path.join(dr.west.images,
+                                                   image["id"]))
+    assert not _staging_left(dr.east, job_id)
+    assert not _staging_left(dr.west, job_id)
+    with pytest.raises(exceptions.JobFinished):
+        manager.cancel(job_id)
+
+
+# --- the conductor service on RabbitMQ, driven by the openstack CLI ----------
+
+@pytest.fixture(scope="module")
+def conductor(dr, tmp_path_factory):
+    """gvfs-conductor on a real RabbitMQ; yields ``openstack`` for it."""
+    workdir = tmp_path_factory.mktemp("conductor")
+    broker = rabbitmq.RabbitMQ(str(workdir / "rabbitmq"))
+    try:
+        config = dr.conductor_config(
+            str(workdir / "conductor.conf"),
+            "sqlite:///%s" % (workdir / "jobs.sqlite"),
+            transport_url=broker.url, host="conductor-1")
+        service = process.ManagedProcess(
+            "gvfs-conductor", [_console_script("gvfs-conductor"),
+                               "--config-file", config],
+            str(workdir / "conductor.log"))
+        try:
+            def openstack(*args, timeout=300):
+                return subprocess.run(
+                    [_console_script("openstack"), "--os-auth-type", "none",
+                     "--os-gvfs-transport-url", broker.url,
+                     "--os-gvfs-rpc-timeout", "30"] + list(args),
+                    capture_output=True, text=True, timeout=timeout)
+            yield openstack
+        finally:
+            assert service.stop() == 0, "gvfs-conductor did not stop cleanly"
+    finally:
+        broker.stop()
+
+
+def _console_script(name):
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def test_openstack_gvfs_migrate_waits_and_reports(dr, tmp_path, conductor):
+    path = tmp_path / "cli.raw"
+    path.write_bytes(os.urandom(24 * MIB))
+    image = _upload_file(dr.east.glance, path, drlab.FILE_STORE, "cli-image")
+    result = conductor("gvfs", "migrate", "cli-image", "--to", "west",
+                       "--wait", "--poll-interval", "0.2", "-f", "json")
+    assert result.returncode == 0, result.stderr
+    job = json.loads(result.stdout)
+    assert job["state"] == jobs.DONE
+    assert image["id"] in job["images"]
+    # Not a terminal: plain progress lines, ending with the job's state.
+    assert "job %s: done" % job["id"] in result.stderr
+    assert "remote copy" in result.stderr or "done" in result.stderr
+    assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+        image["os_hash_value"]
+    listed = conductor("gvfs", "migration", "list", "-f", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert job["id"] in [j["ID"] for j in json.loads(listed.stdout)]
+    shown = conductor("gvfs", "migration", "show", job["id"], "-f", "json")
+    assert json.loads(shown.stdout)["state"] == jobs.DONE
+
+
+@pytest.mark.parametrize("args,message", [
+    (["gvfs", "migrate", "cli-image", "--to", "north"],
+     "Unknown site north (configured sites: east, west)"),
+    (["gvfs", "migrate", "no-such-image", "--to", "west"],
+     "Image no-such-image not found at site east"),
+    (["gvfs", "migration", "show", "no-such-job"],
+     "No migration job no-such-job"),
+    (["gvfs", "migration", "cancel", "no-such-job"],
+     "No migration job no-such-job"),
+])
+def test_cli_user_errors_are_one_clear_line(conductor, args, message):
+    result = conductor(*args)
+    assert result.returncode == 1
+    assert result.stderr.strip() == message
+
+
+def test_two_conductors_sharing_postgresql_run_each_job_once(dr, tmp_path):
+    job_store = dr.postgres.database("jobs_%d" % os.getpid())
+    paths = [tmp_path / ("shared%d.raw" % n) for n in range(2)]
+    for path in paths:
+        path.write_bytes(os.urandom(16 * MIB))
+    images = [_upload_file(dr.east.glance, p, drlab.FILE_STORE, p.name)
+              for p in paths]
+    a, b = (_manager(dr, tmp_path, job_store=job_store, name=name,
+                     host=name, lease_seconds=5)
+            for name in ("conductor-a", "conductor-b"))
+    job_ids = [a.migrate([image["id"]], "west")["id"]
+               for image in images]
+    b.resume()   # B sees both jobs unfinished and starts runners too.
+    for job_id in job_ids:
+        assert _wait(a, job_id)["state"] == jobs.DONE
+    for job_id in job_ids:
+        codes = sorted(m._runners[job_id].wait(timeout=60)
+                       for m in (a, b))
+        assert codes == [0, 3]   # One ran it; the other found it held.
+        runs = [(r["position"], r["stage"]) for r in a.store.runs(job_id)]
+        assert sorted(runs) == sorted(set(runs))   # No stage ran twice.
+        assert a.store.job(job_id)["owner"] is None   # Released.
+    for image in images:
+        assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+            image["os_hash_value"]
+    a.stop()
+    b.stop()

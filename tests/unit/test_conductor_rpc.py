@@ -1,0 +1,62 @@
+"""The conductor's RPC API over oslo.messaging's in-process fake driver:
+calls reach the manager, and the user's errors come back as themselves."""
+
+from oslo_config import cfg
+import pytest
+
+from gvfs_openstack.conf import migration as migration_conf
+from gvfs_openstack import exceptions
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import manager as manager_mod
+from gvfs_openstack.migration import rpcapi
+from gvfs_openstack.migration import service
+
+
+@pytest.fixture
+def conductor(tmp_path):
+    conf = cfg.CONF
+    migration_conf.register_opts(conf)
+    overrides = {"sites": ["east", "west"], "local_site": "east",
+                 "job_store": "sqlite:///%s" % (tmp_path / "jobs.sqlite"),
+                 "host": "conductor-1", "lease_seconds": 3}
+    for name, value in overrides.items():
+        conf.set_override(name, value, "conductor")
+    migration_conf.register_sites(conf)
+    manager = manager_mod.ConductorManager(conf, config_args=[])
+    transport = rpcapi.get_transport(conf, url="fake://")
+    conductor = service.ConductorService(conf, manager, transport)
+    conductor.start()
+    yield manager, rpcapi.ConductorAPI(transport, timeout=10)
+    conductor.stop()
+    transport.cleanup()
+    for name in overrides:
+        conf.clear_override(name, "conductor")
+
+
+def test_calls_reach_the_manager(conductor):
+    manager, api = conductor
+    assert api.list_jobs() == []
+    job_id = manager.store.create_job("east", "west", [{
+        "id": "i0", "name": "n", "size": 1, "os_hash_algo": "sha512",
+        "os_hash_value": "h"}], 1)
+    [listed] = api.list_jobs()
+    assert listed["id"] == job_id and listed["state"] == jobs.QUEUED
+    shown = api.show_job(job_id)
+    assert [i["image_id"] for i in shown["images"]] == ["i0"]
+    assert isinstance(shown["created_at"], str)
+
+
+def test_user_errors_cross_rpc_as_themselves(conductor):
+    manager, api = conductor
+    with pytest.raises(exceptions.JobNotFound, match="No migration job x"):
+        api.show_job("x")
+    with pytest.raises(exceptions.UnknownSite,
+                       match="Unknown site north.*east, west"):
+        api.migrate(["image"], "north")
+    with pytest.raises(exceptions.ImageNotMigratable,
+                       match="no image was named"):
+        api.migrate([], "west")
+    job_id = manager.store.create_job("east", "west", [], 1)
+    manager.store.set_job(job_id, state=jobs.DONE)
+    with pytest.raises(exceptions.JobFinished, match="is done already"):
+        api.cancel_job(job_id)

@@ -1,0 +1,286 @@
+"""The migration conductor's parts that need no server: sites, the job
+store's leases, the GridFTP command, what is copied, and stage retries."""
+
+import argparse
+import datetime
+
+from oslo_config import cfg
+import pytest
+
+from gvfs_openstack.conf import migration as migration_conf
+from gvfs_openstack import exceptions
+from gvfs_openstack.migration import glance as glance_api
+from gvfs_openstack.migration import gridftp
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import localcopy
+from gvfs_openstack.migration import pipeline
+from gvfs_openstack.migration import sites
+
+SITE = """
+[site:east]
+auth_type = none
+glance_endpoint = http://127.0.0.1:9292
+gvfs_store = dtn
+dtn_export = /srv/images/
+dtn_nfs_port = 2049
+gridftp_url = gsiftp://dtn-east.example.org:2811
+gridftp_parallel = 8
+[site:west]
+auth_type = none
+glance_endpoint = http://127.0.0.1:9393
+dtn_export = /export
+gridftp_url = ftp://127.0.0.1:2812/
+"""
+
+
+def _conf(tmp_path, text=SITE, sites_list="east,west"):
+    path = tmp_path / "conductor.conf"
+    path.write_text("[conductor]\nsites = %s\nlocal_site = east\n%s"
+                    % (sites_list, text))
+    return migration_conf.load(cfg.ConfigOpts(), ["--config-file",
+                                                  str(path)], "test")
+
+
+def test_every_site_gets_the_listed_options_with_help(tmp_path):
+    conf = _conf(tmp_path)
+    listed = dict(migration_conf.list_opts())
+    assert {g.name if hasattr(g, "name") else g for g in listed} == \
+        {"conductor", "site:name"}
+    site_opts = [opts for g, opts in listed.items() if g != "conductor"][0]
+    for group in ("site:east", "site:west"):
+        registered = set(conf[group])
+        assert {o.dest for o in site_opts} <= registered
+    for opts in listed.values():
+        for opt in opts:
+            assert opt.help, opt.name
+
+
+def test_a_site_is_read_with_its_paths_normalised(tmp_path):
+    east = sites.load(_conf(tmp_path), "east")
+    assert east.dtn_export == "/srv/images"
+    assert east.mount_port == 2049
+    assert east.staging_dir("job") == ".gvfs-migration/job"
+    assert east.export_path(east.images_dir(), "i") == "/srv/images/images/i"
+    assert east.gridftp("/srv/images/x") == \
+        "gsiftp://dtn-east.example.org:2811/srv/images/x"
+    assert east.gvfs_location("abc") == "gvfs://dtn/abc"
+    assert east.ssh_host == east.nfs_host
+
+
+def test_an_unknown_site_names_the_known_ones(tmp_path):
+    with pytest.raises(exceptions.UnknownSite) as e:
+        sites.load(_conf(tmp_path), "north")
+    assert str(e.value) == \
+        "Unknown site north (configured sites: east, west)"
+
+
+@pytest.mark.parametrize("line,option", [
+    ("dtn_export = relative/path", "[site:west] dtn_export"),
+    ("gridftp_url = http://dtn:80", "[site:west] gridftp_url"),
+    ("dtn_images_dir = ../../etc", "[site:west] dtn_images_dir"),
+    ("dtn_staging_dir = /tmp", "[site:west] dtn_staging_dir"),
+])
+def test_a_bad_site_option_is_named(tmp_path, line, option):
+    conf = _conf(tmp_path, SITE + line + "\n")
+    with pytest.raises(exceptions.InvalidConfig) as e:
+        sites.load(conf, "west")
+    assert option in str(e.value)
+
+
+def test_a_site_without_export_is_refused(tmp_path):
+    conf = _conf(tmp_path, SITE.replace("dtn_export = /export\n", ""))
+    with pytest.raises(exceptions.InvalidConfig,
+                       match=r"\[site:west\] dtn_export.*required"):
+        sites.load(conf, "west")
+
+
+def _parse_guc(argv):
+    """globus-url-copy's options, read back as it reads them."""
+    parser = argparse.ArgumentParser(prog=argv[0], add_help=False)
+    for flag in ("-vb", "-fast", "-rst", "-cd", "-verify-checksum"):
+        parser.add_argument(flag, action="store_true")
+    for option in ("-p", "-rst-retries", "-stall-timeout",
+                   "-checksum-alg"):
+        parser.add_argument(option)
+    parser.add_argument("source")
+    parser.add_argument("destination")
+    return parser.parse_args(argv[1:])
+
+
+def test_the_transfer_is_third_party_with_the_sources_tuning(tmp_path):
+    conf = _conf(tmp_path)
+    east, west = sites.load(conf, "east"), sites.load(conf, "west")
+    args = _parse_guc(gridftp.command(
+        "globus-url-copy", east, west, "/srv/images/images/i1",
+        "/export/.gvfs-migration/j/i1"))
+    assert args.source == "gsiftp://dtn-east.example.org:2811/srv/images/" \
+        "images/i1"
+    assert args.destination == "ftp://127.0.0.1:2812/export/" \
+        ".gvfs-migration/j/i1"
+    assert (args.p, args.rst, args.rst_retries, args.cd) == \
+        ("8", True, "5", True)
+    assert args.verify_checksum and args.checksum_alg == "MD5"
+    conf.set_override("gridftp_verify_checksum", False, "site:east")
+    args = _parse_guc(gridftp.command(
+        "globus-url-copy", sites.load(conf, "east"), west, "/a", "/b"))
+    assert not args.verify_checksum and args.checksum_alg is None
+
+
+def test_only_what_a_user_set_is_copied():
+    image = {"id": "i", "status": "active", "name": "n", "owner": "p",
+             "disk_format": "qcow2", "min_disk": 3, "tags": ["a"],
+             "hw_disk_bus": "scsi", "os_hash_value": "x", "size": 9,
+             "locations": [], "os_glance_import_task": "t",
+             "direct_url": "gvfs://dtn/i", "stores": "dtn",
+             "os_hidden": False, "description": None}
+    assert glance_api.copied_attributes(image) == {
+        "name": "n", "disk_format": "qcow2", "min_disk": 3, "tags": ["a"],
+        "hw_disk_bus": "scsi", "os_hidden": False}
+
+
+def test_an_image_in_the_sites_gvfs_store_needs_no_local_copy(tmp_path):
+    east = sites.load(_conf(tmp_path), "east")
+    west = sites.load(_conf(tmp_path), "west")
+    by_location = {"id": "abc", "locations": [{"url": "gvfs://dtn/abc"}]}
+    by_store = {"id": "abc", "stores": "local,dtn"}
+    elsewhere = {"id": "abc", "locations": [{"url": "file:///x/abc"}],
+                 "stores": "local"}
+    other_store = {"id": "abc", "locations": [{"url": "gvfs://dtn2/abc"}]}
+    assert localcopy.in_gvfs_store(by_location, east)
+    assert localcopy.in_gvfs_store(by_store, east)
+    assert not localcopy.in_gvfs_store(elsewhere, east)
+    assert not localcopy.in_gvfs_store(other_store, east)
+    assert not localcopy.in_gvfs_store(by_location, west)  # No gvfs store.
+
+
+# --- the job store -----------------------------------------------------------
+
+@pytest.fixture
+def store(tmp_path):
+    store = jobs.JobStore("sqlite:///%s" % (tmp_path / "jobs.sqlite"))
+    yield store
+    store.dispose()
+
+
+IMAGES = [{"id": "i%d" % n, "name": "n%d" % n, "size": 10 * n,
+           "os_hash_algo": "sha512", "os_hash_value": "h%d" % n}
+          for n in range(3)]
+
+
+def test_a_job_starts_queued_with_its_images_in_order(store):
+    job_id = store.create_job("east", "west", IMAGES, 2)
+    job = store.job(job_id)
+    assert (job["state"], job["images_in_flight"], job["owner"]) == \
+        (jobs.QUEUED, 2, None)
+    rows = store.images(job_id)
+    assert [r["image_id"] for r in rows] == ["i0", "i1", "i2"]
+    assert {(r["stage"], r["state"], r["stage_bytes"]) for r in rows} == \
+        {(jobs.LOCAL_COPY, jobs.QUEUED, 0)}
+    with pytest.raises(exceptions.JobNotFound, match="No migration job x"):
+        store.job("x")
+
+
+def test_one_runner_holds_a_job_until_its_lease_expires(store):
+    job_id = store.create_job("east", "west", IMAGES, 2)
+    assert store.claim(job_id, "a", 30)
+    assert store.claim(job_id, "a", 30)          # Its own: renewed.
+    assert not store.claim(job_id, "b", 30)
+    assert store.heartbeat(job_id, "a")
+    # "a" stops renewing: after the lease, "b" takes over and "a" knows.
+    store.set_job(job_id, heartbeat=datetime.datetime(2000, 1, 1))
+    assert store.claim(job_id, "b", 30)
+    assert not store.heartbeat(job_id, "a")
+    store.release(job_id, "a")                    # Not its to release.
+    assert store.job(job_id)["owner"] == "b"
+    store.release(job_id, "b")
+    assert store.claim(job_id, "c", 30)
+
+
+def test_a_finished_stage_moves_the_image_on_and_clears_its_progress(store):
+    job_id = store.create_job("east", "west", IMAGES, 2)
+    store.progress(job_id, 1, 4096)
+    store.set_image(job_id, 1, error="earlier", attempts=2)
+    store.finish_stage(job_id, 1, jobs.TRANSFER, source_path="/p")
+    row = store.image(job_id, 1)
+    assert (row["stage"], row["stage_bytes"], row["attempts"], row["error"],
+            row["source_path"]) == (jobs.TRANSFER, 0, 0, None, "/p")
+
+
+# --- stage retries -----------------------------------------------------------
+
+class _Ctx:
+    """What run_stage uses of a StageContext, over a real job store."""
+
+    def __init__(self, store, job_id, retries=3):
+        self.store = store
+        self.job_id = job_id
+        self.retries = retries
+        self.retry_backoff = 0.0
+        self.cancel = False
+
+    def cancelled(self):
+        return self.cancel
+
+    record = pipeline.StageContext.record
+
+
+class _Stage:
+    """A stage that fails with ``errors`` in turn, then succeeds."""
+
+    def __init__(self, *errors):
+        self.errors = list(errors)
+        self.calls = 0
+
+    def run(self, ctx, row):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return {"source_path": "/done"}
+
+
+def _stage(module):
+    return (jobs.LOCAL_COPY, module, jobs.TRANSFER)
+
+
+def test_transient_faults_are_retried_and_recorded(store):
+    job_id = store.create_job("east", "west", IMAGES, 2)
+    module = _Stage(ConnectionResetError("reset"), exceptions.StageFailed(
+        stage="s", image="i0", reason="503", transient=True))
+    assert pipeline.run_stage(_Ctx(store, job_id), _stage(module), 0)
+    assert module.calls == 3
+    row = store.image(job_id, 0)
+    assert (row["stage"], row["source_path"], row["error"]) == \
+        (jobs.TRANSFER, "/done", None)
+    assert [r["outcome"] for r in store.runs(job_id)] == \
+        [jobs.FAILED, jobs.FAILED, "done"]
+
+
+def test_a_permanent_fault_fails_the_image_at_once(store):
+    job_id = store.create_job("east", "west", IMAGES, 2)
+    module = _Stage(exceptions.ChecksumMismatch(
+        stage="s", image="i0", algo="sha512", actual="a", expected="b"))
+    assert not pipeline.run_stage(_Ctx(store, job_id), _stage(module), 0)
+    assert module.calls == 1
+    row = store.image(job_id, 0)
+    assert row["state"] == jobs.FAILED and row["stage"] == jobs.LOCAL_COPY
+    assert "sha512 is a, the source's is b" in row["error"]
+
+
+def test_retries_end(store):
+    job_id = store.create_job("east", "west", IMAGES, 2)
+    module = _Stage(*[TimeoutError("slow")] * 5)
+    assert not pipeline.run_stage(_Ctx(store, job_id, retries=2),
+                                  _stage(module), 0)
+    assert module.calls == 3
+    assert store.image(job_id, 0)["state"] == jobs.FAILED
+
+
+def test_an_image_past_the_stage_or_a_cancelled_job_runs_nothing(store):
+    job_id = store.create_job("east", "west", IMAGES, 2)
+    store.finish_stage(job_id, 0, jobs.TRANSFER)
+    module = _Stage()
+    ctx = _Ctx(store, job_id)
+    assert pipeline.run_stage(ctx, _stage(module), 0)  # Resumed: passes.
+    ctx.cancel = True
+    assert not pipeline.run_stage(ctx, _stage(module), 1)
+    assert module.calls == 0

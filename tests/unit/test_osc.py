@@ -1,0 +1,94 @@
+"""The OSC plugin's parsers and its progress display."""
+
+import io
+
+from osc_lib import exceptions as osc_exceptions
+import pytest
+
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.osc import client
+from gvfs_openstack.osc import progress
+from gvfs_openstack.osc.v1 import migration
+
+MIB = 1024 * 1024
+
+
+def _parse(command_class, argv):
+    return command_class(None, None).get_parser("openstack").parse_args(argv)
+
+
+def test_migrate_takes_images_a_site_and_options():
+    args = _parse(migration.Migrate, ["a", "b", "--to", "west",
+                                      "--parallel", "2", "--wait"])
+    assert (args.images, args.site, args.parallel, args.wait) == \
+        (["a", "b"], "west", 2, True)
+
+
+@pytest.mark.parametrize("argv", [["a"], ["--to", "west"],
+                                  ["a", "--to", "w", "--parallel", "x"]])
+def test_migrate_refuses_what_it_cannot_run(argv, capsys):
+    with pytest.raises(SystemExit):
+        _parse(migration.Migrate, argv)
+
+
+def test_the_commands_need_no_keystone():
+    for command_class in (migration.Migrate, migration.ShowMigration,
+                          migration.CancelMigration,
+                          migration.ListMigrations):
+        assert command_class.auth_required is False
+
+
+def test_a_client_without_a_bus_says_how_to_name_one():
+    with pytest.raises(osc_exceptions.CommandError,
+                       match="--os-gvfs-transport-url"):
+        client.ConductorClient()
+
+
+def _job(state, stage, done, size=100 * MIB, image_state=jobs.RUNNING,
+         error=None):
+    return {"id": "j1", "state": state, "images": [{
+        "position": 0, "image_id": "i1", "name": "golden", "size": size,
+        "stage": stage, "state": image_state, "stage_bytes": done,
+        "error": error}]}
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_plain_lines_give_rate_and_eta_and_only_on_change():
+    out, clock = io.StringIO(), _Clock()
+    view = progress.Progress(out, tty=False, plain_every=10, clock=clock)
+    view.show(_job(jobs.RUNNING, jobs.TRANSFER, 10 * MIB))
+    clock.now += 2
+    view.show(_job(jobs.RUNNING, jobs.TRANSFER, 30 * MIB))  # Same stage.
+    assert out.getvalue().count("\n") == 2                  # Not printed.
+    clock.now += 10
+    view.show(_job(jobs.RUNNING, jobs.TRANSFER, 50 * MIB))
+    lines = out.getvalue().splitlines()
+    assert lines[-2].split() == [
+        "golden", "DTN->DTN", "50.0%", "50.0/100.0", "MiB", "2.0",
+        "MiB/s", "ETA", "0:25"]
+    assert lines[-1] == "job j1: running"
+    clock.now += 1
+    view.show(_job(jobs.RUNNING, jobs.REMOTE_COPY, 0))     # New stage.
+    assert "remote copy" in out.getvalue().splitlines()[-2]
+    assert "[" not in out.getvalue()                       # No bar.
+
+
+def test_a_terminal_gets_bars_redrawn_in_place_and_errors_spelled_out():
+    out, clock = io.StringIO(), _Clock()
+    view = progress.Progress(out, tty=True, clock=clock)
+    view.show(_job(jobs.RUNNING, jobs.LOCAL_COPY, 25 * MIB))
+    clock.now += 1
+    view.show(_job(jobs.FAILED, jobs.REMOTE_COPY, 0, image_state=jobs.FAILED,
+                   error="remote copy: checksum"))
+    text = out.getvalue()
+    assert "[######                  ]  25.0%" in text
+    assert "\x1b[2A" in text                          # Went back 2 lines.
+    assert text.rstrip().endswith("job j1: failed")
+    assert "golden               failed: remote copy: checksum" in text
