@@ -14,21 +14,27 @@ import configparser
 import contextlib
 import os
 
+from gvfs_openstack.lab import dnat
 from gvfs_openstack.lab import ganesha
 from gvfs_openstack.lab import glance_api
 from gvfs_openstack.lab import gridftp
 from gvfs_openstack.lab import postgres
 from gvfs_openstack.lab import process
 from gvfs_openstack.lab import sshd
+from gvfs_openstack.lab import toxiproxy
 
 IMAGES_DIR = "images"
 STAGING_DIR = ".gvfs-migration"
 GVFS_STORE = "dtn"
+#: Data ports of the receiving GridFTP server behind an emulated link: a
+#: port stays busy a while after its transfer (TIME_WAIT), so several.
+DATA_PORTS = 16
 FILE_STORE = "local"
 
 
 class DrSite:
-    def __init__(self, workdir, name, stack, database):
+    def __init__(self, workdir, name, stack, database, data_interface=None,
+                 data_ports=None):
         self.name = name
         self.workdir = workdir
         self.export = os.path.join(workdir, "export")
@@ -38,7 +44,9 @@ class DrSite:
         self.ganesha = stack.enter_context(_stopping(ganesha.Ganesha(
             os.path.join(workdir, "ganesha"), self.export)))
         self.gridftp = stack.enter_context(_stopping(gridftp.GridFtpServer(
-            os.path.join(workdir, "gridftp"))))
+            os.path.join(workdir, "gridftp"),
+            data_interface=data_interface or "127.0.0.1",
+            data_ports=data_ports)))
         self.sshd = stack.enter_context(_stopping(sshd.Sshd(
             os.path.join(workdir, "sshd"))))
         self.images = os.path.join(self.export, IMAGES_DIR)
@@ -92,13 +100,27 @@ def _stopping(part):
 
 
 class DrLab:
-    """Site ``east`` (the source) and site ``west`` (the destination)."""
+    """Site ``east`` (the source) and site ``west`` (the destination).
 
-    def __init__(self, workdir):
+    With ``dtn_link = (rtt_ms, rate_mbit, streams)`` the DTN-to-DTN data
+    goes through toxiproxy: west's GridFTP server receives on ports of
+    127.0.0.2, and east's connections to them (made by the GridFTP user)
+    are redirected to toxiproxy links with that latency and ``rate_mbit /
+    streams`` per connection (toxiproxy caps each connection; GridFTP
+    opens ``streams`` of them).  ``ssh_link_port`` is then a link to
+    west's sshd with the same latency and the whole rate, for the plain
+    scp a user would otherwise run.
+    """
+
+    def __init__(self, workdir, dtn_link=None):
         self.workdir = workdir
+        self.dtn_link = dtn_link
+        self.toxiproxy = None
+        self.ssh_link_port = None
         self._stack = contextlib.ExitStack()
 
     def __enter__(self):
+        os.makedirs(self.workdir, exist_ok=True)
         try:
             self._stack.enter_context(_stopping(ganesha.Rpcbind(
                 self.workdir)))
@@ -107,13 +129,35 @@ class DrLab:
             self.east = DrSite(os.path.join(self.workdir, "east"), "east",
                                self._stack,
                                self.postgres.database("glance_east"))
+            data_ports = None
+            if self.dtn_link:
+                first = process.free_port_range(DATA_PORTS)
+                data_ports = range(first, first + DATA_PORTS)
             self.west = DrSite(os.path.join(self.workdir, "west"), "west",
                                self._stack,
-                               self.postgres.database("glance_west"))
+                               self.postgres.database("glance_west"),
+                               data_interface="127.0.0.2" if data_ports
+                               else None, data_ports=data_ports)
+            if data_ports:
+                self._link(data_ports)
         except BaseException:
             self._stack.close()
             raise
         return self
+
+    def _link(self, data_ports):
+        rtt_ms, rate_mbit, streams = self.dtn_link
+        self.toxiproxy = self._stack.enter_context(_stopping(
+            toxiproxy.Toxiproxy(self.workdir)))
+        for data_port in data_ports:
+            name = "dtn%d" % data_port
+            port = self.toxiproxy.add_link(name, data_port, "127.0.0.2")
+            self.toxiproxy.wan(name, rtt_ms, rate_mbit / float(streams))
+            self._stack.enter_context(_stopping(dnat.Redirect(
+                self.east.gridftp.uid, "127.0.0.2", data_port, port)))
+        self.ssh_link_port = self.toxiproxy.add_link("ssh",
+                                                     self.west.sshd.port)
+        self.toxiproxy.wan("ssh", rtt_ms, rate_mbit)
 
     def __exit__(self, *exc):
         self._stack.close()

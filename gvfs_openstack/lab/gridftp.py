@@ -19,7 +19,15 @@ ANONYMOUS_USER = "nobody"
 
 
 class GridFtpServer:
-    def __init__(self, workdir, user=ANONYMOUS_USER):
+    """One anonymous GridFTP server on a free loopback port.
+
+    ``data_interface`` and ``data_ports`` (a range of ports) fix where it
+    listens for data connections when it receives, so that the lab can
+    route them through an emulated link.
+    """
+
+    def __init__(self, workdir, user=ANONYMOUS_USER,
+                 data_interface="127.0.0.1", data_ports=None):
         os.makedirs(workdir, exist_ok=True)
         self.workdir = workdir
         self.user = user
@@ -27,6 +35,8 @@ class GridFtpServer:
         self.uid, self.gid = entry.pw_uid, entry.pw_gid
         self.port = process.free_port()
         self.url = "ftp://127.0.0.1:%d" % self.port
+        self.data_interface = data_interface
+        self.data_ports = data_ports
         self.start()
 
     def start(self):
@@ -36,7 +46,10 @@ class GridFtpServer:
             "globus-gridftp-server",
             [binary, "-aa", "-anonymous-user", self.user, "-p",
              str(self.port), "-control-interface", "127.0.0.1",
-             "-data-interface", "127.0.0.1"],
+             "-data-interface", self.data_interface] + (
+                ["-port-range", "%d,%d" % (self.data_ports[0],
+                                           self.data_ports[-1])]
+                if self.data_ports else []),
             os.path.join(self.workdir, "gridftp.log"), [self.port])
 
     def session_pids(self):

@@ -5,6 +5,7 @@ Every process is started by us, remembered by PID, and stopped by that PID
 else on the machine is touched.
 """
 
+import contextlib
 import os
 import signal
 import socket
@@ -34,6 +35,23 @@ def free_port(host="127.0.0.1"):
     with socket.socket() as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def free_port_range(count, host="127.0.0.1"):
+    """The first of ``count`` consecutive ports that are all free now."""
+    for _ in range(100):
+        first = free_port(host)
+        if first + count > 65535:
+            continue
+        try:
+            with contextlib.ExitStack() as held:
+                for port in range(first, first + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind((host, port))
+        except OSError:
+            continue
+        return first
+    raise LabError("no %d consecutive free ports" % count)
 
 
 def wait_for_port(port, host="127.0.0.1", timeout=30.0, process=None):

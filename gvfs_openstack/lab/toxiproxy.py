@@ -28,12 +28,13 @@ class Toxiproxy:
             payload = resp.read()
         return json.loads(payload) if payload else None
 
-    def add_link(self, name, upstream_port):
-        """A proxy to 127.0.0.1:upstream_port; returns its listen port."""
+    def add_link(self, name, upstream_port, upstream_host="127.0.0.1"):
+        """A proxy to upstream_host:upstream_port; returns its listen port."""
         listen = process.free_port()
         self._request("POST", "/proxies", {
             "name": name, "listen": "127.0.0.1:%d" % listen,
-            "upstream": "127.0.0.1:%d" % upstream_port, "enabled": True})
+            "upstream": "%s:%d" % (upstream_host, upstream_port),
+            "enabled": True})
         return listen
 
     def set_enabled(self, name, enabled):
@@ -48,7 +49,10 @@ class Toxiproxy:
             "attributes": attributes})
 
     def wan(self, name, rtt_ms, rate_mbit):
-        """Half the RTT each way and a bandwidth cap in both directions."""
+        """Half the RTT each way and a bandwidth cap in both directions.
+
+        toxiproxy caps each connection of the link on its own.
+        """
         for stream in ("upstream", "downstream"):
             self.add_toxic(name, "latency", {"latency": rtt_ms // 2,
                                              "jitter": 0}, stream)

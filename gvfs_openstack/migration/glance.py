@@ -160,9 +160,21 @@ class GlanceClient:
                     reason="still %s after %.0fs" % (image["status"],
                                                      timeout or self.timeout))
             time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+            delay = min(delay * 2, 0.5)
 
-    def delete(self, image_id):
-        reply = self.api.delete("/v2/images/%s" % image_id)
-        if reply.status_code not in (204, 404):
-            self._check(reply, image_id, "deleting the image")
+    def delete(self, image_id, patience=30.0):
+        """Delete the image; gone already is fine.
+
+        Right after a failed location import Glance may still be winding
+        the import down and refuse (409, 400): asked again for up to
+        ``patience`` seconds.
+        """
+        deadline = time.monotonic() + patience
+        while True:
+            reply = self.api.delete("/v2/images/%s" % image_id)
+            if reply.status_code in (204, 404):
+                return
+            if reply.status_code not in (400, 409) or \
+                    time.monotonic() > deadline:
+                self._check(reply, image_id, "deleting the image")
+            time.sleep(1.0)

@@ -13,6 +13,7 @@ from tools.bench import cache
 from tools.bench import clone
 from tools.bench import glance
 from tools.bench import metadata
+from tools.bench import migrate
 from tools.bench import proxy_throughput
 
 SCENARIOS = {
@@ -20,6 +21,7 @@ SCENARIOS = {
     "clone": clone.run,
     "glance": glance.run,
     "metadata": metadata.run,
+    "migrate": migrate.run,
     "proxy-throughput": proxy_throughput.run,
 }
 

@@ -1,0 +1,194 @@
+"""Disaster-recovery migration of images between two clouds, in one run.
+
+The two-cloud lab (gvfs_openstack/lab/drlab.py) with its DTN-to-DTN link
+emulated by toxiproxy (default 500 Mbit/s, 20 ms RTT).  Four images of
+random data in the source Glance's ``file`` store, so every stage has all
+of its work to do, are migrated:
+
+* the DTN paper's procedure: each image's local copy, DTN-to-DTN transfer
+  and remote copy one after another (the conductor with one image in
+  flight);
+* the pipelined conductor (images in flight: 3);
+* a plain ``scp`` of the four image files from the source DTN to the
+  destination's over the same emulated link: what a user would otherwise
+  run, without any Glance at either end.
+
+The stage times of the sequential run are each stage's own cost; the
+pipelined run should take little more than the slowest of them.  Between
+runs the destination's images are deleted and purged from its database
+(the migrated images keep their ids).
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from oslo_config import cfg
+
+from gvfs_openstack.conf import migration as migration_conf
+from gvfs_openstack.lab import drlab
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import manager as manager_mod
+
+MIB = 1024 * 1024
+STAGE_NAMES = {jobs.LOCAL_COPY: "local copy", jobs.TRANSFER: "DTN-to-DTN",
+               jobs.REMOTE_COPY: "remote copy"}
+
+
+def _image_file(path, size):
+    with open(path, "wb") as f:
+        for _ in range(size // (16 * MIB)):
+            f.write(os.urandom(16 * MIB))
+
+
+def _upload(glance, path, name):
+    image_id = glance.create_image(name)
+    status = glance.upload(image_id, path, store=drlab.FILE_STORE)
+    if status != 204:
+        raise RuntimeError("upload of %s failed: %s" % (name, status))
+    return glance.image(image_id)
+
+
+def _migrate(lab, work, image_ids, name, images_in_flight, streams):
+    """Seconds from the request to the job's end, and the stage runs."""
+    path = lab.conductor_config(
+        os.path.join(work, name + ".conf"),
+        "sqlite:///%s" % os.path.join(work, name + ".sqlite"),
+        east={"gridftp_parallel": streams},
+        images_in_flight=images_in_flight)
+    conf = migration_conf.load(cfg.ConfigOpts(), ["--config-file", path],
+                               "bench")
+    manager = manager_mod.ConductorManager(conf)
+    start = time.monotonic()
+    job_id = manager.migrate(image_ids, "west")["id"]
+    while manager.show(job_id)["state"] not in jobs.FINISHED:
+        time.sleep(0.05)
+    seconds = time.monotonic() - start
+    job = manager.show(job_id)
+    if job["state"] != jobs.DONE:
+        raise RuntimeError("%s run ended %s: %s" % (name, job["state"],
+                                                    job["error"]))
+    runs = manager.store.runs(job_id)
+    manager.stop()
+    return seconds, runs
+
+
+def _forget_destination(lab, image_ids):
+    """Delete the migrated images and purge them, so their ids are free."""
+    for image_id in image_ids:
+        lab.west.glance._request("/v2/images/%s" % image_id, "DELETE")
+    manage = os.path.join(os.path.dirname(sys.executable), "glance-manage")
+    for command in ("purge", "purge_images_table"):
+        subprocess.run([manage, "--config-file",
+                        lab.west.glance.config_file, "db", command,
+                        "--age_in_days", "0"], check=True,
+                       capture_output=True)
+
+
+def _scp(lab, paths):
+    site = lab.west.sshd
+    start = time.monotonic()
+    subprocess.run(
+        ["scp", "-q", "-P", str(lab.ssh_link_port), "-i", site.key,
+         "-o", "UserKnownHostsFile=%s" % site.known_hosts,
+         "-o", "HostKeyAlias=[127.0.0.1]:%d" % site.port,
+         "-o", "BatchMode=yes"] + paths +
+        ["%s@127.0.0.1:%s/" % (site.user, lab.west.export)],
+        check=True, timeout=3600)
+    return time.monotonic() - start
+
+
+def _stage_seconds(runs):
+    totals = {}
+    for run in runs:
+        if run["outcome"] != "done":
+            continue
+        seconds = (run["finished_at"] - run["started_at"]).total_seconds()
+        totals[run["stage"]] = totals.get(run["stage"], 0.0) + seconds
+    return totals
+
+
+def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
+    count = 4
+    size = (64 if quick else 512) * MIB
+    link_mibps = rate_mbit / 8.0 * 1e6 / MIB
+    with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
+        os.chmod(work, 0o755)
+        paths = []
+        for n in range(count):
+            paths.append(os.path.join(work, "image%d.raw" % n))
+            _image_file(paths[-1], size)
+        with drlab.DrLab(os.path.join(work, "lab"),
+                         dtn_link=(rtt_ms, rate_mbit, streams)) as lab:
+            image_ids = [_upload(lab.east.glance, p, os.path.basename(p))
+                         ["id"] for p in paths]
+            sequential, seq_runs = _migrate(
+                lab, work, image_ids, "sequential", 1, streams)
+            _forget_destination(lab, image_ids)
+            pipelined, pipe_runs = _migrate(
+                lab, work, image_ids, "pipelined", 3, streams)
+            scp = _scp(lab, paths)
+    stages = _stage_seconds(seq_runs)
+    slowest = max(stages.values())
+    total_mib = count * size / MIB
+    print("\nmigrate: %d images x %d MiB; DTN link %d ms RTT, %d Mbit/s "
+          "(%.1f MiB/s), GridFTP %d streams" % (
+              count, size // MIB, rtt_ms, rate_mbit, link_mibps, streams))
+    print("%-34s %9s %9s" % ("run", "seconds", "MiB/s"))
+    rows = [("%s, all images (sequential run)" % STAGE_NAMES[stage],
+             stages[stage]) for stage in jobs.STAGES if stage in stages]
+    rows += [("paper's procedure (sequential)", sequential),
+             ("pipelined conductor", pipelined),
+             ("plain scp between the DTNs", scp)]
+    for name, seconds in rows:
+        print("%-34s %9.1f %9.1f" % (name, seconds, total_mib / seconds))
+    ratios = {
+        "pipelined_vs_slowest_stage": pipelined / slowest,
+        "pipelined_vs_link_rate": total_mib / pipelined / link_mibps,
+        "sequential_vs_pipelined": sequential / pipelined,
+        "scp_vs_pipelined": scp / pipelined,
+    }
+    for name, value in ratios.items():
+        print("%-30s %6.2f" % (name, value))
+    metrics = {"images": count, "image_mib": size // MIB, "rtt_ms": rtt_ms,
+               "rate_mbit": rate_mbit, "streams": streams,
+               "link_mibps": link_mibps,
+               "sequential_seconds": sequential,
+               "pipelined_seconds": pipelined, "scp_seconds": scp}
+    metrics.update(("%s_seconds" % stage, seconds)
+                   for stage, seconds in stages.items())
+    if plot:
+        _plot(seq_runs, pipe_runs, plot)
+    return {"scenario": "migrate", "metrics": metrics, "ratios": ratios}
+
+
+def _plot(seq_runs, pipe_runs, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {jobs.LOCAL_COPY: "tab:blue", jobs.TRANSFER: "tab:red",
+               jobs.REMOTE_COPY: "tab:green"}
+    fig, axes = plt.subplots(2, 1, figsize=(11, 5), sharex=True)
+    for ax, runs, title in ((axes[0], seq_runs, "paper's procedure"),
+                            (axes[1], pipe_runs, "pipelined conductor")):
+        done = [r for r in runs if r["outcome"] == "done"]
+        origin = min(r["started_at"] for r in done)
+        for r in done:
+            start = (r["started_at"] - origin).total_seconds()
+            length = (r["finished_at"] - r["started_at"]).total_seconds()
+            ax.barh(r["position"], length, left=start,
+                    color=colours[r["stage"]], edgecolor="black")
+        ax.set_title(title)
+        ax.set_ylabel("image")
+        ax.invert_yaxis()
+    axes[1].set_xlabel("seconds")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in
+               colours.values()]
+    axes[0].legend(handles, [STAGE_NAMES[s] for s in colours],
+                   loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path)
+    print("plot written to %s" % path)
