@@ -149,8 +149,10 @@ class DrLab:
         rtt_ms, rate_mbit, streams = self.dtn_link
         self.toxiproxy = self._stack.enter_context(_stopping(
             toxiproxy.Toxiproxy(self.workdir)))
+        self._dtn_links = []
         for data_port in data_ports:
             name = "dtn%d" % data_port
+            self._dtn_links.append(name)
             port = self.toxiproxy.add_link(name, data_port, "127.0.0.2")
             self.toxiproxy.wan(name, rtt_ms, rate_mbit / float(streams))
             self._stack.enter_context(_stopping(dnat.Redirect(
@@ -158,6 +160,13 @@ class DrLab:
         self.ssh_link_port = self.toxiproxy.add_link("ssh",
                                                      self.west.sshd.port)
         self.toxiproxy.wan("ssh", rtt_ms, rate_mbit)
+
+    def reset_dtn_link(self):
+        """Break every connection on the DTN link (it comes back at once)."""
+        for name in self._dtn_links:
+            self.toxiproxy.set_enabled(name, False)
+        for name in self._dtn_links:
+            self.toxiproxy.set_enabled(name, True)
 
     def __exit__(self, *exc):
         self._stack.close()

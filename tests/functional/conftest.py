@@ -12,7 +12,9 @@ from gvfs_openstack.lab import glance_api
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.mount import mounter
 
-REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen")
+REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen",
+            "globus-url-copy", "globus-gridftp-server", "rabbitmq-server",
+            "epmd", "iptables")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -97,8 +99,9 @@ def random_file(path, size):
     return digest.hexdigest()
 
 
-def sha256(path):
-    digest = hashlib.sha256()
+def sha256(path, algo="sha256"):
+    """The hex digest of a file (``algo``: any hashlib name)."""
+    digest = hashlib.new(algo)
     with open(path, "rb") as f:
         while chunk := f.read(8 << 20):
             digest.update(chunk)

@@ -5,10 +5,8 @@ GridFTP server and an sshd per DTN; the conductor's runner with its forked
 stage workers; ``globus-url-copy`` between the two GridFTP servers.
 """
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,12 +21,9 @@ from gvfs_openstack.lab import process
 from gvfs_openstack.lab import rabbitmq
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
+from tests.functional.conftest import sha256
 
 MIB = 1024 * 1024
-
-pytestmark = pytest.mark.skipif(
-    not shutil.which("globus-url-copy"),
-    reason="unreachable: tools/install-deps.sh installs GridFTP")
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +69,7 @@ def _qcow2(path, tmp_path):
 
 
 def _sha512(path):
-    digest = hashlib.sha512()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 * MIB):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return sha256(path, "sha512")
 
 
 def _manager(dr, tmp_path, job_store=None, name="conductor", **conductor):
@@ -429,3 +420,32 @@ def test_two_conductors_sharing_postgresql_run_each_job_once(dr, tmp_path):
             image["os_hash_value"]
     a.stop()
     b.stop()
+
+
+@pytest.fixture(scope="module")
+def linked_dr(tmp_path_factory):
+    """The two clouds with their DTNs joined by a 100 Mbit/s link."""
+    with drlab.DrLab(str(tmp_path_factory.mktemp("linked")),
+                     dtn_link=(10, 100, 4)) as lab:
+        yield lab
+
+
+def test_a_reset_dtn_link_mid_transfer_is_survived(linked_dr, tmp_path):
+    dr = linked_dr
+    path = tmp_path / "long.raw"
+    path.write_bytes(os.urandom(48 * MIB))     # About 4 s on the link.
+    image = _upload_file(dr.east.glance, path, drlab.GVFS_STORE, "long")
+    manager = _manager(dr, tmp_path, retries=4, retry_backoff=0.5)
+    job_id = manager.migrate([image["id"]], "west")["id"]
+    deadline = time.monotonic() + 120
+    while not [r for r in manager.store.runs(job_id)
+               if r["stage"] == jobs.TRANSFER]:
+        assert time.monotonic() < deadline, manager.show(job_id)
+        time.sleep(0.02)
+    time.sleep(1.5)
+    assert manager.show(job_id)["images"][0]["stage"] == jobs.TRANSFER
+    dr.reset_dtn_link()
+    job = _wait(manager, job_id)
+    assert job["state"] == jobs.DONE, job
+    assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+        image["os_hash_value"]

@@ -92,3 +92,11 @@ def test_a_terminal_gets_bars_redrawn_in_place_and_errors_spelled_out():
     assert "\x1b[2A" in text                          # Went back 2 lines.
     assert text.rstrip().endswith("job j1: failed")
     assert "golden               failed: remote copy: checksum" in text
+
+
+@pytest.mark.parametrize("command_class", [migration.ShowMigration,
+                                           migration.CancelMigration])
+def test_a_job_command_needs_the_job(command_class):
+    assert _parse(command_class, ["j1"]).job == "j1"
+    with pytest.raises(SystemExit):
+        _parse(command_class, [])

@@ -90,26 +90,25 @@ class ListMigrations(command.Lister):
                  for j in self.app.client_manager.gvfs.list_jobs()])
 
 
-class ShowMigration(_JobCommand):
-    """Show a migration job and the stage of each of its images."""
+class _OneJobCommand(_JobCommand):
+    """A command on one job, named by its ID."""
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument("job", metavar="<job>", help="Job ID")
         return parser
+
+
+class ShowMigration(_OneJobCommand):
+    """Show a migration job and the stage of each of its images."""
 
     def take_action(self, parsed_args):
         return _job_row(self.app.client_manager.gvfs.show_job(
             parsed_args.job))
 
 
-class CancelMigration(_JobCommand):
+class CancelMigration(_OneJobCommand):
     """Cancel a migration: what it staged and did not finish is removed."""
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument("job", metavar="<job>", help="Job ID")
-        return parser
 
     def take_action(self, parsed_args):
         return _job_row(self.app.client_manager.gvfs.cancel_job(
