@@ -177,10 +177,11 @@ class GlanceApi:
             self.url + path, data=body, method=method,
             headers=headers or {}), timeout=timeout)
 
-    def create_image(self, name, disk_format="raw"):
-        """A queued image; its id."""
-        body = json.dumps({"name": name, "disk_format": disk_format,
-                           "container_format": "bare"}).encode()
+    def create_image(self, name, disk_format="raw", **attributes):
+        """A queued image (with any other ``attributes``); its id."""
+        body = json.dumps(dict({"name": name, "disk_format": disk_format,
+                                "container_format": "bare"},
+                               **attributes)).encode()
         with self._request("/v2/images", "POST", body, {
                 "Content-Type": "application/json"}) as reply:
             return json.loads(reply.read())["id"]
@@ -206,6 +207,17 @@ class GlanceApi:
                     return reply.status
             except urllib.error.URLError as e:
                 return e
+
+    def add_image(self, name, path, store=None, **attributes):
+        """Create an image, upload ``path`` into it; the active image."""
+        image_id = self.create_image(name, **attributes)
+        status = self.upload(image_id, path, store=store)
+        image = self.image(image_id)
+        if status != 204 or image["status"] != "active":
+            raise process.LabError("upload of %s into %s ended %s, the "
+                                   "image is %s" % (path, store, status,
+                                                    image["status"]))
+        return image
 
     def download(self, image_id, chunk=1024 * 1024):
         """Read the image's bytes and drop them; how many there were."""

@@ -92,8 +92,7 @@ def _drop_destination_image(ctx, image_id):
     site = ctx.destination
     if site.gvfs_store:
         with dtnssh.connect(site, image_id, "cancel") as session:
-            session.remove_quietly(site.export_path(site.images_dir(),
-                                                    image_id))
+            session.remove_quietly(site.image_path(image_id))
 
 
 def cancel(ctx, rows):

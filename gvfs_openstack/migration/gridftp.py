@@ -53,8 +53,8 @@ def _pump_progress(stream, row, ctx, lines):
 
 def run(ctx, row):
     """Stage 2 for one image; returns the job-store values it completed."""
-    destination_path = ctx.destination.export_path(
-        ctx.destination.staging_dir(ctx.job_id), row["image_id"])
+    destination_path = ctx.destination.staged_path(ctx.job_id,
+                                                   row["image_id"])
     argv = command(ctx.globus_url_copy, ctx.source, ctx.destination,
                    row["source_path"], destination_path)
     LOG.info("transfer of %s: %s", row["image_id"], " ".join(argv))

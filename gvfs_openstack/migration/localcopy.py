@@ -15,7 +15,6 @@ copied at all: the transfer reads it where it is.
 import asyncio
 import hashlib
 import logging
-import posixpath
 
 from gvfs_openstack import exceptions
 from gvfs_openstack import locations
@@ -69,20 +68,14 @@ async def makedirs(nfs, path, mode=0o755):
     return fh
 
 
-class _Digest:
-    """The image's digest, fed in order, from any resume point."""
-
-    def __init__(self, algo):
-        try:
-            self.hash = hashlib.new(algo)
-        except (TypeError, ValueError) as e:
-            raise exceptions.ImageNotMigratable(
-                image="", reason="unknown hash algorithm %r" % algo) from e
-        self.size = 0
-
-    def update(self, data):
-        self.hash.update(data)
-        self.size += len(data)
+def _new_digest(image):
+    """A hash of the image's algorithm, to check the copy against Glance."""
+    try:
+        return hashlib.new(image["os_hash_algo"])
+    except (TypeError, ValueError) as e:
+        raise exceptions.ImageNotMigratable(
+            image=image["id"], reason="unknown hash algorithm %r"
+            % image["os_hash_algo"]) from e
 
 
 async def _rehash_prefix(nfs, fh, length, digest):
@@ -131,7 +124,7 @@ async def _local_copy(site, glance, image, staging, resume_from, on_commit):
         await nfs.mount(site.dtn_export)
         directory = await makedirs(nfs, staging)
         name = image["id"]
-        digest = _Digest(image["os_hash_algo"])
+        digest = _new_digest(image)
         try:
             fh = (await nfs.lookup(directory, name)).object
             size_there = (await nfs.getattr(fh)).size
@@ -149,7 +142,7 @@ async def _local_copy(site, glance, image, staging, resume_from, on_commit):
                               offset, digest, site, on_commit)
         # A trailing hole is no WRITE: the size says where the file ends.
         await nfs.setattr(fh, nfs3.Sattr(size=written))
-        return written, digest.hash.hexdigest()
+        return written, digest.hexdigest()
 
 
 def run(ctx, row):
@@ -163,7 +156,7 @@ def run(ctx, row):
             image=row["image_id"],
             reason="it is %s, not active" % image.get("status"))
     if in_gvfs_store(image, ctx.source):
-        path = ctx.source.export_path(ctx.source.images_dir(), image["id"])
+        path = ctx.source.image_path(image["id"])
         LOG.info("image %s is on the DTN already (%s): no local copy",
                  image["id"], path)
         return {"source_path": path}
@@ -178,5 +171,4 @@ def run(ctx, row):
             expected="%s (%d bytes)" % (image["os_hash_value"],
                                         image["size"]),
             transient=True)
-    return {"source_path": ctx.source.export_path(
-        posixpath.join(staging, image["id"]))}
+    return {"source_path": ctx.source.staged_path(ctx.job_id, image["id"])}

@@ -236,8 +236,7 @@ def _clean_source_staging(ctx, position):
     row = ctx.store.image(ctx.job_id, position)
     if row["state"] != jobs.DONE:
         return
-    staged = ctx.source.export_path(ctx.source.staging_dir(ctx.job_id),
-                                    row["image_id"])
+    staged = ctx.source.staged_path(ctx.job_id, row["image_id"])
     if row["source_path"] != staged:
         return  # Sent from the gvfs store: not a copy of ours.
     try:

@@ -26,11 +26,6 @@ LOG = logging.getLogger(__name__)
 STAGE = "remote copy"
 
 
-def _staged_path(ctx, row):
-    return ctx.destination.export_path(
-        ctx.destination.staging_dir(ctx.job_id), row["image_id"])
-
-
 def _destination_image(ctx, row):
     """The destination image, created queued on the first attempt."""
     if row["destination_image_id"]:
@@ -46,11 +41,6 @@ def _destination_image(ctx, row):
     return image
 
 
-def _final_path(ctx, image_id):
-    site = ctx.destination
-    return site.export_path(site.images_dir(), image_id)
-
-
 def _register_in_place(ctx, row, image, session):
     """Give the arrived file its name in the store; register it.
 
@@ -58,8 +48,8 @@ def _register_in_place(ctx, row, image, session):
     deletes the location's file, and the staged name keeps the bytes for
     the retry.  The staged name goes when the image is active.
     """
-    staged = _staged_path(ctx, row)
-    final = _final_path(ctx, image["id"])
+    staged = ctx.destination.staged_path(ctx.job_id, row["image_id"])
+    final = ctx.destination.image_path(image["id"])
     if not session.exists(final):
         if not session.exists(staged):
             raise exceptions.StageFailed(
@@ -88,7 +78,7 @@ def _check_staged(ctx, row, session, error):
     file is hashed where it is, on the DTN.  Wrong bytes: DataRejected;
     right bytes: the original (transient) error, to be retried.
     """
-    staged = _staged_path(ctx, row)
+    staged = ctx.destination.staged_path(ctx.job_id, row["image_id"])
     if not session.exists(staged):
         raise error
     actual = session.digest(staged, row["hash_algo"])
@@ -116,7 +106,9 @@ def _verified(chunks, algo, expected, image_id):
 
 
 def _upload(ctx, row, image, session):
-    chunks = session.read_chunks(_staged_path(ctx, row), glance_api.CHUNK)
+    chunks = session.read_chunks(
+        ctx.destination.staged_path(ctx.job_id, row["image_id"]),
+        glance_api.CHUNK)
     ctx.destination_glance.upload(image["id"], _verified(
         chunks, row["hash_algo"], row["hash_value"], row["image_id"]))
 
@@ -130,8 +122,9 @@ def _discard(ctx, row, image, session, in_place):
                     ctx.destination.name, e)
     ctx.record(row, destination_image_id=None)
     if in_place:
-        session.remove_quietly(_final_path(ctx, image["id"]))
-    session.remove_quietly(_staged_path(ctx, row))
+        session.remove_quietly(ctx.destination.image_path(image["id"]))
+    session.remove_quietly(ctx.destination.staged_path(ctx.job_id,
+                                                       row["image_id"]))
 
 
 def run(ctx, row):
@@ -161,5 +154,6 @@ def run(ctx, row):
         except exceptions.DataRejected:
             _discard(ctx, row, image, session, in_place)
             raise
-        session.remove_quietly(_staged_path(ctx, row))
+        session.remove_quietly(site.staged_path(ctx.job_id,
+                                                row["image_id"]))
     return {}

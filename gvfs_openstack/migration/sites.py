@@ -47,13 +47,17 @@ class Site:
         """A path on the DTN (as NFS, GridFTP and sshd see it)."""
         return posixpath.join(self.dtn_export, *parts)
 
-    def images_dir(self):
-        """The gvfs store's directory, relative to the export."""
-        return self.dtn_images_dir
+    def image_path(self, image_id):
+        """Where the gvfs store keeps an image, on the DTN."""
+        return self.export_path(self.dtn_images_dir, image_id)
 
     def staging_dir(self, job_id):
         """The job's staging directory, relative to the export."""
         return posixpath.join(self.dtn_staging_dir, job_id)
+
+    def staged_path(self, job_id, image_id):
+        """Where an image of a job waits on the DTN between stages."""
+        return self.export_path(self.staging_dir(job_id), image_id)
 
     def gridftp(self, path):
         """The GridFTP URL of ``path`` on this DTN."""

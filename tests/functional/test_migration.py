@@ -32,23 +32,6 @@ def dr(tmp_path_factory):
         yield lab
 
 
-def _create(glance, name, disk_format="raw", **properties):
-    body = dict({"name": name, "disk_format": disk_format,
-                 "container_format": "bare"}, **properties)
-    with glance._request("/v2/images", "POST", json.dumps(body).encode(), {
-            "Content-Type": "application/json"}) as reply:
-        return json.loads(reply.read())["id"]
-
-
-def _upload_file(glance, path, store, name, **properties):
-    image_id = _create(glance, name, **properties)
-    status = glance.upload(image_id, path, store=store)
-    assert status == 204, status
-    image = glance.image(image_id)
-    assert image["status"] == "active", image
-    return image
-
-
 def _sparse_image(path, size, data_every=16 * MIB):
     """Mostly holes, with a random MiB every ``data_every`` bytes."""
     with open(path, "wb") as f:
@@ -112,14 +95,15 @@ def test_three_images_arrive_identical_and_registered_in_place(
     rich.write_bytes(os.urandom(5 * MIB + 123))
     images = [
         # Already on the source DTN: sent from the gvfs store directly.
-        _upload_file(dr.east.glance, sparse, drlab.GVFS_STORE, "sparse"),
+        dr.east.glance.add_image("sparse", sparse, drlab.GVFS_STORE),
         # In a plain store: local copy onto the DTN first.
-        _upload_file(dr.east.glance, qcow2, drlab.FILE_STORE, "qcow2",
-                     disk_format="qcow2"),
-        _upload_file(dr.east.glance, rich, drlab.FILE_STORE, "rich",
-                     min_disk=3, min_ram=512, hw_disk_bus="scsi",
-                     os_distro="debian", os_version="12",
-                     tags=["dr", "golden"], visibility="public"),
+        dr.east.glance.add_image("qcow2", qcow2, drlab.FILE_STORE,
+                                 disk_format="qcow2"),
+        dr.east.glance.add_image("rich", rich, drlab.FILE_STORE,
+                                 min_disk=3, min_ram=512,
+                                 hw_disk_bus="scsi", os_distro="debian",
+                                 os_version="12", tags=["dr", "golden"],
+                                 visibility="public"),
     ]
     manager = _manager(dr, tmp_path)
     job = manager.migrate([i["id"] for i in images], "west")
@@ -153,7 +137,7 @@ def test_upload_through_the_api_when_the_destination_has_no_gvfs_store(
         dr, tmp_path):
     path = tmp_path / "plain.raw"
     path.write_bytes(os.urandom(9 * MIB))
-    image = _upload_file(dr.east.glance, path, drlab.FILE_STORE, "plain")
+    image = dr.east.glance.add_image("plain", path, drlab.FILE_STORE)
     manager = _manager(dr, tmp_path, west_in_place=False)
     job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
     assert job["state"] == jobs.DONE, job
@@ -202,7 +186,7 @@ def test_a_byte_flipped_on_the_way_is_caught_and_nothing_is_activated(
         dr, tmp_path):
     path = tmp_path / "victim.raw"
     path.write_bytes(os.urandom(4 * MIB))
-    image = _upload_file(dr.east.glance, path, drlab.FILE_STORE, "victim")
+    image = dr.east.glance.add_image("victim", path, drlab.FILE_STORE)
     # The GridFTP client of this test flips one byte of what arrived.
     flipper = tmp_path / "flipping-globus-url-copy"
     flipper.write_text("""#!/bin/sh
@@ -235,7 +219,7 @@ printf "\\\\$(printf %%o $(( (byte + 1) %% 256 )))" |
 def test_an_unreachable_destination_dtn_is_retried(dr, tmp_path):
     path = tmp_path / "patient.raw"
     path.write_bytes(os.urandom(3 * MIB))
-    image = _upload_file(dr.east.glance, path, drlab.FILE_STORE, "patient")
+    image = dr.east.glance.add_image("patient", path, drlab.FILE_STORE)
     manager = _manager(dr, tmp_path, retries=8, retry_backoff=0.5,
                        east={"gridftp_restarts": 1})
     dr.west.gridftp.stop()
@@ -262,7 +246,7 @@ def test_a_killed_runner_is_resumed_from_its_last_committed_byte(
         dr, tmp_path):
     path = tmp_path / "big.raw"
     path.write_bytes(os.urandom(192 * MIB))
-    image = _upload_file(dr.east.glance, path, drlab.FILE_STORE, "big")
+    image = dr.east.glance.add_image("big", path, drlab.FILE_STORE)
     manager = _manager(dr, tmp_path, lease_seconds=3,
                        east={"nfs_commit_mib": 4, "nfs_window": 2})
     job_id = manager.migrate([image["id"]], "west")["id"]
@@ -292,7 +276,7 @@ def test_cancel_leaves_no_partial_files_and_no_queued_images(dr, tmp_path):
     for n in range(3):
         paths.append(tmp_path / ("c%d.raw" % n))
         paths[-1].write_bytes(os.urandom(64 * MIB))
-    images = [_upload_file(dr.east.glance, p, drlab.FILE_STORE, p.name)
+    images = [dr.east.glance.add_image(p.name, p, drlab.FILE_STORE)
               for p in paths]
     manager = _manager(dr, tmp_path, east={"nfs_commit_mib": 4,
                                            "nfs_window": 2})
@@ -358,7 +342,7 @@ def _console_script(name):
 def test_openstack_gvfs_migrate_waits_and_reports(dr, tmp_path, conductor):
     path = tmp_path / "cli.raw"
     path.write_bytes(os.urandom(24 * MIB))
-    image = _upload_file(dr.east.glance, path, drlab.FILE_STORE, "cli-image")
+    image = dr.east.glance.add_image("cli-image", path, drlab.FILE_STORE)
     result = conductor("gvfs", "migrate", "cli-image", "--to", "west",
                        "--wait", "--poll-interval", "0.2", "-f", "json")
     assert result.returncode == 0, result.stderr
@@ -398,7 +382,7 @@ def test_two_conductors_sharing_postgresql_run_each_job_once(dr, tmp_path):
     paths = [tmp_path / ("shared%d.raw" % n) for n in range(2)]
     for path in paths:
         path.write_bytes(os.urandom(16 * MIB))
-    images = [_upload_file(dr.east.glance, p, drlab.FILE_STORE, p.name)
+    images = [dr.east.glance.add_image(p.name, p, drlab.FILE_STORE)
               for p in paths]
     a, b = (_manager(dr, tmp_path, job_store=job_store, name=name,
                      host=name, lease_seconds=5)
@@ -434,7 +418,7 @@ def test_a_reset_dtn_link_mid_transfer_is_survived(linked_dr, tmp_path):
     dr = linked_dr
     path = tmp_path / "long.raw"
     path.write_bytes(os.urandom(48 * MIB))     # About 4 s on the link.
-    image = _upload_file(dr.east.glance, path, drlab.GVFS_STORE, "long")
+    image = dr.east.glance.add_image("long", path, drlab.GVFS_STORE)
     manager = _manager(dr, tmp_path, retries=4, retry_backoff=0.5)
     job_id = manager.migrate([image["id"]], "west")["id"]
     deadline = time.monotonic() + 120

@@ -60,7 +60,8 @@ def test_a_site_is_read_with_its_paths_normalised(tmp_path):
     assert east.dtn_export == "/srv/images"
     assert east.mount_port == 2049
     assert east.staging_dir("job") == ".gvfs-migration/job"
-    assert east.export_path(east.images_dir(), "i") == "/srv/images/images/i"
+    assert east.image_path("i") == "/srv/images/images/i"
+    assert east.staged_path("job", "i") == "/srv/images/.gvfs-migration/job/i"
     assert east.gridftp("/srv/images/x") == \
         "gsiftp://dtn-east.example.org:2811/srv/images/x"
     assert east.gvfs_location("abc") == "gvfs://dtn/abc"

@@ -43,14 +43,6 @@ def _image_file(path, size):
             f.write(os.urandom(16 * MIB))
 
 
-def _upload(glance, path, name):
-    image_id = glance.create_image(name)
-    status = glance.upload(image_id, path, store=drlab.FILE_STORE)
-    if status != 204:
-        raise RuntimeError("upload of %s failed: %s" % (name, status))
-    return glance.image(image_id)
-
-
 def _migrate(lab, work, image_ids, name, images_in_flight, streams):
     """Seconds from the request to the job's end, and the stage runs."""
     path = lab.conductor_config(
@@ -122,8 +114,9 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
             _image_file(paths[-1], size)
         with drlab.DrLab(os.path.join(work, "lab"),
                          dtn_link=(rtt_ms, rate_mbit, streams)) as lab:
-            image_ids = [_upload(lab.east.glance, p, os.path.basename(p))
-                         ["id"] for p in paths]
+            image_ids = [lab.east.glance.add_image(
+                os.path.basename(p), p, drlab.FILE_STORE)["id"]
+                for p in paths]
             sequential, seq_runs = _migrate(
                 lab, work, image_ids, "sequential", 1, streams)
             _forget_destination(lab, image_ids)
