@@ -138,8 +138,12 @@ async def _local_copy(site, glance, image, staging, resume_from, on_commit):
             await _rehash_prefix(nfs, fh, offset, digest)
         # Bytes past the resume point may be half-written: cut them off.
         await nfs.setattr(fh, nfs3.Sattr(size=offset))
-        written = await _copy(nfs, fh, glance.data(image["id"], offset),
-                              offset, digest, site, on_commit)
+        # Killed after its last COMMIT: every byte is there already (and
+        # Glance answers a range from the very end with 416).
+        chunks = glance.data(image["id"], offset) \
+            if offset < image["size"] else iter(())
+        written = await _copy(nfs, fh, chunks, offset, digest, site,
+                              on_commit)
         # A trailing hole is no WRITE: the size says where the file ends.
         await nfs.setattr(fh, nfs3.Sattr(size=written))
         return written, digest.hexdigest()

@@ -7,6 +7,7 @@ stage workers; ``globus-url-copy`` between the two GridFTP servers.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -431,5 +432,27 @@ def test_a_reset_dtn_link_mid_transfer_is_survived(linked_dr, tmp_path):
     dr.reset_dtn_link()
     job = _wait(manager, job_id)
     assert job["state"] == jobs.DONE, job
+    assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+        image["os_hash_value"]
+
+
+def test_a_local_copy_killed_after_its_last_commit_resumes_at_the_end(
+        dr, tmp_path):
+    path = tmp_path / "whole.raw"
+    path.write_bytes(os.urandom(8 * MIB))
+    image = dr.east.glance.add_image("whole", path, drlab.FILE_STORE)
+    manager = _manager(dr, tmp_path)
+    # What a runner killed between its last COMMIT and the end of the
+    # stage leaves: every byte on the DTN, the resume point at the end.
+    job_id = manager.store.create_job("east", "west", [image], 1)
+    staged = os.path.join(dr.east.export, drlab.STAGING_DIR, job_id)
+    os.makedirs(staged)
+    shutil.copyfile(path, os.path.join(staged, image["id"]))
+    manager.store.progress(job_id, 0, image["size"])
+    job = _wait(manager, job_id, resume_every=1.0)
+    assert job["state"] == jobs.DONE, job
+    [local] = [r for r in manager.store.runs(job_id)
+               if r["stage"] == jobs.LOCAL_COPY]
+    assert local["resumed_from"] == image["size"]
     assert dr.west.glance.image(image["id"])["os_hash_value"] == \
         image["os_hash_value"]
