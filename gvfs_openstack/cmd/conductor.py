@@ -1,6 +1,6 @@
 """``gvfs-conductor``: the migration conductor service.
 
-    gvfs-conductor --config-file /etc/gvfs/conductor.conf
+    gvfs-conductor --config-file /etc/gvfs-openstack/gvfs-conductor.conf
 
 Serves ``openstack gvfs migrate`` and ``openstack gvfs migration ...``
 over oslo.messaging (``[DEFAULT] transport_url``), starts one runner per

@@ -16,6 +16,9 @@ DEFAULT_API_VERSION = "1"
 API_VERSION_OPTION = "os_gvfs_api_version"
 API_NAME = "gvfs"
 API_VERSIONS = {"1": "gvfs_openstack.osc.client.ConductorClient"}
+# Where the packages, the systemd unit and devstack put the conductor's
+# configuration; the CLI reads the message bus from it when it exists.
+DEFAULT_CONFIG_FILE = "/etc/gvfs-openstack/gvfs-conductor.conf"
 
 
 def make_client(instance):
@@ -44,8 +47,8 @@ def build_option_parser(parser):
     parser.add_argument(
         "--os-gvfs-config-file", metavar="<path>",
         default=utils.env("OS_GVFS_CONFIG_FILE") or (
-            "/etc/gvfs/conductor.conf"
-            if os.path.exists("/etc/gvfs/conductor.conf") else None),
+            DEFAULT_CONFIG_FILE if os.path.exists(DEFAULT_CONFIG_FILE)
+            else None),
         help="A configuration file with the bus's [DEFAULT] transport_url "
              "and [oslo_messaging_*] options (Env: OS_GVFS_CONFIG_FILE)")
     parser.add_argument(
