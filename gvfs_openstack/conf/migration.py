@@ -149,11 +149,45 @@ them, the conductor only drives them.
                help="known_hosts file holding the DTN's host key; an "
                     "unknown host key is refused, never trusted on first "
                     "use."),
+    cfg.StrOpt("dtn_transfer", default="gridftp", choices=[
+        ("gridftp", "the conductor drives the two DTNs' GridFTP servers "
+                    "with globus-url-copy (``gridftp_*`` options)"),
+        ("globus", "the Globus Transfer service moves the files between "
+                   "the two sites' collections (``globus_*`` options and "
+                   "the ``[globus]`` group; pip install globus-sdk)")],
+        help="How images leave this site for another site's DTN; the "
+             "sending site's choice applies."),
+    cfg.StrOpt("globus_endpoint_id",
+               help="UUID of the Globus collection serving this DTN's "
+                    "export; required to send or receive with "
+                    "``dtn_transfer = globus``."),
+    cfg.StrOpt("globus_export_path",
+               help="Path of ``dtn_export`` as the Globus collection shows "
+                    "it (a collection often has its own root); default: "
+                    "``dtn_export``."),
+]
+
+GLOBUS_GROUP = cfg.OptGroup(
+    "globus", title="Globus Transfer service",
+    help="The conductor's Globus identity, for sites with "
+         "``dtn_transfer = globus``.")
+
+GLOBUS_OPTS = [
+    cfg.StrOpt("client_id",
+               help="Client ID of the conductor's confidential Globus "
+                    "application (a service account); it must be granted "
+                    "access on every site's collection."),
+    cfg.StrOpt("client_secret", secret=True,
+               help="Secret of ``client_id``."),
+    cfg.FloatOpt("poll_interval", default=10.0, min=1.0,
+                 help="Seconds between two questions to the service about "
+                      "a running task (progress and end)."),
 ]
 
 
 def register_opts(conf):
     conf.register_opts(CONDUCTOR_OPTS, group=GROUP)
+    conf.register_opts(GLOBUS_OPTS, group=GLOBUS_GROUP)
 
 
 def register_sites(conf):
@@ -177,8 +211,9 @@ def list_opts():
     site = cfg.OptGroup(SITE_GROUP % "name", help="""One group per site named
 in ``[conductor] sites`` (``[site:east]`` for ``east``): the site's Glance
 (endpoint and keystoneauth credentials), its DTN's NFS export, GridFTP
-server and SSH access.""")
+server or Globus collection, and SSH access.""")
     return [(GROUP, CONDUCTOR_OPTS),
+            (GLOBUS_GROUP, GLOBUS_OPTS),
             (site, SITE_OPTS
              + ks_loading.get_session_conf_options()
              + ks_loading.get_auth_common_conf_options())]

@@ -100,6 +100,9 @@ def cancel(ctx, rows):
     for row in rows:
         if row["state"] == jobs.DONE:
             continue
+        if row["transfer_task"]:
+            from gvfs_openstack.migration import globus
+            globus.cancel_recorded(ctx, row)
         if row["destination_image_id"]:
             _drop_destination_image(ctx, row["destination_image_id"])
         ctx.store.set_image(ctx.job_id, row["position"],

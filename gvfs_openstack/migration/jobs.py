@@ -28,6 +28,11 @@ FAILED = "failed"
 CANCELLED = "cancelled"
 FINISHED = (DONE, FAILED, CANCELLED)
 
+
+class Cancelled(Exception):
+    """The job was cancelled while a stage ran."""
+
+
 _META = sa.MetaData()
 
 JOBS = sa.Table(
@@ -68,6 +73,9 @@ IMAGES = sa.Table(
     sa.Column("hash_algo", sa.String(32)),
     sa.Column("hash_value", sa.String(256)),
     sa.Column("destination_image_id", sa.String(36)),
+    #: The Globus task moving the image, while one is (dtn_transfer =
+    #: globus): a restarted runner waits for it rather than start another.
+    sa.Column("transfer_task", sa.String(64)),
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
     sa.Column("error", sa.Text),
     sa.Column("updated_at", sa.DateTime, nullable=False),
@@ -106,6 +114,37 @@ class JobStore:
                                       "check_same_thread": False}
         self.engine = sa.create_engine(url, future=True, **kwargs)
         _META.create_all(self.engine)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self):
+        """Columns added since a store was made, added to it (nullable).
+
+        create_all makes missing tables only; a store made by an earlier
+        release keeps its jobs and gains the new columns.
+        """
+        inspector = sa.inspect(self.engine)
+        for table in (JOBS, IMAGES, STAGE_RUNS):
+            present = {c["name"] for c in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name in present:
+                    continue
+                if not column.nullable:
+                    raise exceptions.InvalidConfig(
+                        option="[conductor] job_store",
+                        reason="its table %s lacks the column %s"
+                        % (table.name, column.name))
+                kind = column.type.compile(dialect=self.engine.dialect)
+                try:
+                    with self.engine.begin() as db:
+                        db.execute(sa.text("ALTER TABLE %s ADD COLUMN %s %s"
+                                           % (table.name, column.name,
+                                              kind)))
+                except sa.exc.DBAPIError:
+                    # Another conductor sharing the store added it first.
+                    columns = sa.inspect(self.engine).get_columns(
+                        table.name)
+                    if column.name not in {c["name"] for c in columns}:
+                        raise
 
     def dispose(self):
         self.engine.dispose()

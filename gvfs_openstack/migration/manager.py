@@ -61,6 +61,16 @@ class ConductorManager:
             raise exceptions.InvalidConfig(
                 option="destination",
                 reason="site %s is this conductor's own site" % destination)
+        if source.dtn_transfer == "globus" and not target.globus_endpoint_id:
+            raise exceptions.InvalidConfig(
+                option="[site:%s] globus_endpoint_id" % target.name,
+                reason="site %s sends with Globus and site %s has no "
+                "collection" % (source.name, target.name))
+        if source.dtn_transfer == "gridftp" and not target.gridftp_url:
+            raise exceptions.InvalidConfig(
+                option="[site:%s] gridftp_url" % target.name,
+                reason="site %s sends with GridFTP and site %s has no "
+                "GridFTP server" % (source.name, target.name))
         glance = glance_api.GlanceClient(
             sites.glance_session(self.conf, source.name), source)
         images = {}

@@ -29,12 +29,12 @@ from keystoneauth1 import exceptions as ks_exceptions
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import cleanup
 from gvfs_openstack.migration import glance as glance_api
-from gvfs_openstack.migration import gridftp
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import lifeline
 from gvfs_openstack.migration import localcopy
 from gvfs_openstack.migration import remotecopy
 from gvfs_openstack.migration import sites
+from gvfs_openstack.migration import transfer
 from gvfs_openstack.nfs.errors import NfsError
 
 LOG = logging.getLogger(__name__)
@@ -46,10 +46,6 @@ _MAX_BACKOFF = 60.0
 #: Faults a retry may cure: the network, a restarting server.
 _TRANSIENT = (ConnectionError, TimeoutError, NfsError,
               ks_exceptions.ConnectFailure, ks_exceptions.ConnectTimeout)
-
-
-class Cancelled(Exception):
-    """The job was cancelled while a stage ran."""
 
 
 class StageContext:
@@ -66,9 +62,20 @@ class StageContext:
             sites.glance_session(conf, job["destination"]),
             self.destination)
         self.globus_url_copy = conf.conductor.globus_url_copy
+        self.globus_poll_interval = conf.globus.poll_interval
+        self._globus_credentials = (conf.globus.client_id,
+                                    conf.globus.client_secret)
+        self._globus = None
         self.retries = conf.conductor.retries
         self.retry_backoff = conf.conductor.retry_backoff
         self._cancel_checked = 0.0
+
+    def globus_client(self):
+        """The Globus TransferClient, made once in the process using it."""
+        if self._globus is None:
+            from gvfs_openstack.migration import globus
+            self._globus = globus.client(*self._globus_credentials)
+        return self._globus
 
     def cancelled(self):
         return self.store.job(self.job_id)["cancel_requested"]
@@ -80,7 +87,7 @@ class StageContext:
         if now - self._cancel_checked > 1.0:
             self._cancel_checked = now
             if self.cancelled():
-                raise Cancelled()
+                raise jobs.Cancelled()
 
     def record(self, row, **values):
         self.store.set_image(self.job_id, row["position"], **values)
@@ -90,7 +97,7 @@ class StageContext:
 #: The stages in order: (job-store name, module, next stage).
 STAGES = (
     (jobs.LOCAL_COPY, localcopy, jobs.TRANSFER),
-    (jobs.TRANSFER, gridftp, jobs.REMOTE_COPY),
+    (jobs.TRANSFER, transfer, jobs.REMOTE_COPY),
     (jobs.REMOTE_COPY, remotecopy, jobs.DONE),
 )
 
@@ -120,7 +127,7 @@ def run_stage(ctx, stage, position):
                                      row["stage_bytes"])
         try:
             values = module.run(ctx, row)
-        except Cancelled:
+        except jobs.Cancelled:
             ctx.store.end_run(run_id, jobs.CANCELLED, 0)
             return False
         except Exception as e:  # Every failure is recorded, not lost.

@@ -42,6 +42,9 @@ class Site:
     ssh_user: str
     ssh_key_file: str
     ssh_known_hosts: str
+    dtn_transfer: str
+    globus_endpoint_id: str
+    globus_export_path: str
 
     def export_path(self, *parts):
         """A path on the DTN (as NFS, GridFTP and sshd see it)."""
@@ -97,11 +100,20 @@ def load(conf, name):
     if not export.startswith("/"):
         raise exceptions.InvalidConfig(option="[%s] dtn_export" % group,
                                        reason="an absolute path is needed")
-    gridftp = need("gridftp_url")
-    if not gridftp.startswith(("gsiftp://", "ftp://")):
+    gridftp = opts.gridftp_url
+    if opts.dtn_transfer == "globus":
+        need("globus_endpoint_id")
+    else:
+        gridftp = need("gridftp_url")
+    if gridftp and not gridftp.startswith(("gsiftp://", "ftp://")):
         raise exceptions.InvalidConfig(
             option="[%s] gridftp_url" % group,
             reason="%r is not a gsiftp:// or ftp:// URL" % gridftp)
+    globus_export = posixpath.normpath(opts.globus_export_path or export)
+    if not globus_export.startswith("/"):
+        raise exceptions.InvalidConfig(
+            option="[%s] globus_export_path" % group,
+            reason="an absolute path is needed")
     return Site(
         name=name,
         glance_endpoint=opts.glance_endpoint,
@@ -131,6 +143,9 @@ def load(conf, name):
         ssh_user=opts.ssh_user,
         ssh_key_file=opts.ssh_key_file,
         ssh_known_hosts=opts.ssh_known_hosts,
+        dtn_transfer=opts.dtn_transfer,
+        globus_endpoint_id=opts.globus_endpoint_id,
+        globus_export_path=globus_export,
     )
 
 

@@ -6,6 +6,7 @@ import datetime
 
 from oslo_config import cfg
 import pytest
+import sqlalchemy as sa
 
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
@@ -45,8 +46,9 @@ def test_every_site_gets_the_listed_options_with_help(tmp_path):
     conf = _conf(tmp_path)
     listed = dict(migration_conf.list_opts())
     assert {g.name if hasattr(g, "name") else g for g in listed} == \
-        {"conductor", "site:name"}
-    site_opts = [opts for g, opts in listed.items() if g != "conductor"][0]
+        {"conductor", "globus", "site:name"}
+    site_opts = [opts for g, opts in listed.items()
+                 if getattr(g, "name", g) == "site:name"][0]
     for group in ("site:east", "site:west"):
         registered = set(conf[group])
         assert {o.dest for o in site_opts} <= registered
@@ -285,3 +287,22 @@ def test_an_image_past_the_stage_or_a_cancelled_job_runs_nothing(store):
     ctx.cancel = True
     assert not pipeline.run_stage(ctx, _stage(module), 1)
     assert module.calls == 0
+
+
+def test_a_store_made_before_a_column_existed_gains_it(tmp_path):
+    """An earlier release's store keeps its jobs and gets the new column."""
+    url = "sqlite:///%s" % (tmp_path / "old.sqlite")
+    old = jobs.JobStore(url)
+    job_id = old.create_job("east", "west", IMAGES, 2)
+    with old.engine.begin() as db:
+        db.execute(sa.text("ALTER TABLE job_images DROP COLUMN "
+                           "transfer_task"))
+    old.dispose()
+    store = jobs.JobStore(url)
+    assert [row["image_id"] for row in store.images(job_id)] == \
+        ["i0", "i1", "i2"]
+    store.set_image(job_id, 0, transfer_task="task-1")
+    assert store.image(job_id, 0)["transfer_task"] == "task-1"
+    store.dispose()
+    # Opening it again changes nothing.
+    jobs.JobStore(url).dispose()

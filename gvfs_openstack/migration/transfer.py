@@ -1,0 +1,17 @@
+"""Stage 2, DTN to DTN, by the method the sending site is set up for.
+
+``dtn_transfer = gridftp`` (default): the conductor drives the two DTNs'
+GridFTP servers itself (:mod:`gvfs_openstack.migration.gridftp`).
+``globus``: the Globus Transfer service moves the file between the two
+sites' collections (:mod:`gvfs_openstack.migration.globus`; globus-sdk is
+imported only then).
+"""
+
+
+def run(ctx, row):
+    """Stage 2 for one image; returns the job-store values it completed."""
+    if ctx.source.dtn_transfer == "globus":
+        from gvfs_openstack.migration import globus
+        return globus.run(ctx, row)
+    from gvfs_openstack.migration import gridftp
+    return gridftp.run(ctx, row)
