@@ -53,10 +53,15 @@ def _pump_progress(stream, row, ctx, lines):
 
 def run(ctx, row):
     """Stage 2 for one image; returns the job-store values it completed."""
-    destination_path = ctx.destination.staged_path(ctx.job_id,
-                                                   row["image_id"])
+    send(ctx, row, row["source_path"],
+         ctx.destination.staged_path(ctx.job_id, row["image_id"]))
+    return {}
+
+
+def send(ctx, row, source_path, destination_path):
+    """Move one file between the DTNs; progress is reported on ``row``."""
     argv = command(ctx.globus_url_copy, ctx.source, ctx.destination,
-                   row["source_path"], destination_path)
+                   source_path, destination_path)
     LOG.info("transfer of %s: %s", row["image_id"], " ".join(argv))
     lines = []
     try:
@@ -79,4 +84,3 @@ def run(ctx, row):
             reason="%s exited with %d: %s" % (argv[0], proc.returncode,
                                               error),
             transient=not _PERMANENT.search(output))
-    return {}

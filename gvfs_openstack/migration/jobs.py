@@ -28,6 +28,9 @@ FAILED = "failed"
 CANCELLED = "cancelled"
 FINISHED = (DONE, FAILED, CANCELLED)
 
+#: How a job's images may cross the DTN link together (``--pack``).
+PACK_METHODS = ("tar",)
+
 
 class Cancelled(Exception):
     """The job was cancelled while a stage ran."""
@@ -42,6 +45,9 @@ JOBS = sa.Table(
     sa.Column("destination", sa.String(255), nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("images_in_flight", sa.Integer, nullable=False),
+    #: How the images cross the DTN link together (``tar``), or None: one
+    #: transfer each, pipelined.
+    sa.Column("pack", sa.String(16)),
     #: Set by a cancel; the job's runner undoes the job and ends it.
     sa.Column("cancel_requested", sa.Boolean, nullable=False,
               default=False),
@@ -151,7 +157,8 @@ class JobStore:
 
     # --- jobs ----------------------------------------------------------------
 
-    def create_job(self, source, destination, images, images_in_flight):
+    def create_job(self, source, destination, images, images_in_flight,
+                   pack=None):
         """A new queued job; ``images`` are the source images' dicts."""
         job_id = str(uuid.uuid4())
         now = _now()
@@ -159,7 +166,7 @@ class JobStore:
             db.execute(JOBS.insert().values(
                 id=job_id, source=source, destination=destination,
                 state=QUEUED, images_in_flight=images_in_flight,
-                cancel_requested=False,
+                pack=pack, cancel_requested=False,
                 created_at=now, updated_at=now))
             for position, image in enumerate(images):
                 db.execute(IMAGES.insert().values(

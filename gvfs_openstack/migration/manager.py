@@ -50,11 +50,16 @@ class ConductorManager:
 
     # --- requests ------------------------------------------------------------
 
-    def migrate(self, image_ids, destination, images_in_flight=None):
+    def migrate(self, image_ids, destination, images_in_flight=None,
+                pack=None):
         """Start moving images (ids or names) to ``destination``; the job."""
         if not image_ids:
             raise exceptions.ImageNotMigratable(image="-",
                                                 reason="no image was named")
+        if pack is not None and pack not in jobs.PACK_METHODS:
+            raise exceptions.InvalidConfig(
+                option="pack", reason="%r is not one of: %s" % (
+                    pack, ", ".join(jobs.PACK_METHODS)))
         target = sites.load(self.conf, destination)
         source = sites.load(self.conf, self.local_site)
         if target.name == source.name:
@@ -66,6 +71,11 @@ class ConductorManager:
                 option="[site:%s] globus_endpoint_id" % target.name,
                 reason="site %s sends with Globus and site %s has no "
                 "collection" % (source.name, target.name))
+        if pack and source.dtn_transfer != "gridftp":
+            raise exceptions.InvalidConfig(
+                option="pack", reason="packed jobs cross the DTN link with "
+                "GridFTP; site %s uses %s" % (
+                    source.name, source.dtn_transfer))
         if source.dtn_transfer == "gridftp" and not target.gridftp_url:
             raise exceptions.InvalidConfig(
                 option="[site:%s] gridftp_url" % target.name,
@@ -87,7 +97,8 @@ class ConductorManager:
             images[image["id"]] = image
         job_id = self.store.create_job(
             source.name, target.name, list(images.values()),
-            images_in_flight or self.conf.conductor.images_in_flight)
+            images_in_flight or self.conf.conductor.images_in_flight,
+            pack=pack)
         self._launch(job_id)
         return self.show(job_id)
 

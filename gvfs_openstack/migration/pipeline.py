@@ -32,6 +32,7 @@ from gvfs_openstack.migration import glance as glance_api
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import lifeline
 from gvfs_openstack.migration import localcopy
+from gvfs_openstack.migration import pack
 from gvfs_openstack.migration import remotecopy
 from gvfs_openstack.migration import sites
 from gvfs_openstack.migration import transfer
@@ -201,7 +202,19 @@ def run(conf, store_url, job_id, owner=None):
         store.dispose()
 
 
+def _start_lease(conf, store_url, job, owner):
+    """The thread renewing the job's lease; set the event to stop it."""
+    stop = threading.Event()
+    lease = threading.Thread(target=_keep_lease, name="gvfs-lease", args=(
+        store_url, job["id"], owner, conf.conductor.lease_seconds / 3.0,
+        stop), daemon=True)
+    lease.start()
+    return stop
+
+
 def _run_claimed(conf, store_url, job, owner):
+    if job["pack"]:
+        return _run_packed(conf, store_url, job, owner)
     slots = _FORK.Semaphore(job["images_in_flight"])
     to_transfer, to_remote = _FORK.SimpleQueue(), _FORK.SimpleQueue()
     children = [
@@ -215,11 +228,7 @@ def _run_claimed(conf, store_url, job, owner):
     for child in children:
         child.start()
     # Threads only now: the children are forked.
-    stop = threading.Event()
-    lease = threading.Thread(target=_keep_lease, name="gvfs-lease", args=(
-        store_url, job["id"], owner, conf.conductor.lease_seconds / 3.0,
-        stop), daemon=True)
-    lease.start()
+    stop = _start_lease(conf, store_url, job, owner)
     ctx = StageContext(conf, store_url, job)
     finished = False
     try:
@@ -236,6 +245,45 @@ def _run_claimed(conf, store_url, job, owner):
             if not finished:
                 child.terminate()
             child.join()
+        ctx.store.dispose()
+
+
+def _run_packed(conf, store_url, job, owner):
+    """The paper's procedure with packing (``--pack tar``).
+
+    Every local copy, then one archive across the DTN link, then every
+    remote copy.  Nothing to overlap, so no fork: the stages run one
+    after another in the runner, each image's progress recorded as in the
+    pipeline.
+    """
+    stop = _start_lease(conf, store_url, job, owner)
+    ctx = StageContext(conf, store_url, job)
+    try:
+        for row in ctx.store.images(ctx.job_id):
+            run_stage(ctx, STAGES[0], row["position"])
+        waiting = [r for r in ctx.store.images(ctx.job_id)
+                   if r["stage"] == jobs.TRANSFER
+                   and r["state"] not in (jobs.FAILED, jobs.CANCELLED)]
+        if waiting:
+            lead = waiting[0]
+            sent = run_stage(ctx, (jobs.TRANSFER,
+                                   pack.PackedTransfer(waiting),
+                                   jobs.REMOTE_COPY), lead["position"])
+            outcome = ctx.store.image(ctx.job_id, lead["position"])
+            for row in waiting[1:]:
+                if sent:
+                    ctx.store.finish_stage(ctx.job_id, row["position"],
+                                           jobs.REMOTE_COPY,
+                                           state=jobs.RUNNING)
+                elif outcome["state"] == jobs.FAILED:
+                    ctx.record(row, state=jobs.FAILED, error="%s (packed "
+                               "with image %s)" % (outcome["error"],
+                                                   lead["image_id"]))
+        for row in ctx.store.images(ctx.job_id):
+            run_stage(ctx, STAGES[2], row["position"])
+        return _finish(ctx)
+    finally:
+        stop.set()
         ctx.store.dispose()
 
 

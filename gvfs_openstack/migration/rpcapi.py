@@ -3,6 +3,7 @@
 Version history:
 
 * 1.0 -- migrate, list_jobs, show_job, cancel_job.
+* 1.1 -- migrate takes ``pack``.
 """
 
 import oslo_messaging as messaging
@@ -10,7 +11,7 @@ import oslo_messaging as messaging
 from gvfs_openstack import exceptions
 
 TOPIC = "gvfs-conductor"
-RPC_VERSION = "1.0"
+RPC_VERSION = "1.1"
 
 #: Errors that cross RPC as themselves (a clear message for the user).
 ALLOWED_EXMODS = [exceptions.__name__]
@@ -27,10 +28,19 @@ class ConductorAPI:
             transport, messaging.Target(topic=TOPIC, version=RPC_VERSION),
             timeout=timeout)
 
-    def migrate(self, image_ids, destination, images_in_flight=None):
-        return self.client.call({}, "migrate", image_ids=list(image_ids),
-                                destination=destination,
-                                images_in_flight=images_in_flight)
+    def migrate(self, image_ids, destination, images_in_flight=None,
+                pack=None):
+        args = {"image_ids": list(image_ids), "destination": destination,
+                "images_in_flight": images_in_flight}
+        if pack is None:
+            # A 1.0 conductor understands this call as it always did.
+            return self.client.prepare(version="1.0").call(
+                {}, "migrate", **args)
+        if not self.client.can_send_version("1.1"):
+            raise exceptions.InvalidConfig(
+                option="--pack", reason="the conductor is too old for it")
+        return self.client.prepare(version="1.1").call(
+            {}, "migrate", pack=pack, **args)
 
     def list_jobs(self):
         return self.client.call({}, "list_jobs")

@@ -30,8 +30,10 @@ class ConductorEndpoint:
         self.manager = manager
 
     @messaging.expected_exceptions(*_USER_ERRORS)
-    def migrate(self, ctxt, image_ids, destination, images_in_flight=None):
-        return self.manager.migrate(image_ids, destination, images_in_flight)
+    def migrate(self, ctxt, image_ids, destination, images_in_flight=None,
+                pack=None):
+        return self.manager.migrate(image_ids, destination, images_in_flight,
+                                    pack)
 
     def list_jobs(self, ctxt):
         return self.manager.list()

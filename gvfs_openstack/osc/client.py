@@ -41,9 +41,10 @@ class ConductorClient:
                 "gvfs-conductor did not answer (is it running, on this "
                 "message bus?): %s" % e) from e
 
-    def migrate(self, image_ids, destination, images_in_flight=None):
+    def migrate(self, image_ids, destination, images_in_flight=None,
+                pack=None):
         return self._call("migrate", image_ids, destination,
-                          images_in_flight)
+                          images_in_flight, pack)
 
     def list_jobs(self):
         return self._call("list_jobs")

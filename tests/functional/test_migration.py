@@ -134,6 +134,39 @@ def test_three_images_arrive_identical_and_registered_in_place(
         assert dr.east.glance.image(image["id"])["status"] == "active"
 
 
+def test_packed_images_cross_the_dtn_link_as_one_archive(dr, tmp_path):
+    """``--pack tar``: one GridFTP transfer for the job, every image whole."""
+    sparse = tmp_path / "packed-sparse.raw"
+    _sparse_image(sparse, 48 * MIB)
+    paths = [sparse] + [tmp_path / ("small-%d.raw" % n) for n in range(3)]
+    for path in paths[1:]:
+        path.write_bytes(os.urandom(MIB + 7))
+    images = [dr.east.glance.add_image("packed-sparse", sparse,
+                                       drlab.GVFS_STORE)] + [
+        dr.east.glance.add_image(path.name, path, drlab.FILE_STORE)
+        for path in paths[1:]]
+    manager = _manager(dr, tmp_path)
+    job = manager.migrate([i["id"] for i in images], "west", pack="tar")
+    assert job["pack"] == "tar"
+    job = _wait(manager, job["id"])
+    assert job["state"] == jobs.DONE, job
+    for image, path in zip(images, paths):
+        there = dr.west.glance.image(image["id"])
+        assert there["status"] == "active"
+        assert there["os_hash_value"] == image["os_hash_value"] == \
+            _sha512(path)
+        assert _sha512(os.path.join(dr.west.images, image["id"])) == \
+            image["os_hash_value"]
+    # The sparse image stayed sparse through the archive.
+    stored = os.stat(os.path.join(dr.west.images, images[0]["id"]))
+    assert stored.st_blocks * 512 < 16 * MIB
+    transfers = [run for run in manager.store.runs(job["id"])
+                 if run["stage"] == jobs.TRANSFER]
+    assert len(transfers) == 1 and transfers[0]["outcome"] == "done"
+    for site in (dr.east, dr.west):
+        assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []
+
+
 def test_upload_through_the_api_when_the_destination_has_no_gvfs_store(
         dr, tmp_path):
     path = tmp_path / "plain.raw"

@@ -56,6 +56,9 @@ def test_user_errors_cross_rpc_as_themselves(conductor):
     with pytest.raises(exceptions.ImageNotMigratable,
                        match="no image was named"):
         api.migrate([], "west")
+    with pytest.raises(exceptions.InvalidConfig,
+                       match="'zip' is not one of: tar"):
+        api.migrate(["image"], "west", pack="zip")
     job_id = manager.store.create_job("east", "west", [], 1)
     manager.store.set_job(job_id, state=jobs.DONE)
     with pytest.raises(exceptions.JobFinished, match="is done already"):

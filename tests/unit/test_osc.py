@@ -24,8 +24,15 @@ def test_migrate_takes_images_a_site_and_options():
         (["a", "b"], "west", 2, True)
 
 
+def test_migrate_can_pack_the_images():
+    assert _parse(migration.Migrate, ["a", "--to", "west"]).pack is None
+    assert _parse(migration.Migrate, ["a", "b", "--to", "west", "--pack",
+                                      "tar"]).pack == "tar"
+
+
 @pytest.mark.parametrize("argv", [["a"], ["--to", "west"],
-                                  ["a", "--to", "w", "--parallel", "x"]])
+                                  ["a", "--to", "w", "--parallel", "x"],
+                                  ["a", "--to", "w", "--pack", "zip"]])
 def test_migrate_refuses_what_it_cannot_run(argv, capsys):
     with pytest.raises(SystemExit):
         _parse(migration.Migrate, argv)

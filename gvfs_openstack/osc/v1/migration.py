@@ -10,7 +10,7 @@ from gvfs_openstack.migration import jobs
 from gvfs_openstack.osc import progress
 
 _JOB_COLUMNS = ("id", "state", "source", "destination", "images_in_flight",
-                "created_at", "updated_at", "error")
+                "pack", "created_at", "updated_at", "error")
 
 
 def _job_row(job):
@@ -52,6 +52,11 @@ class Migrate(_JobCommand):
         parser.add_argument("--parallel", metavar="<n>", type=int,
                             help="Images in flight at once (default: the "
                                  "conductor's images_in_flight)")
+        parser.add_argument("--pack", choices=jobs.PACK_METHODS,
+                            help="Pack the images into one compressed "
+                                 "archive on the source DTN and send that "
+                                 "(the DTN paper's tar+compress, for many "
+                                 "small images); no pipelining")
         parser.add_argument("--wait", action="store_true",
                             help="Show progress until the job ends; fail "
                                  "if it does not end done")
@@ -66,7 +71,7 @@ class Migrate(_JobCommand):
             raise osc_exceptions.CommandError("--parallel must be 1 or more")
         client = self.app.client_manager.gvfs
         job = client.migrate(parsed_args.images, parsed_args.site,
-                             parsed_args.parallel)
+                             parsed_args.parallel, parsed_args.pack)
         if parsed_args.wait:
             job = _wait(client, job, parsed_args.poll_interval,
                         self.app.stderr)
