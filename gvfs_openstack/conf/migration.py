@@ -149,6 +149,18 @@ them, the conductor only drives them.
                help="known_hosts file holding the DTN's host key; an "
                     "unknown host key is refused, never trusted on first "
                     "use."),
+    cfg.StrOpt("gvfs_meta_command", default="gvfs-meta",
+               help="""``gvfs-meta`` as ``ssh_user`` runs it on this DTN.
+
+An image registered in place in the ``gvfs`` store gets its metadata
+sidecar (zero map, digest) from ``gvfs-meta generate`` run there, as an
+upload through the store would have; without one the GVFS proxies read it
+block by block.  Empty: no sidecar.
+"""),
+    cfg.ListOpt("sidecar_whole_file_formats", default=["iso"],
+                help="Disk formats whose sidecar asks the proxies to fetch "
+                     "the whole file at the first read (as the store's "
+                     "``gvfs_store_whole_file_formats``)."),
     cfg.StrOpt("dtn_transfer", default="gridftp", choices=[
         ("gridftp", "the conductor drives the two DTNs' GridFTP servers "
                     "with globus-url-copy (``gridftp_*`` options)"),

@@ -13,6 +13,7 @@ the two sites.
 import configparser
 import contextlib
 import os
+import sys
 
 from gvfs_openstack.lab import dnat
 from gvfs_openstack.lab import ganesha
@@ -85,6 +86,10 @@ class DrSite:
             "ssh_user": self.sshd.user,
             "ssh_key_file": self.sshd.key,
             "ssh_known_hosts": self.sshd.known_hosts,
+            # sshd's sessions do not have this environment's scripts on
+            # their PATH.
+            "gvfs_meta_command": os.path.join(
+                os.path.dirname(sys.executable), "gvfs-meta"),
         }
         if in_place:
             options["gvfs_store"] = GVFS_STORE

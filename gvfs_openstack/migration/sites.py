@@ -42,6 +42,8 @@ class Site:
     ssh_user: str
     ssh_key_file: str
     ssh_known_hosts: str
+    gvfs_meta_command: str
+    sidecar_whole_file_formats: tuple
     dtn_transfer: str
     globus_endpoint_id: str
     globus_export_path: str
@@ -143,6 +145,8 @@ def load(conf, name):
         ssh_user=opts.ssh_user,
         ssh_key_file=opts.ssh_key_file,
         ssh_known_hosts=opts.ssh_known_hosts,
+        gvfs_meta_command=opts.gvfs_meta_command,
+        sidecar_whole_file_formats=tuple(opts.sidecar_whole_file_formats),
         dtn_transfer=opts.dtn_transfer,
         globus_endpoint_id=opts.globus_endpoint_id,
         globus_export_path=globus_export,

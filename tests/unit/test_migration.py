@@ -15,6 +15,7 @@ from gvfs_openstack.migration import gridftp
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import localcopy
 from gvfs_openstack.migration import pipeline
+from gvfs_openstack.migration import remotecopy
 from gvfs_openstack.migration import sites
 
 SITE = """
@@ -306,3 +307,18 @@ def test_a_store_made_before_a_column_existed_gains_it(tmp_path):
     store.dispose()
     # Opening it again changes nothing.
     jobs.JobStore(url).dispose()
+
+
+def test_an_image_registered_in_place_gets_its_sidecar_made_there(tmp_path):
+    conf = _conf(tmp_path)
+    west = sites.load(conf, "west")
+    assert west.gvfs_meta_command == "gvfs-meta"
+    assert remotecopy.sidecar_command(west, {
+        "id": "i1", "disk_format": "qcow2"}) == [
+        "gvfs-meta", "generate", "--", "/export/images/i1"]
+    conf.set_override("gvfs_meta_command", "sudo -u gvfs /opt/bin/gvfs-meta",
+                      "site:west")
+    assert remotecopy.sidecar_command(sites.load(conf, "west"), {
+        "id": "i2", "disk_format": "iso"}) == [
+        "sudo", "-u", "gvfs", "/opt/bin/gvfs-meta", "generate", "--whole-file",
+        "--", "/export/images/i2"]
