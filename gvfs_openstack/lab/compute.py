@@ -124,17 +124,18 @@ class ComputeNode:
                     exist_ok=True)
         return instance
 
-    def spawn_root_disk(self, instance, image_id, fetch=None):
+    def spawn_root_disk(self, instance, image_id, fetch=None, name="disk"):
         """What spawn does for a root disk from an image.
 
         ``LibvirtDriver._create_and_inject_local_root``: the disk named
         ``disk`` from the backend, ``cache()`` with the image id and the
         flavor's size, and the download function (default: Nova's own).
+        Rescue does the same for ``disk.rescue``.
         """
         from nova.virt.libvirt import imagecache
         from nova.virt.libvirt import utils as libvirt_utils
 
-        disk = self.driver.image_backend.by_name(instance, "disk")
+        disk = self.driver.image_backend.by_name(instance, name)
         disk.cache(fetch_func=fetch or libvirt_utils.fetch_image,
                    context=self.context,
                    filename=imagecache.get_cache_fname(image_id),

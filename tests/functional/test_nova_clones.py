@@ -101,6 +101,42 @@ def test_spawn_clones_an_overlay_of_the_golden_image_on_the_mount(
                           image_id) == []
 
 
+def test_resize_and_rescue_leave_the_golden_image_alone(
+        node, lab, golden_image):
+    """Nova's own Qcow2 code resizes and rescues; references follow."""
+    image_id, written = golden_image
+    before = export_sha256(lab, image_id)
+    images = os.path.join(lab.export, "images")
+    instance = node.instance(root_gb=1)
+    disk = node.spawn_root_disk(instance, image_id)
+    backing = compute.qemu_img_info(disk.path)["full-backing-filename"]
+    # Resize to a larger flavor grows the overlay, not what it is made of.
+    disk.resize_image(2 * 1024 * MIB)
+    info = compute.qemu_img_info(disk.path)
+    assert info["virtual-size"] == 2 * 1024 * MIB
+    assert info["full-backing-filename"] == backing
+    compute.qemu_io(disk.path, *reads_of(written))
+    compute.qemu_io(disk.path, "write -P 0x5a 1536M 64k",
+                    "read -P 0x5a 1536M 64k")
+    # Rescue boots a second overlay of the same golden image.
+    rescue = node.spawn_root_disk(instance, image_id, name="disk.rescue")
+    assert compute.qemu_img_info(rescue.path)["full-backing-filename"] == \
+        backing
+    assert sorted(golden.holders(images, image_id)) == sorted(
+        golden.holder_name(instance.uuid, name, "compute-1")
+        for name in ("disk", "disk.rescue"))
+    # Unrescue drops the rescue disk's reference, then Nova's own
+    # unrescue goes on to the guest's saved definition (which a rescue
+    # through libvirt would have written; there is no libvirt here).
+    with pytest.raises(FileNotFoundError, match="unrescue.xml"):
+        node.driver.unrescue(node.context, instance)
+    assert golden.holders(images, image_id) == [
+        golden.holder_name(instance.uuid, "disk", "compute-1")]
+    assert node.driver.delete_instance_files(instance)
+    assert golden.holders(images, image_id) == []
+    assert export_sha256(lab, image_id) == before
+
+
 def test_glance_keeps_an_image_instances_are_made_of(node, lab, glance,
                                                      tmp_path):
     path = str(tmp_path / "doomed.qcow2")
