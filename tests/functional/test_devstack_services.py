@@ -3,16 +3,18 @@
 ``tests/unit/test_devstack.py`` checks what the plugin writes; here the
 plugin's ``stack`` phases run the same way (devstack's helpers stood in),
 and then the very commands it handed to ``run_process`` are started:
-NFS-Ganesha with the ``ganesha.conf`` it wrote, the server and client
-proxies with their generated configurations (over a ``tcp`` tunnel on
-loopback), and the FUSE mount of the export.  A file written through the
-mount must arrive on the export byte for byte, owned by the file account
-the server proxy squashes to.
+NFS-Ganesha with the ``ganesha.conf`` it wrote, the GridFTP server, the
+server and client proxies with their generated configurations (over a
+``tcp`` tunnel on loopback), and the FUSE mount of the export.  A file
+written through the mount must arrive on the export byte for byte, owned
+by the file account the server proxy squashes to, and the plugin's
+GridFTP server must serve it back.
 """
 
 import os
 import pwd
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -37,15 +39,18 @@ def _argv(command):
 @pytest.fixture
 def stacked(tmp_path):
     """The plugin's storage services, started from its own commands."""
-    ports = [process.free_port() for _ in range(4)]
+    ports = [process.free_port() for _ in range(5)]
+    data_ports = process.free_port_range(8)
     devstack = Devstack(
         tmp_path, STACK_USER="nobody", SERVICE_HOST="127.0.0.1",
         GVFS_TUNNEL="tcp", GVFS_DTN_NFS_PORT=str(ports[0]),
         GVFS_DTN_MOUNT_PORT=str(ports[1]),
         GVFS_SERVER_PROXY_PORT=str(ports[2]),
         GVFS_CLIENT_PROXY_PORT=str(ports[3]),
+        GVFS_GRIDFTP_PORT=str(ports[4]),
+        GVFS_GRIDFTP_DATA_PORTS="%d,%d" % (data_ports, data_ports + 7),
         ENABLED_SERVICES="g-api,n-cpu",
-        DISABLED_SERVICES="gvfs-gridftp,gvfs-conductor")
+        DISABLED_SERVICES="gvfs-conductor")
     for phase in ("install", "post-config"):
         devstack.phase("stack", phase)
     commands = devstack.running()
@@ -59,6 +64,7 @@ def stacked(tmp_path):
     try:
         started.append(ganesha.Rpcbind(logs))
         for name, ports_of in (("gvfs-nfs", ports[:2]),
+                               ("gvfs-gridftp", ports[4:5]),
                                ("gvfs-server", ports[2:3]),
                                ("gvfs-client", ports[3:4])):
             started.append(process.start_listening(
@@ -72,7 +78,7 @@ def stacked(tmp_path):
         if not mounter.wait_for_mount(mountpoint, mount, 30.0):
             pytest.fail("the plugin's gvfs-mount did not mount: see %s"
                         % os.path.join(logs, "gvfs-mount.log"))
-        yield devstack, mountpoint, logs
+        yield devstack, mountpoint, logs, ports[4]
     finally:
         for part in reversed(started):
             part.stop()
@@ -82,7 +88,7 @@ def stacked(tmp_path):
 
 
 def test_a_file_written_through_the_mount_lands_on_the_export(stacked):
-    devstack, mountpoint, logs = stacked
+    devstack, mountpoint, logs, gridftp_port = stacked
     data = os.urandom(8 * 1024 * 1024 + 123)
     path = os.path.join(mountpoint, "images", "devstack-image.raw")
     with open(path, "wb") as f:
@@ -98,6 +104,14 @@ def test_a_file_written_through_the_mount_lands_on_the_export(stacked):
         assert f.read() == data
     # The export's directories the plugin made are what the mount shows.
     assert sorted(os.listdir(mountpoint)) == ["images", "staging"]
+    # The plugin's GridFTP server serves the export (as the migration's
+    # DTN-to-DTN stage reads it).
+    fetched = os.path.join(logs, "fetched.raw")
+    subprocess.run(["globus-url-copy", "-q", "ftp://127.0.0.1:%d%s" % (
+        gridftp_port, on_export), "file://" + fetched], check=True,
+        timeout=120, capture_output=True)
+    with open(fetched, "rb") as f:
+        assert f.read() == data
     # Ganesha ignores what it does not understand, with a warning only.
     with open(os.path.join(logs, "gvfs-nfs.log")) as f:
         complaints = [line for line in f if "config_errs_to_log" in line]
