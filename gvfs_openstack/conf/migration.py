@@ -43,6 +43,16 @@ While image k crosses the DTN link, image k+1 is in local copy and image
 k-1 in remote copy; this caps how many are staged on the DTNs at once.
 ``openstack gvfs migrate --parallel`` overrides it per job.
 """),
+    cfg.IntOpt("remote_copies", default=4, min=1, max=64,
+               help="""Remote copies of one job run at once (threads of the
+runner's parent process).
+
+Registering an image at the destination costs Glance round trips and its
+own import of the file, whatever the image's size: with many small images
+that, not the DTN link, is the slowest stage, and several at once keep
+the destination's Glance busy.  1: one after another, as in the DTN
+paper.
+"""),
     cfg.IntOpt("retries", default=4, min=0,
                help="How many times a stage that failed on a transient "
                     "fault (a reset link, an unreachable server) is tried "

@@ -28,8 +28,10 @@ IMAGES_DIR = "images"
 STAGING_DIR = ".gvfs-migration"
 GVFS_STORE = "dtn"
 #: Data ports of the receiving GridFTP server behind an emulated link: a
-#: port stays busy a while after its transfer (TIME_WAIT), so several.
-DATA_PORTS = 16
+#: port stays busy for a minute after its transfer (TIME_WAIT), so enough
+#: for the transfers of a minute (many small images make many; with 16,
+#: the 17th transfer within a minute found no free port and was aborted).
+DATA_PORTS = 64
 FILE_STORE = "local"
 
 

@@ -16,6 +16,7 @@ running; what each stage completed is in the job store, and the next
 runner resumes from there.
 """
 
+from concurrent import futures
 import logging
 import multiprocessing
 import os
@@ -232,10 +233,8 @@ def _run_claimed(conf, store_url, job, owner):
     ctx = StageContext(conf, store_url, job)
     finished = False
     try:
-        for position in iter(to_remote.get, _END):
-            run_stage(ctx, STAGES[2], position)
-            _clean_source_staging(ctx, position)
-            slots.release()
+        _remote_copies(ctx, iter(to_remote.get, _END),
+                       conf.conductor.remote_copies, slots.release)
         state = _finish(ctx)
         finished = True
         return state
@@ -279,12 +278,34 @@ def _run_packed(conf, store_url, job, owner):
                     ctx.record(row, state=jobs.FAILED, error="%s (packed "
                                "with image %s)" % (outcome["error"],
                                                    lead["image_id"]))
-        for row in ctx.store.images(ctx.job_id):
-            run_stage(ctx, STAGES[2], row["position"])
+        _remote_copies(ctx, [row["position"] for row in
+                             ctx.store.images(ctx.job_id)],
+                       conf.conductor.remote_copies)
         return _finish(ctx)
     finally:
         stop.set()
         ctx.store.dispose()
+
+
+def _remote_copies(ctx, positions, workers, done=None):
+    """The remote copy of each position as it comes, ``workers`` at once.
+
+    Each image's source staging copy goes when it is registered, then
+    ``done`` (a slot for the next image) is called.  Failures are recorded
+    by run_stage; anything else is raised once all have ended.
+    """
+    def one(position):
+        run_stage(ctx, STAGES[2], position)
+        _clean_source_staging(ctx, position)
+        if done is not None:
+            done()
+
+    with futures.ThreadPoolExecutor(
+            max_workers=workers,
+            thread_name_prefix="gvfs-remote-copy") as pool:
+        running = [pool.submit(one, position) for position in positions]
+    for future in running:
+        future.result()
 
 
 def _clean_source_staging(ctx, position):

@@ -3,6 +3,7 @@ store's leases, the GridFTP command, what is copied, and stage retries."""
 
 import argparse
 import datetime
+import threading
 
 from oslo_config import cfg
 import pytest
@@ -322,3 +323,26 @@ def test_an_image_registered_in_place_gets_its_sidecar_made_there(tmp_path):
         "id": "i2", "disk_format": "iso"}) == [
         "sudo", "-u", "gvfs", "/opt/bin/gvfs-meta", "generate", "--whole-file",
         "--", "/export/images/i2"]
+
+
+def test_remote_copies_run_side_by_side(store, monkeypatch):
+    """Three registrations wait for each other: only concurrent ones end."""
+    job_id = store.create_job("east", "west", IMAGES, 3)
+    for position in range(3):
+        store.set_image(job_id, position, stage=jobs.REMOTE_COPY)
+    together = threading.Barrier(3, timeout=10)
+
+    class Remote:
+        def run(self, ctx, row):
+            together.wait()
+            return {}
+
+    monkeypatch.setattr(pipeline, "STAGES", pipeline.STAGES[:2] + (
+        (jobs.REMOTE_COPY, Remote(), jobs.DONE),))
+    monkeypatch.setattr(pipeline, "_clean_source_staging",
+                        lambda ctx, position: None)
+    released = []
+    pipeline._remote_copies(_Ctx(store, job_id, retries=0), iter(range(3)),
+                            3, lambda: released.append(1))
+    assert [row["state"] for row in store.images(job_id)] == [jobs.DONE] * 3
+    assert len(released) == 3

@@ -14,6 +14,7 @@ from tools.bench import clone
 from tools.bench import glance
 from tools.bench import metadata
 from tools.bench import migrate
+from tools.bench import migrate_small
 from tools.bench import proxy_throughput
 
 SCENARIOS = {
@@ -22,6 +23,7 @@ SCENARIOS = {
     "glance": glance.run,
     "metadata": metadata.run,
     "migrate": migrate.run,
+    "migrate-small": migrate_small.run,
     "proxy-throughput": proxy_throughput.run,
 }
 

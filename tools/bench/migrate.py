@@ -43,7 +43,8 @@ def _image_file(path, size):
             f.write(os.urandom(16 * MIB))
 
 
-def _migrate(lab, work, image_ids, name, images_in_flight, streams):
+def migrate_once(lab, work, image_ids, name, images_in_flight, streams,
+                 pack=None):
     """Seconds from the request to the job's end, and the stage runs."""
     path = lab.conductor_config(
         os.path.join(work, name + ".conf"),
@@ -54,7 +55,7 @@ def _migrate(lab, work, image_ids, name, images_in_flight, streams):
                                "bench")
     manager = manager_mod.ConductorManager(conf)
     start = time.monotonic()
-    job_id = manager.migrate(image_ids, "west")["id"]
+    job_id = manager.migrate(image_ids, "west", pack=pack)["id"]
     while manager.show(job_id)["state"] not in jobs.FINISHED:
         time.sleep(0.05)
     seconds = time.monotonic() - start
@@ -67,7 +68,7 @@ def _migrate(lab, work, image_ids, name, images_in_flight, streams):
     return seconds, runs
 
 
-def _forget_destination(lab, image_ids):
+def forget_destination(lab, image_ids):
     """Delete the migrated images and purge them, so their ids are free."""
     for image_id in image_ids:
         lab.west.glance._request("/v2/images/%s" % image_id, "DELETE")
@@ -117,10 +118,10 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
             image_ids = [lab.east.glance.add_image(
                 os.path.basename(p), p, drlab.FILE_STORE)["id"]
                 for p in paths]
-            sequential, seq_runs = _migrate(
+            sequential, seq_runs = migrate_once(
                 lab, work, image_ids, "sequential", 1, streams)
-            _forget_destination(lab, image_ids)
-            pipelined, pipe_runs = _migrate(
+            forget_destination(lab, image_ids)
+            pipelined, pipe_runs = migrate_once(
                 lab, work, image_ids, "pipelined", 3, streams)
             scp = _scp(lab, paths)
     stages = _stage_seconds(seq_runs)
