@@ -19,6 +19,7 @@ runs the destination's images are deleted and purged from its database
 (the migrated images keep their ids).
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -41,6 +42,19 @@ def _image_file(path, size):
     with open(path, "wb") as f:
         for _ in range(size // (16 * MIB)):
             f.write(os.urandom(16 * MIB))
+
+
+@contextlib.contextmanager
+def linked_lab(work, paths, rtt_ms, rate_mbit, streams):
+    """The two clouds over an emulated DTN link, with images to move.
+
+    ``paths`` become images in the source's ``file`` store; yields the lab
+    and the images' ids.
+    """
+    with drlab.DrLab(os.path.join(work, "lab"),
+                     dtn_link=(rtt_ms, rate_mbit, streams)) as lab:
+        yield lab, [lab.east.glance.add_image(
+            os.path.basename(p), p, drlab.FILE_STORE)["id"] for p in paths]
 
 
 def migrate_once(lab, work, image_ids, name, images_in_flight, streams,
@@ -113,11 +127,8 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
         for n in range(count):
             paths.append(os.path.join(work, "image%d.raw" % n))
             _image_file(paths[-1], size)
-        with drlab.DrLab(os.path.join(work, "lab"),
-                         dtn_link=(rtt_ms, rate_mbit, streams)) as lab:
-            image_ids = [lab.east.glance.add_image(
-                os.path.basename(p), p, drlab.FILE_STORE)["id"]
-                for p in paths]
+        with linked_lab(work, paths, rtt_ms, rate_mbit,
+                        streams) as (lab, image_ids):
             sequential, seq_runs = migrate_once(
                 lab, work, image_ids, "sequential", 1, streams)
             forget_destination(lab, image_ids)

@@ -16,7 +16,6 @@ The ratio is the pipelined run's time over the packed run's.
 import os
 import tempfile
 
-from gvfs_openstack.lab import drlab
 from gvfs_openstack.migration import jobs
 from tools.bench import migrate
 
@@ -38,11 +37,8 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
         for n in range(count):
             paths.append(os.path.join(work, "small%02d.raw" % n))
             _image_file(paths[-1], size)
-        with drlab.DrLab(os.path.join(work, "lab"),
-                         dtn_link=(rtt_ms, rate_mbit, streams)) as lab:
-            image_ids = [lab.east.glance.add_image(
-                os.path.basename(p), p, drlab.FILE_STORE)["id"]
-                for p in paths]
+        with migrate.linked_lab(work, paths, rtt_ms, rate_mbit,
+                                streams) as (lab, image_ids):
             pipelined, pipe_runs = migrate.migrate_once(
                 lab, work, image_ids, "pipelined", 3, streams)
             migrate.forget_destination(lab, image_ids)
