@@ -8,6 +8,7 @@ only that one).  Clients never use rpcbind: ports are given explicitly.
 import os
 import shutil
 import socket
+import time
 
 from gvfs_openstack.lab import process
 
@@ -92,6 +93,7 @@ class Ganesha:
         self._start()
 
     def _start(self):
+        self.started_at = time.time()
         binary = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
         workdir = self.workdir
         self.process = process.start_listening(
@@ -105,9 +107,14 @@ class Ganesha:
     def restart(self):
         """Stop and start again on the same ports: a server reboot.
 
-        The NFSv3 write verifier changes, as after a real reboot.
+        The NFSv3 write verifier changes, as after a real reboot: Ganesha
+        makes it from its start time in whole seconds, so a restart within
+        the second it started would keep it (a test writing and restarting
+        at once saw that); the new start waits for the next second.
         """
         self.stop()
+        while int(time.time()) <= int(self.started_at):
+            time.sleep(0.05)
         self._start()
 
     def url(self, path):
