@@ -352,8 +352,13 @@ class Store(driver.Store):
                 multihash.update(chunk)
                 if verifier is not None:
                     verifier.update(chunk)
-                with _store_errors(path):
-                    _write_chunk(fd, chunk, written, thin, builder)
+                try:
+                    with _store_errors(path):
+                        _write_chunk(fd, chunk, written, thin, builder)
+                except (exceptions.StorageFull,
+                        exceptions.StorageWriteDenied):
+                    _drain(image_file, self.chunk_size)
+                    raise
                 written += len(chunk)
             with _store_errors(path):
                 # Trailing holes still count in the size.
@@ -474,6 +479,31 @@ class _store_errors:
         if isinstance(error, OSError):
             raise _storage_error(error, self.path) from error
         return False
+
+
+#: How much of an upload is read and dropped after the store refused it.
+DRAIN_LIMIT = 256 * 1024 * 1024
+
+
+def _drain(image_file, chunk_size, limit=DRAIN_LIMIT):
+    """Read and drop the rest of a refused upload, up to ``limit`` bytes.
+
+    glance-api answers a full or read-only store at once (413, 403), and
+    gunicorn closes the connection after the answer: a client still
+    sending its body then gets a reset instead of the answer, often
+    without having read it ("Remote end closed connection").  Reading the
+    rest first lets the client see why; past ``limit`` the client is left
+    to its reset rather than keeping the server busy with a huge upload.
+    """
+    drained = 0
+    try:
+        while drained < limit:
+            chunk = image_file.read(min(chunk_size, limit - drained))
+            if not chunk:
+                return
+            drained += len(chunk)
+    except Exception:  # The store's error is the one to report.
+        return
 
 
 def _storage_error(error, image_id):

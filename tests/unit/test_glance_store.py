@@ -1,6 +1,7 @@
 """The gvfs glance_store driver through glance_store's own API, on a
 plain directory."""
 
+import errno
 import io
 import os
 
@@ -88,3 +89,35 @@ def test_glance_tells_the_stores_locations_by_their_prefix(tmp_path):
     """Glance matches a registered location to a store by ``url_prefix``."""
     store = make_store(tmp_path)
     assert store.url_prefix == "gvfs://dtn/"
+
+
+class _Upload(io.BytesIO):
+    """A request body that counts what was read of it."""
+
+    def __init__(self, size):
+        super().__init__(bytes(1) * size)
+        self.size = size
+
+
+@pytest.mark.parametrize("size, read", [
+    (24 * MIB, 24 * MIB),
+    # Past the limit the rest is left unread.
+    (gvfs_store.DRAIN_LIMIT + 16 * MIB, gvfs_store.DRAIN_LIMIT + 8 * MIB)])
+def test_a_full_store_reads_the_rest_of_the_upload_so_the_client_sees_413(
+        tmp_path, monkeypatch, size, read):
+    store = make_store(tmp_path, gvfs_store_thin_provisioning=False)
+    real_write = gvfs_store._write_chunk
+
+    def full_after_one_chunk(fd, chunk, offset, thin, builder):
+        if offset > 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, chunk, offset, thin, builder)
+
+    monkeypatch.setattr(gvfs_store, "_write_chunk", full_after_one_chunk)
+    upload = _Upload(size)
+    with pytest.raises(exceptions.StorageFull):
+        store.add("full", upload, size, "sha256")
+    # The 4 MiB chunk written, the one refused, then the rest up to the
+    # limit.
+    assert upload.tell() == read
+    assert os.listdir(store.datadir) == []
