@@ -42,6 +42,14 @@ UPLOAD_PREFIX = ".gvfs-upload."
 _GUEST_MAY_WRITE = (power_state.RUNNING, power_state.PAUSED)
 
 
+def _fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class GvfsImage(imagebackend.Qcow2):
     """A disk of an instance; its root disk may back onto a golden image.
 
@@ -191,6 +199,9 @@ class GvfsImage(imagebackend.Qcow2):
         try:
             libvirt_utils.extract_snapshot(self.path, "qcow2", temp,
                                            image_format)
+            # On the DTN's stable storage before Glance is told of it:
+            # Glance reads it through another mount (another client).
+            _fsync(temp)
             scan.write_sidecar(target, scan.scan_file(temp))
             # The sidecar names the image; its size and mtime stay those
             # of the converted file across the rename.
