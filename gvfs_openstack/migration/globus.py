@@ -31,8 +31,9 @@ STAGE = "DTN-to-DTN transfer (Globus)"
 #: Globus checksum algorithms for the digests Glance records.
 _ALGORITHMS = {"md5": "MD5", "sha1": "SHA1", "sha256": "SHA256",
                "sha512": "SHA512"}
-#: Fatal task errors no retry can cure.
+#: What a call to the service raises when it or the network fails.
 _SERVICE_ERRORS = (globus_sdk.GlobusAPIError, globus_sdk.NetworkError)
+#: Fatal task errors no retry can cure.
 _PERMANENT_CODES = ("PERMISSION_DENIED", "FILE_NOT_FOUND", "NOT_FOUND",
                     "QUOTA_EXCEEDED", "FILE_SIZE_CHANGED")
 

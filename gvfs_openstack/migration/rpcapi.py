@@ -32,15 +32,14 @@ class ConductorAPI:
                 pack=None):
         args = {"image_ids": list(image_ids), "destination": destination,
                 "images_in_flight": images_in_flight}
-        if pack is None:
-            # A 1.0 conductor understands this call as it always did.
-            return self.client.prepare(version="1.0").call(
-                {}, "migrate", **args)
-        if not self.client.can_send_version("1.1"):
-            raise exceptions.InvalidConfig(
-                option="--pack", reason="the conductor is too old for it")
-        return self.client.prepare(version="1.1").call(
-            {}, "migrate", pack=pack, **args)
+        # Without ``pack`` a 1.0 conductor understands the call as it
+        # always did; one given ``pack`` refuses a 1.1 call itself.
+        version = "1.0"
+        if pack is not None:
+            args["pack"] = pack
+            version = "1.1"
+        return self.client.prepare(version=version).call(
+            {}, "migrate", **args)
 
     def list_jobs(self):
         return self.client.call({}, "list_jobs")
