@@ -110,6 +110,26 @@ Off: root is squashed to the file account even if a map names it.
     cfg.IntOpt("upstream_connections", default=2, min=1, max=64,
                help="Connections to the NFS server shared by all clients "
                     "(XIDs are multiplexed)."),
+    cfg.IntOpt("max_admitted_handles", default=262144, min=1024,
+               help="""File handles of allowed exports kept in memory.
+
+The proxy serves only file handles it has seen come down from an allowed
+export (a forged handle of another export of the same NFS server is
+refused with NFS3ERR_STALE). Beyond this many, the least recently used
+are dropped and found again, when used, by walking the allowed exports.
+About 170 bytes each; set it above the number of files in the exports.
+Related options: handle_rescan_interval.
+"""),
+    cfg.FloatOpt("handle_rescan_interval", default=10.0, min=0.0,
+                 help="""Seconds between walks of the allowed exports.
+
+A client presenting a file handle the proxy does not know (it restarted,
+or the handle was dropped) makes it walk the allowed exports (MNT, then
+READDIRPLUS of every directory, as the file account) and look again; a
+handle still unknown is refused. Within this interval of the last walk an
+unknown handle is refused at once, so forged handles cannot make the
+proxy walk without pause.
+"""),
     cfg.IntOpt("bulk_zstd_level", default=1, min=1, max=19,
                help="""zstd level of whole-file chunks sent to client proxies.
 

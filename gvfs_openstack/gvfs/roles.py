@@ -7,9 +7,10 @@ below after a tunnel failure is executed once.
 
 * The **server role** sits on the DTN in front of its NFS server.  It
   replaces every AUTH_SYS credential with the mapped file account, refuses
-  MOUNT of paths outside the allowlist and hides them from EXPORT lists.
-  It also serves the bulk channel (compressed whole-file chunks) from
-  its NFS server.
+  MOUNT of paths outside the allowlist and hides them from EXPORT lists,
+  and refuses file handles that are not of an allowed export (see
+  :mod:`exportguard`).  It also serves the bulk channel (compressed
+  whole-file chunks) from its NFS server.
 * The **client role** sits on a controller or compute node and forwards
   calls unchanged to the next proxy (a server proxy or a LAN proxy).
 """
@@ -20,6 +21,7 @@ from gvfs_openstack.gvfs import bulkserve
 from gvfs_openstack.gvfs.cache.reads import Fallback
 from gvfs_openstack.gvfs.cache import updates as cache_updates
 from gvfs_openstack.gvfs import drc as drc_mod
+from gvfs_openstack.gvfs import handles
 from gvfs_openstack.gvfs import streams
 from gvfs_openstack.gvfs.upstream import UpstreamError
 from gvfs_openstack.nfs import bulk
@@ -245,13 +247,15 @@ class ServerRole(Role):
 
     name = "server"
 
-    def __init__(self, nfs_pool, mount_pool, identity, exports, stats,
-                 drc=None, max_chunk=bulk.MAX_CHUNK, zstd_level=1):
+    def __init__(self, nfs_pool, mount_pool, identity, exports, guard,
+                 stats, drc=None, max_chunk=bulk.MAX_CHUNK, zstd_level=1):
         super().__init__(stats, drc)
         self.nfs_pool = nfs_pool
         self.mount_pool = mount_pool
         self.identity = identity
         self.exports = exports
+        #: The :class:`exportguard.ExportGuard` every file handle passes.
+        self.guard = guard
         self.bulk = bulkserve.BulkServer(nfs_pool, stats, max_chunk,
                                          level=zstd_level)
 
@@ -282,16 +286,55 @@ class ServerRole(Role):
 
         if call.prog == const.MOUNT_PROGRAM:
             return await self._mount(call, build)
+        refused = await self._check_handles(call)
+        if refused is not None:
+            return refused
         if call.prog == bulk.BULK_PROGRAM:
             return await self.bulk.serve(call, cred)
         replayable = call.proc not in const.NON_IDEMPOTENT
-        return await self.forward(self.nfs_pool, call, build, replayable,
-                                  writer)
+        # A reply that hands out handles is read here, so not relayed.
+        handing_out = call.proc in handles.HANDING_OUT
+        reply = await self.forward(self.nfs_pool, call, build, replayable,
+                                   None if handing_out else writer)
+        if handing_out:
+            self.guard.learn(call.proc, call.args, reply)
+        return reply
+
+    async def _check_handles(self, call):
+        """None if the call's handles are of allowed exports, else a reply.
+
+        An NFS call gets NFS3ERR_STALE (as from an NFS server for a handle
+        of nothing it exports), a bulk READ the same in its own result.
+        """
+        if call.proc == 0:
+            return None
+        try:
+            if call.prog == bulk.BULK_PROGRAM:
+                fhs = (bulk.decode_args(call.proc, call.args).file,)
+            else:
+                fhs = handles.named_handles(call.proc, call.args)
+        except ProtocolError:
+            return rpc.accepted(call.xid, AcceptStat.GARBAGE_ARGS)
+        if await self.guard.admit(proc_name(call.prog, call.proc), fhs):
+            return None
+        if call.prog == bulk.BULK_PROGRAM:
+            result = bulk.encode_res(call.proc, nfs3.Result(
+                const.NfsStat.NFS3ERR_STALE, nfs3.AttrBody(None)))
+        else:
+            result = handles.refusal(call.proc)
+        return rpc.accepted(call.xid, AcceptStat.SUCCESS, result)
 
     def _relay(self, call, buffer, args_at, filled, relay_to):
         cred, refusal = self._credential(call)
         if refusal is not None:
             return None
+        try:
+            fhs = handles.named_handles(
+                call.proc, memoryview(buffer)[args_at:filled])
+        except ProtocolError:
+            return None  # Not all here yet, or garbled: the normal path.
+        if not self.guard.admits(fhs):
+            return None  # The normal path looks for it, or refuses it.
 
         def prefix(xid):
             return rpc.encode_message(rpc.Call(
@@ -316,6 +359,8 @@ class ServerRole(Role):
                                         MountProc.MNT, nfs3.Result(
                                             const.MountStat.MNT3ERR_ACCES)))
         reply = await self.forward(self.mount_pool, call, build, True)
+        if call.proc == MountProc.MNT:
+            self.guard.learn_root(path, reply)
         if call.proc == MountProc.EXPORT:
             return self._filter_exports(call.xid, reply)
         return reply

@@ -21,11 +21,13 @@ from gvfs_openstack.gvfs.cache import warm
 from gvfs_openstack.gvfs.cache import wholefile
 from gvfs_openstack.gvfs.cache import writeback
 from gvfs_openstack.gvfs import control
+from gvfs_openstack.gvfs import exportguard
 from gvfs_openstack.gvfs.listener import Listener
 from gvfs_openstack.gvfs import policy
 from gvfs_openstack.gvfs import roles
 from gvfs_openstack.gvfs import tunnel
 from gvfs_openstack.gvfs.upstream import UpstreamPool
+from gvfs_openstack.nfs import rpc
 
 LOG = logging.getLogger(__name__)
 
@@ -202,8 +204,14 @@ class ProxyService:
             mount_pool = self._pool(tunnel.TcpConnector(server.nfs_host,
                                                         server.mount_port),
                                     1)
+        guard = exportguard.ExportGuard(
+            nfs_pool, mount_pool, exports,
+            rpc.AuthSys(server.squash_uid, server.squash_gid, (),
+                        "gvfs-proxy").to_opaque(),
+            self.stats, server.max_admitted_handles,
+            server.handle_rescan_interval)
         return roles.ServerRole(
-            nfs_pool, mount_pool, identity, exports, self.stats,
+            nfs_pool, mount_pool, identity, exports, guard, self.stats,
             max_chunk=self.conf.proxy.max_record_size // 2,
             zstd_level=server.bulk_zstd_level)
 

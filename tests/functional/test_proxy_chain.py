@@ -16,6 +16,7 @@ import pytest
 from gvfs_openstack.gvfs import tunnel
 from gvfs_openstack.lab.topology import FILE_GID
 from gvfs_openstack.lab.topology import FILE_UID
+from gvfs_openstack.lab.topology import Proxy
 from gvfs_openstack.nfs.client import NfsClient
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
@@ -115,6 +116,79 @@ def test_mount_outside_the_allowlist_is_refused(lab_factory):
          % (port, port)], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert lab.server_proxy.stats()["mount_refused"] >= 3
+
+
+def _guarded_proxy(lab, allowed):
+    """A second server proxy on the lab's Ganesha that allows ``allowed``."""
+    sections = lab._server_sections()
+    sections["server"]["exports"] = allowed
+    sections["server"]["handle_rescan_interval"] = 0
+    return Proxy(lab.workdir, "guarded-proxy", sections)
+
+
+def test_handles_outside_the_allowed_export_are_refused(lab_factory):
+    """Only a subdirectory of Ganesha's export is allowed.
+
+    Its parent is one LOOKUP of ".." away, and a file beside it is one
+    handle away: the handle Ganesha gives a direct client, used through
+    the proxy as a forged one would be.  Both must be refused, and a
+    handle the proxy handed out before it restarted must still work.
+    """
+    lab = lab_factory("tcp")
+    allowed = os.path.join(lab.export, "allowed")
+    os.makedirs(os.path.join(lab.export, "secret"))
+    os.makedirs(allowed)
+    os.chown(allowed, FILE_UID, FILE_GID)
+    with open(os.path.join(lab.export, "secret", "key"), "wb") as f:
+        f.write(b"the secret")
+    image = os.urandom(100 * 1024)
+    with open(os.path.join(allowed, "image.img"), "wb") as f:
+        f.write(image)
+    guarded = _guarded_proxy(lab, allowed)
+
+    async def forge():
+        async with NfsClient("127.0.0.1", lab.ganesha.nfs_port,
+                             lab.ganesha.mount_port) as direct:
+            await direct.mount(lab.export)
+            return await direct.lookup_path("secret/key")
+
+    async def escape(secret):
+        async with client_for(lab, guarded.port) as nfs:
+            root = await nfs.mount(allowed)
+            fh = (await nfs.lookup(root, "image.img")).object
+            assert (await nfs.read(fh, 0, len(image))).data == image
+            with pytest.raises(NfsError, match="STALE"):
+                await nfs.read(secret, 0, 100)
+            with pytest.raises(NfsError, match="STALE"):
+                await nfs.write(secret, 0, b"overwritten")
+            parent = (await nfs.lookup(root, "..")).object
+            with pytest.raises(NfsError, match="STALE"):
+                await nfs.readdirplus(parent)
+            with pytest.raises(NfsError, match="STALE"):
+                await nfs.rename(root, "image.img", parent, "moved.img")
+            return fh
+
+    async def after_restart(fh):
+        # No MNT: a client that kept its handle across the restart.
+        async with client_for(lab, guarded.port) as nfs:
+            await nfs.nfs.connect()
+            return (await nfs.read(fh, 0, len(image))).data
+
+    try:
+        secret = asyncio.run(forge())
+        fh = asyncio.run(escape(secret))
+        refused = guarded.stats()["handles_refused"]
+        guarded.stop()
+        guarded = _guarded_proxy(lab, allowed)
+        assert asyncio.run(after_restart(fh)) == image
+        stats = guarded.stats()
+    finally:
+        guarded.stop()
+    assert refused == 4
+    assert stats["handle_walks"] == 1 and stats["handles_refused"] == 0
+    with open(os.path.join(lab.export, "secret", "key"), "rb") as f:
+        assert f.read() == b"the secret"
+    assert sorted(os.listdir(lab.export)) == ["allowed", "secret"]
 
 
 def _closed_by_peer(sock):

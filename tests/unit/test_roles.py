@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from gvfs_openstack.gvfs import exportguard
 from gvfs_openstack.gvfs import policy
 from gvfs_openstack.gvfs import roles
 from gvfs_openstack.gvfs.upstream import UpstreamLost
@@ -42,10 +43,23 @@ def call(proc, prog=const.NFS_PROGRAM, cred=None, args=b"", xid=5, vers=3):
     return rpc.decode_message(message), bytearray(message)
 
 
+#: A handle the server role's guard already admits.
+FH = b"handle-of-an-image"
+
+
 def server_role(pool, mount_pool=None):
+    exports = policy.ExportAllowlist(["/srv/images"])
+    stats = {}
+    guard = exportguard.ExportGuard(pool, mount_pool or pool, exports,
+                                    rpc.AUTH_NONE, stats)
+    guard.handles.add(FH)
     return roles.ServerRole(
-        pool, mount_pool or pool, policy.IdentityMap(4242, 4242),
-        policy.ExportAllowlist(["/srv/images"]), {})
+        pool, mount_pool or pool, policy.IdentityMap(4242, 4242), exports,
+        guard, stats)
+
+
+def getattr_args(fh=FH):
+    return nfs3.encode_args(Nfs3Proc.GETATTR, nfs3.GetattrArgs(fh))
 
 
 def run(coro):
@@ -54,7 +68,8 @@ def run(coro):
 
 def test_server_role_rewrites_credentials_and_xid():
     pool = RecordingPool(b"\0\0\0\0")
-    reply = run(server_role(pool).handle(*call(Nfs3Proc.GETATTR)))
+    reply = run(server_role(pool).handle(*call(Nfs3Proc.GETATTR,
+                                               args=getattr_args())))
     sent, replayable = pool.sent[0]
     assert rpc.AuthSys.from_opaque(sent.cred) == AuthSysFile
     assert sent.xid == 777 and replayable
@@ -114,7 +129,9 @@ def test_unknown_programs_and_versions_are_answered_locally(prog, vers,
 def test_non_idempotent_calls_are_not_replayed_by_the_server_role():
     pool = RecordingPool(nfs3.encode_res(Nfs3Proc.REMOVE, nfs3.Result(
         0, nfs3.WccBody(nfs3.WccData()))))
-    run(server_role(pool).handle(*call(Nfs3Proc.REMOVE)))
+    args = nfs3.encode_args(Nfs3Proc.REMOVE, nfs3.RemoveArgs(
+        nfs3.DirOpArgs(FH, "old.img")))
+    run(server_role(pool).handle(*call(Nfs3Proc.REMOVE, args=args)))
     assert pool.sent[0][1] is False
 
 
