@@ -148,7 +148,21 @@ them, the conductor only drives them.
                     "it.  Related options: [conductor] retries."),
     cfg.BoolOpt("gridftp_verify_checksum", default=True,
                 help="Have the two GridFTP servers compare MD5 checksums "
-                     "after each transfer (``-verify-checksum``)."),
+                     "of each image once it crossed "
+                     "(``-verify-checksum``)."),
+    cfg.IntOpt("gridftp_segment_mib", default=1024, min=0,
+               help="""Size of the parts a large image crosses in, MiB.
+
+An image larger than this crosses in parts, one ``globus-url-copy -off
+-len`` per part, one after the other; the job store records each part
+that arrived, so a transfer cut by a conductor restart (or a failed
+attempt) goes on from the last whole part instead of byte 0 (parallel
+streams write out of order: within a part nothing is known to be
+complete). The whole file's checksums are then compared once
+(``-sync -sync-level 3 -verify-checksum``: a file that differs is sent
+again whole). Each part costs a few round trips to set up. 0: one
+transfer per image, started over after a restart.
+"""),
     cfg.HostAddressOpt("ssh_host",
                        help="sshd of the DTN, for the remote copy at this "
                             "site; default: ``dtn_nfs_host``."),

@@ -6,6 +6,18 @@ the other over parallel TCP streams (``-p``), with restart markers
 (``-rst``: a broken stream goes on from the last marker instead of byte
 0), a stall timeout, and the two servers comparing MD5 checksums at the
 end (``-verify-checksum``).
+
+Restart markers live only as long as one ``globus-url-copy``, and its
+parallel streams write the file out of order, so when the conductor
+itself stops no prefix of the file is known to have arrived.  A large
+image therefore crosses in segments (``-off``/``-len``, written at the
+same offsets at the destination), each recorded in the job store as it
+completes: a restarted transfer goes on from the last whole segment.
+``-verify-checksum`` of a segment compares the wrong ranges (the
+destination's checksum is not taken over the segment), so a segmented
+file is checked once whole at the end, with ``-sync -sync-level 3``: the
+servers compare the whole file's checksums and send it again if they
+differ.
 """
 
 import logging
@@ -24,44 +36,112 @@ _PERMANENT = re.compile(r"No such file|Permission denied|not a directory|"
                         r"Is a directory|No space left|Checksum",
                         re.IGNORECASE)
 _PERF = re.compile(r"^\s*(\d+) bytes\s")
+#: What globus-url-copy -vb prints when it starts sending a file (a sync
+#: that finds the files equal prints nothing).
+_SENDING = re.compile(r"^Source: ", re.MULTILINE)
 
 
-def command(program, source, destination, source_path, destination_path):
+def command(program, source, destination, source_path, destination_path,
+            segment=None):
     """The ``globus-url-copy`` argv moving one file between two DTNs.
 
     Parallelism, restarts, stall timeout and checksum verification are
-    the source site's settings: it is the one sending.
+    the source site's settings: it is the one sending.  ``segment``
+    ``(offset, length)``: only those bytes, written at the same offset
+    (verified later with :func:`check_command`).
     """
-    argv = [program, "-vb", "-p", str(source.gridftp_parallel), "-fast",
+    argv = _common(program, source)
+    if segment is not None:
+        argv += ["-off", str(segment[0]), "-len", str(segment[1])]
+    elif source.gridftp_verify_checksum:
+        argv += ["-verify-checksum", "-checksum-alg", "MD5"]
+    return argv + [source.gridftp(source_path),
+                   destination.gridftp(destination_path)]
+
+
+def check_command(program, source, destination, source_path,
+                  destination_path):
+    """Compare the whole file's checksums; send it again if they differ."""
+    return _common(program, source) + [
+        "-sync", "-sync-level", "3", "-verify-checksum", "-checksum-alg",
+        "MD5", source.gridftp(source_path),
+        destination.gridftp(destination_path)]
+
+
+def _common(program, source):
+    return [program, "-vb", "-p", str(source.gridftp_parallel), "-fast",
             "-rst", "-rst-retries", str(source.gridftp_restarts),
             "-stall-timeout", str(source.gridftp_stall_timeout), "-cd"]
-    if source.gridftp_verify_checksum:
-        argv += ["-verify-checksum", "-checksum-alg", "MD5"]
-    argv += [source.gridftp(source_path),
-             destination.gridftp(destination_path)]
-    return argv
 
 
-def _pump_progress(stream, row, ctx, lines):
+def segments(size, segment_bytes, done):
+    """``(offset, length)`` of the segments still to send after ``done``.
+
+    None when the file crosses in one transfer (small, or segments off).
+    """
+    if not segment_bytes or size is None or size <= segment_bytes:
+        return None
+    return [(offset, min(segment_bytes, size - offset))
+            for offset in range(done, size, segment_bytes)]
+
+
+def resume_point(row):
+    """Where a restarted transfer of ``row`` goes on (whole segments)."""
+    return row.get("transfer_done") or 0
+
+
+def _pump_progress(stream, row, ctx, lines, base):
     """Keep the output; report each ``-vb`` byte count as progress."""
     for line in stream:
         lines.append(line)
         match = _PERF.match(line)
-        if match:
-            ctx.progress(row, int(match.group(1)))
+        if match and ctx is not None:
+            ctx.progress(row, base + int(match.group(1)))
 
 
 def run(ctx, row):
     """Stage 2 for one image; returns the job-store values it completed."""
     send(ctx, row, row["source_path"],
-         ctx.destination.staged_path(ctx.job_id, row["image_id"]))
+         ctx.destination.staged_path(ctx.job_id, row["image_id"]),
+         row["size"])
     return {}
 
 
-def send(ctx, row, source_path, destination_path):
-    """Move one file between the DTNs; progress is reported on ``row``."""
-    argv = command(ctx.globus_url_copy, ctx.source, ctx.destination,
-                   source_path, destination_path)
+def send(ctx, row, source_path, destination_path, size=None):
+    """Move one file between the DTNs; progress is reported on ``row``.
+
+    A file of known ``size`` larger than the source site's segment size
+    crosses in segments, from the row's resume point.
+    """
+    program, source, destination = ctx.globus_url_copy, ctx.source, \
+        ctx.destination
+    parts = segments(size, source.gridftp_segment_bytes, resume_point(row))
+    if parts is None:
+        _run(row, command(program, source, destination, source_path,
+                          destination_path), ctx)
+        return
+    if resume_point(row):
+        LOG.info("transfer of %s goes on at byte %d of %d",
+                 row["image_id"], resume_point(row), size)
+        ctx.progress(row, resume_point(row))
+    for offset, length in parts:
+        _run(row, command(program, source, destination, source_path,
+                          destination_path, (offset, length)), ctx, offset)
+        ctx.record(row, transfer_done=offset + length)
+    if source.gridftp_verify_checksum:
+        output = _run(row, check_command(program, source, destination,
+                                         source_path, destination_path))
+        if _SENDING.search(output):
+            LOG.warning("transfer of %s: the file at the destination "
+                        "differed from the source when whole; it was "
+                        "sent again and verified", row["image_id"])
+
+
+def _run(row, argv, ctx=None, base=0):
+    """Run one globus-url-copy; its output, or StageFailed.
+
+    With ``ctx``, its byte counts are the stage's progress from ``base``.
+    """
     LOG.info("transfer of %s: %s", row["image_id"], " ".join(argv))
     lines = []
     try:
@@ -74,7 +154,7 @@ def send(ctx, row, source_path, destination_path):
             stage=STAGE, image=row["image_id"],
             reason="cannot run %s: %s" % (argv[0], e)) from e
     with proc:
-        _pump_progress(proc.stdout, row, ctx, lines)
+        _pump_progress(proc.stdout, row, ctx, lines, base)
     output = "".join(lines)
     if proc.returncode != 0:
         error = " ".join(line.strip() for line in lines
@@ -84,3 +164,4 @@ def send(ctx, row, source_path, destination_path):
             reason="%s exited with %d: %s" % (argv[0], proc.returncode,
                                               error),
             transient=not _PERMANENT.search(output))
+    return output

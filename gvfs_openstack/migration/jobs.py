@@ -82,6 +82,10 @@ IMAGES = sa.Table(
     #: The Globus task moving the image, while one is (dtn_transfer =
     #: globus): a restarted runner waits for it rather than start another.
     sa.Column("transfer_task", sa.String(64)),
+    #: Bytes from the image's start that a segmented GridFTP transfer
+    #: has completed at the destination DTN (whole segments): where a
+    #: restarted transfer goes on.  stage_bytes shows its live progress.
+    sa.Column("transfer_done", sa.BigInteger),
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
     sa.Column("error", sa.Text),
     sa.Column("updated_at", sa.DateTime, nullable=False),

@@ -125,8 +125,10 @@ def run_stage(ctx, stage, position):
         if ctx.cancelled():
             return False
         ctx.record(row, state=jobs.RUNNING, attempts=attempt + 1)
-        run_id = ctx.store.start_run(ctx.job_id, position, name, os.getpid(),
-                                     row["stage_bytes"])
+        resume_point = getattr(module, "resume_point", None)
+        run_id = ctx.store.start_run(
+            ctx.job_id, position, name, os.getpid(),
+            resume_point(ctx, row) if resume_point else row["stage_bytes"])
         try:
             values = module.run(ctx, row)
         except jobs.Cancelled:

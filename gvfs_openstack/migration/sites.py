@@ -37,6 +37,7 @@ class Site:
     gridftp_stall_timeout: int
     gridftp_restarts: int
     gridftp_verify_checksum: bool
+    gridftp_segment_bytes: int
     ssh_host: str
     ssh_port: int
     ssh_user: str
@@ -140,6 +141,7 @@ def load(conf, name):
         gridftp_stall_timeout=opts.gridftp_stall_timeout,
         gridftp_restarts=opts.gridftp_restarts,
         gridftp_verify_checksum=opts.gridftp_verify_checksum,
+        gridftp_segment_bytes=opts.gridftp_segment_mib * 1024 * 1024,
         ssh_host=opts.ssh_host or opts.dtn_nfs_host,
         ssh_port=opts.ssh_port,
         ssh_user=opts.ssh_user,

@@ -15,3 +15,12 @@ def run(ctx, row):
         return globus.run(ctx, row)
     from gvfs_openstack.migration import gridftp
     return gridftp.run(ctx, row)
+
+
+def resume_point(ctx, row):
+    """Where a restarted stage 2 of ``row`` goes on, in bytes."""
+    if ctx.source.dtn_transfer == "globus":
+        # The Globus task went on by itself; this is how far it got.
+        return row["stage_bytes"]
+    from gvfs_openstack.migration import gridftp
+    return gridftp.resume_point(row)

@@ -494,3 +494,55 @@ def test_a_local_copy_killed_after_its_last_commit_resumes_at_the_end(
     assert local["resumed_from"] == image["size"]
     assert dr.west.glance.image(image["id"])["os_hash_value"] == \
         image["os_hash_value"]
+
+
+def test_a_killed_runner_goes_on_from_the_last_whole_segment(linked_dr,
+                                                             tmp_path):
+    dr = linked_dr
+    path = tmp_path / "segmented.raw"
+    path.write_bytes(os.urandom(48 * MIB))     # About 4 s on the link.
+    image = dr.east.glance.add_image("segmented", path, drlab.GVFS_STORE)
+    east = {"gridftp_segment_mib": 8}
+    manager = _manager(dr, tmp_path, lease_seconds=3, east=east)
+    job_id = manager.migrate([image["id"]], "west")["id"]
+    deadline = time.monotonic() + 120
+    while (manager.store.image(job_id, 0)["transfer_done"] or 0) < 16 * MIB:
+        assert time.monotonic() < deadline, manager.show(job_id)
+        time.sleep(0.02)
+    runner = manager._runners[job_id]
+    os.killpg(runner.pid, 9)   # The conductor's host dies mid-transfer.
+    runner.wait()
+    done = manager.store.image(job_id, 0)["transfer_done"]
+    successor = _manager(dr, tmp_path, lease_seconds=3, east=east)
+    job = _wait(successor, job_id, resume_every=1.0)
+    assert job["state"] == jobs.DONE, job
+    transfers = [r for r in successor.store.runs(job_id)
+                 if r["stage"] == jobs.TRANSFER]
+    assert len(transfers) == 2 and transfers[0]["outcome"] is None
+    # It went on at a segment boundary, at or after what was recorded.
+    resumed = transfers[1]["resumed_from"]
+    assert resumed >= done >= 16 * MIB and resumed % (8 * MIB) == 0
+    assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+        image["os_hash_value"] == _sha512(path)
+
+
+def test_a_segmented_file_differing_at_the_end_is_sent_again(dr, tmp_path):
+    path = tmp_path / "differs.raw"
+    path.write_bytes(os.urandom(24 * MIB))
+    image = dr.east.glance.add_image("differs", path, drlab.GVFS_STORE)
+    manager = _manager(dr, tmp_path, east={"gridftp_segment_mib": 8})
+    # What a runner that recorded every segment leaves when the bytes at
+    # the destination are not the source's after all (a disk that lied,
+    # a file changed by hand): the whole-file check must catch it.
+    job_id = manager.store.create_job("east", "west", [image], 1)
+    manager.store.set_image(job_id, 0, transfer_done=image["size"])
+    staged = os.path.join(dr.west.export, drlab.STAGING_DIR, job_id)
+    os.makedirs(staged)
+    with open(os.path.join(staged, image["id"]), "wb") as f:
+        f.write(os.urandom(image["size"]))
+    for name in (staged, os.path.join(staged, image["id"])):
+        os.chown(name, dr.west.gridftp.uid, dr.west.gridftp.gid)
+    job = _wait(manager, job_id, resume_every=1.0)
+    assert job["state"] == jobs.DONE, job
+    assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+        image["os_hash_value"] == _sha512(path)

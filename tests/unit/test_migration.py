@@ -19,6 +19,8 @@ from gvfs_openstack.migration import pipeline
 from gvfs_openstack.migration import remotecopy
 from gvfs_openstack.migration import sites
 
+MIB = 1024 * 1024
+
 SITE = """
 [site:east]
 auth_type = none
@@ -102,10 +104,11 @@ def test_a_site_without_export_is_refused(tmp_path):
 def _parse_guc(argv):
     """globus-url-copy's options, read back as it reads them."""
     parser = argparse.ArgumentParser(prog=argv[0], add_help=False)
-    for flag in ("-vb", "-fast", "-rst", "-cd", "-verify-checksum"):
+    for flag in ("-vb", "-fast", "-rst", "-cd", "-verify-checksum",
+                 "-sync"):
         parser.add_argument(flag, action="store_true")
     for option in ("-p", "-rst-retries", "-stall-timeout",
-                   "-checksum-alg"):
+                   "-checksum-alg", "-off", "-len", "-sync-level"):
         parser.add_argument(option)
     parser.add_argument("source")
     parser.add_argument("destination")
@@ -129,6 +132,45 @@ def test_the_transfer_is_third_party_with_the_sources_tuning(tmp_path):
     args = _parse_guc(gridftp.command(
         "globus-url-copy", sites.load(conf, "east"), west, "/a", "/b"))
     assert not args.verify_checksum and args.checksum_alg is None
+
+
+def test_a_segment_is_sent_at_its_offset_and_checked_whole_later(
+        tmp_path):
+    conf = _conf(tmp_path)
+    east, west = sites.load(conf, "east"), sites.load(conf, "west")
+    args = _parse_guc(gridftp.command(
+        "globus-url-copy", east, west, "/a", "/b", (3 * MIB, MIB)))
+    # A segment's own -verify-checksum compares the wrong ranges.
+    assert (args.off, args.len, args.verify_checksum) == \
+        (str(3 * MIB), str(MIB), False)
+    assert (args.source, args.p, args.rst) == \
+        ("gsiftp://dtn-east.example.org:2811/a", "8", True)
+    check = _parse_guc(gridftp.check_command("globus-url-copy", east, west,
+                                             "/a", "/b"))
+    assert (check.sync, check.sync_level, check.verify_checksum,
+            check.checksum_alg, check.off) == (True, "3", True, "MD5", None)
+    assert check.destination == "ftp://127.0.0.1:2812/b"
+
+
+def test_segments_go_on_from_the_last_whole_one():
+    assert gridftp.segments(10, 4, 0) == [(0, 4), (4, 4), (8, 2)]
+    assert gridftp.segments(10, 4, 8) == [(8, 2)]
+    assert gridftp.segments(10, 4, 10) == []
+    # Small files, segments off, or an unknown size: one transfer.
+    assert gridftp.segments(4, 4, 0) is None
+    assert gridftp.segments(10, 0, 0) is None
+    assert gridftp.segments(None, 4, 0) is None
+    # Done bytes from another segment size go on where they stop.
+    assert gridftp.segments(10, 3, 4) == [(4, 3), (7, 3)]
+    assert gridftp.resume_point({"transfer_done": None}) == 0
+    assert gridftp.resume_point({"transfer_done": 8}) == 8
+
+
+def test_the_segment_size_is_read_per_site(tmp_path):
+    conf = _conf(tmp_path)
+    assert sites.load(conf, "east").gridftp_segment_bytes == 1024 * MIB
+    conf.set_override("gridftp_segment_mib", 0, "site:east")
+    assert sites.load(conf, "east").gridftp_segment_bytes == 0
 
 
 def test_only_what_a_user_set_is_copied():
