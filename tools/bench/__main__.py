@@ -16,6 +16,7 @@ from tools.bench import metadata
 from tools.bench import migrate
 from tools.bench import migrate_small
 from tools.bench import proxy_throughput
+from tools.bench import segments
 
 SCENARIOS = {
     "cache": cache.run,
@@ -25,6 +26,7 @@ SCENARIOS = {
     "migrate": migrate.run,
     "migrate-small": migrate_small.run,
     "proxy-throughput": proxy_throughput.run,
+    "segments": segments.run,
 }
 
 
