@@ -2,10 +2,14 @@
 plain directory."""
 
 import errno
+import hashlib
 import io
 import os
 
 from glance_store import exceptions
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 from oslo_config import cfg
 import pytest
 from stevedore import driver as stevedore_driver
@@ -121,3 +125,45 @@ def test_a_full_store_reads_the_rest_of_the_upload_so_the_client_sees_413(
     # limit.
     assert upload.tell() == read
     assert os.listdir(store.datadir) == []
+
+
+@given(st.lists(st.binary(max_size=9000), max_size=12),
+       st.integers(min_value=1, max_value=3))
+@settings(max_examples=60, deadline=None)
+def test_parallel_hashes_equal_hashing_in_order(chunks, depth):
+    hashes = gvfs_store.ParallelHashes(hashlib.md5(), hashlib.sha512(),
+                                       depth=depth)
+    try:
+        for chunk in chunks:
+            hashes.update(chunk)
+        digests = hashes.hexdigests()
+    finally:
+        hashes.close()
+    assert digests == [hashlib.md5(b"".join(chunks)).hexdigest(),
+                       hashlib.sha512(b"".join(chunks)).hexdigest()]
+
+
+def test_an_upload_of_reused_buffers_is_hashed_as_sent(tmp_path):
+    """A reader may hand out one buffer again and again.
+
+    The chunks being hashed on other threads must not change meanwhile.
+    """
+    store = make_store(tmp_path, gvfs_store_chunk_size=64 * 1024)
+    data = os.urandom(3 * MIB)
+
+    class ReusingReader:
+        def __init__(self):
+            self.at = 0
+            self.buffer = bytearray(64 * 1024)
+
+        def read(self, size):
+            piece = data[self.at:self.at + min(size, len(self.buffer))]
+            self.at += len(piece)
+            self.buffer[:len(piece)] = piece
+            return memoryview(self.buffer)[:len(piece)]
+
+    _, size, md5, multihash, _ = store.add("reused", ReusingReader(),
+                                           len(data), "sha512")
+    assert (size, md5, multihash) == (
+        len(data), hashlib.md5(data).hexdigest(),
+        hashlib.sha512(data).hexdigest())
