@@ -6,11 +6,13 @@
     gvfs-proxy --config-file proxy.conf drop
     gvfs-proxy --config-file proxy.conf warm /srv/images/golden.qcow2
     gvfs-proxy --config-file proxy.conf mount [--export /srv/images] /mnt/x
+    gvfs-proxy --config-file proxy.conf tune-mount /mnt/x   (as root)
 """
 
 import asyncio
 import json
 import sys
+import time
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -85,12 +87,43 @@ def _mount():
         asyncio.run(fusefs.serve(
             nfs, CONF.action.mountpoint, mount.attr_timeout,
             mount.entry_timeout, mount.write_buffer_mb * 1024 * 1024,
-            mount.allow_other))
+            mount.allow_other, mount.max_background))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)
         return 1
     return 0
+
+
+def _tune_mount():
+    """Set [mount] max_background of a mount made by an unprivileged user.
+
+    Waits for the mount to appear: systemd runs this right after
+    starting the mount process.
+    """
+    from gvfs_openstack.mount import fusectl
+
+    requests = CONF.mount.max_background
+    if not requests:
+        return 0
+    deadline = time.monotonic() + CONF.action.wait
+    mountpoint = fusectl.resolved(CONF.action.mountpoint)
+    while True:
+        try:
+            connection = fusectl.tune(mountpoint, requests)
+        except fusectl.NotMounted:
+            if time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            print("gvfs-proxy tune-mount: nothing is mounted at %s"
+                  % CONF.action.mountpoint, file=sys.stderr)
+            return 1
+        except fusectl.FusectlError as e:
+            print("gvfs-proxy tune-mount: %s" % e, file=sys.stderr)
+            return 1
+        print("%s: up to %d requests in flight (fusectl connection %s)"
+              % (CONF.action.mountpoint, requests, connection))
+        return 0
 
 
 _ACTIONS = {"serve": _serve,
@@ -99,7 +132,8 @@ _ACTIONS = {"serve": _serve,
             "drop": lambda: _control("drop", None),
             "warm": lambda: _control("warm", None, path=CONF.action.path,
                                      rate_mib=CONF.action.rate_mib),
-            "mount": _mount}
+            "mount": _mount,
+            "tune-mount": _tune_mount}
 
 
 def _add_parsers(subparsers):
@@ -129,6 +163,14 @@ def _add_parsers(subparsers):
                             "proxy_host/proxy_port, else [listen])")
     mount.add_argument("--io-timeout", type=float, default=None,
                        help="seconds (default: [mount] io_timeout)")
+    tune = subparsers.add_parser(
+        "tune-mount", help="as root: let the kernel keep [mount] "
+                           "max_background requests in flight to a "
+                           "mount made by an unprivileged user")
+    tune.add_argument("mountpoint", help="the mounted directory")
+    tune.add_argument("--wait", type=float, default=30.0,
+                      help="seconds to wait for the mount to appear "
+                           "(default: 30)")
 
 
 def main(argv=None):

@@ -53,6 +53,17 @@ restarted in between (its write verifier changed) they are sent again, so
 nothing acknowledged is lost. A COMMIT is sent when this much is pending,
 on fsync and on close.
 """),
+    cfg.IntOpt("max_background", default=64, min=0, max=65535,
+               help="""Requests the kernel keeps in flight to the mount.
+
+Guest reads submitted together (qemu's aio with ``cache=none``) are
+asynchronous FUSE requests; the kernel sends at most this many at once.
+Its own default, 12, lets a guest booting over a WAN read only 12 blocks
+per round trip. Set through ``/sys/fs/fuse/connections`` (the fusectl file
+system, which systemd mounts), which only root may write: an unprivileged
+mount logs a warning, and ``gvfs-proxy tune-mount`` run as root sets it
+(the systemd unit does). 0 leaves the kernel's default.
+"""),
     cfg.BoolOpt("allow_other", default=False,
                 help="Let users other than the one running the mount use "
                      "it (FUSE ``allow_other``; Glance and Nova run as "

@@ -6,10 +6,13 @@ mount unmounts itself) and lazily unmounted if it died without doing so.
 """
 
 import configparser
+import contextlib
 import os
+import subprocess
 import sys
 
 from gvfs_openstack.lab import process
+from gvfs_openstack.mount import fusectl
 from gvfs_openstack.mount import mounter
 
 
@@ -44,3 +47,21 @@ class FuseMount:
         if mounter.is_mounted(self.mountpoint):
             mounter.detach_fuse(self.mountpoint)
         return status
+
+
+@contextlib.contextmanager
+def fusectl_mounted():
+    """The fusectl file system, where systemd mounts it at boot.
+
+    Containers often go without it; then the lab mounts it for the run and
+    unmounts it after, so mounts get their ``[mount] max_background``.
+    """
+    root = fusectl.CONNECTIONS
+    if os.path.ismount(root) or not os.path.isdir(root):
+        yield
+        return
+    subprocess.run(["mount", "-t", "fusectl", "none", root], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", root], check=False)

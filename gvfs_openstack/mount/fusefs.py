@@ -23,6 +23,7 @@ import time
 import pyfuse3
 import pyfuse3.asyncio
 
+from gvfs_openstack.mount import fusectl
 from gvfs_openstack.mount import inodes
 from gvfs_openstack.mount import nfsattr
 from gvfs_openstack.mount import session as nfs_session
@@ -331,7 +332,8 @@ def _terminate():
 
 
 async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
-                write_buffer_bytes=64 * 1024 * 1024, allow_other=False):
+                write_buffer_bytes=64 * 1024 * 1024, allow_other=False,
+                max_background=0):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
@@ -344,7 +346,18 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
     if allow_other:
         options.add("allow_other")
+    # Resolved now: once mounted, looking at it would call into ourselves.
+    mountpoint = fusectl.resolved(mountpoint)
     pyfuse3.init(ops, mountpoint, options)
+    if max_background:
+        try:
+            fusectl.tune(mountpoint, max_background)
+            LOG.info("up to %d requests in flight to %s", max_background,
+                     mountpoint)
+        except fusectl.FusectlError as e:
+            LOG.warning("the kernel keeps its own limit of requests in "
+                        "flight to %s, not [mount] max_background = %d: "
+                        "%s", mountpoint, max_background, e)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _terminate)

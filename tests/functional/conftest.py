@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from gvfs_openstack.lab import fusemount
 from gvfs_openstack.lab import glance_api
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.mount import mounter
@@ -26,6 +27,12 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             "functional tests need root and %s; run tools/install-deps.sh"
             % ", ".join(missing or ["root"]))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fusectl():
+    with fusemount.fusectl_mounted():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from gvfs_openstack.lab import process
+from gvfs_openstack.mount import fusectl
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
 
@@ -244,3 +245,29 @@ def test_a_wrong_export_fails_at_start(lab, tmp_path):
     assert "cannot mount" in log and "/not/exported" in log
     assert "ERR_ACCES" in log
     assert not os.path.ismount(str(tmp_path / "m"))
+
+
+def test_the_kernel_keeps_max_background_requests_in_flight(
+        mnt, lab, tmp_path):
+    connection = fusectl.connection_of(mnt)
+    assert fusectl.max_background(connection) == 64   # The default.
+    # A mount made without the right to set it: tune-mount does it.
+    m = lab.mount(str(tmp_path / "m"), name="untuned", max_background=0)
+    untuned = fusectl.connection_of(m.mountpoint)
+    assert fusectl.max_background(untuned) == 12   # The kernel's own.
+    config = tmp_path / "tune.conf"
+    config.write_text("[mount]\nmax_background = 96\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "gvfs_openstack.cmd.proxy", "--config-file",
+         lab.client_proxy.config, "--config-file", str(config),
+         "tune-mount", m.mountpoint], capture_output=True, text=True,
+        timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert fusectl.max_background(untuned) == 96
+    m.stop()
+    out = subprocess.run(
+        [sys.executable, "-m", "gvfs_openstack.cmd.proxy", "--config-file",
+         lab.client_proxy.config, "tune-mount", "--wait", "0.5",
+         m.mountpoint], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "nothing is mounted at %s" % m.mountpoint in out.stderr

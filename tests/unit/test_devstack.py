@@ -200,6 +200,11 @@ def test_stack_starts_the_dtn_proxies_mount_and_conductor(devstack):
     order = [c.split()[1] for c in calls if c.startswith("run_process")]
     assert order[:5] == ["gvfs-nfs", "gvfs-gridftp", "gvfs-server",
                          "gvfs-client", "gvfs-mount"]
+    # Once mounted, root lets the kernel keep more guest reads in flight.
+    tune = "sudo %s/gvfs-proxy --config-file %s tune-mount %s" % (
+        bin_dir, client_conf, os.path.join(env["DATA_DIR"], "gvfs-mnt"))
+    assert calls.index(tune) > calls.index(
+        "run_process gvfs-mount %s" % running["gvfs-mount"])
     for sub in ("images", "staging"):
         assert os.path.isdir(os.path.join(env["GVFS_DTN_EXPORT"], sub))
 

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from gvfs_openstack.lab import fusemount
 from tools.bench import cache
 from tools.bench import clone
 from tools.bench import glance
@@ -44,7 +45,8 @@ def main(argv=None):
     if args.plot is None:
         os.makedirs("bench-results", exist_ok=True)
         args.plot = os.path.join("bench-results", args.scenario + ".png")
-    result = SCENARIOS[args.scenario](quick=args.quick, plot=args.plot)
+    with fusemount.fusectl_mounted():
+        result = SCENARIOS[args.scenario](quick=args.quick, plot=args.plot)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2, sort_keys=True)
