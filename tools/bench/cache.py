@@ -29,6 +29,7 @@ from gvfs_openstack.gvfs import control
 from gvfs_openstack.lab import ganesha
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.nfs.client import NfsClient
+from tools.bench import charts
 
 MIB = 1024 * 1024
 
@@ -181,10 +182,7 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
 
 
 def _plot(mbps, lan_mbps, wan_mbps, link_mbps, writes, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4))
     left.bar(list(mbps), list(mbps.values()),
              color=["grey", "tab:red", "tab:blue", "tab:green"])
@@ -203,6 +201,4 @@ def _plot(mbps, lan_mbps, wan_mbps, link_mbps, writes, path):
     right.set_title("writing one file: seconds to COMMIT")
     right.set_ylabel("seconds")
     right.tick_params(axis="x", labelrotation=20)
-    fig.tight_layout()
-    fig.savefig(path)
-    print("plot written to %s" % path)
+    charts.save(fig, path)

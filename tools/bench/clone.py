@@ -31,6 +31,7 @@ from gvfs_openstack.lab import compute
 from gvfs_openstack.lab import glance_api
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.mount import mounter
+from tools.bench import charts
 
 MIB = 1024 * 1024
 BLOCK = 64 * 1024
@@ -182,10 +183,7 @@ def _report(seconds, wan_mib, size, reads, rtt_ms, rate_mbit, plot):
 
 
 def _plot(seconds, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     fig, axis = plt.subplots(figsize=(11, 4.5))
     width = 0.8 / len(seconds)
     colors = ["tab:red", "tab:grey", "tab:green", "tab:blue"]
@@ -199,6 +197,4 @@ def _plot(seconds, path):
     axis.set_title("Cloning from a golden image over the WAN "
                    "(after GVFS paper, Fig. 6)")
     axis.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path)
-    print("plot written to %s" % path)
+    charts.save(fig, path)

@@ -22,6 +22,7 @@ import time
 from gvfs_openstack.lab import glance_api
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.mount import mounter
+from tools.bench import charts
 from tools.bench import metadata
 
 MIB = 1024 * 1024
@@ -137,10 +138,7 @@ def _report(size, sparse_size, seconds, on_disk, plot):
 
 
 def _plot(mib, seconds, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = ["upload", "download"]
     width = 0.35
@@ -154,6 +152,4 @@ def _plot(mib, seconds, path):
     ax.set_ylabel("MiB/s")
     ax.set_title("%d MiB image through glance-api" % mib)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    print("plot written to %s" % path)
+    charts.save(fig, path)

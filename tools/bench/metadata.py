@@ -28,6 +28,7 @@ from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.meta import format as meta_format
 from gvfs_openstack.meta import scan
 from gvfs_openstack.nfs.client import NfsClient
+from tools.bench import charts
 
 MIB = 1024 * 1024
 RUN = 64 * 1024
@@ -239,10 +240,7 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
 
 
 def _plot(seconds, sparse_gbps, dense_gbps, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     left.bar(list(seconds), list(seconds.values()),
              color=["tab:red", "tab:green", "tab:red", "tab:green"])
@@ -254,6 +252,4 @@ def _plot(seconds, sparse_gbps, dense_gbps, path):
     right.set_ylabel("GB/s")
     right.set_title("gvfs-meta scan speed")
     right.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    print("plot written to %s" % path)
+    charts.save(fig, path)

@@ -32,6 +32,7 @@ from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack.lab import drlab
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
+from tools.bench import charts
 
 MIB = 1024 * 1024
 STAGE_NAMES = {jobs.LOCAL_COPY: "local copy", jobs.TRANSFER: "DTN-to-DTN",
@@ -170,10 +171,7 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
 
 
 def _plot(seq_runs, pipe_runs, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     colours = {jobs.LOCAL_COPY: "tab:blue", jobs.TRANSFER: "tab:red",
                jobs.REMOTE_COPY: "tab:green"}
     fig, axes = plt.subplots(2, 1, figsize=(11, 5), sharex=True)
@@ -194,6 +192,4 @@ def _plot(seq_runs, pipe_runs, path):
                colours.values()]
     axes[0].legend(handles, [STAGE_NAMES[s] for s in colours],
                    loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path)
-    print("plot written to %s" % path)
+    charts.save(fig, path)

@@ -17,6 +17,7 @@ import os
 import tempfile
 
 from gvfs_openstack.migration import jobs
+from tools.bench import charts
 from tools.bench import migrate
 
 MIB = 1024 * 1024
@@ -75,10 +76,7 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
 
 def _plot(pipe_runs, pack_runs, path):
     """Each run's time in each stage, summed over its images."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.5))
     colours = {jobs.LOCAL_COPY: "tab:blue", jobs.TRANSFER: "tab:red",
                jobs.REMOTE_COPY: "tab:green"}
@@ -101,6 +99,4 @@ def _plot(pipe_runs, pack_runs, path):
     ax.legend(handles, [migrate.STAGE_NAMES[s] for s in colours],
               loc="lower right")
     ax.set_title("small images: stage runs over time")
-    fig.tight_layout()
-    fig.savefig(path)
-    print("plot written to %s" % path)
+    charts.save(fig, path)

@@ -16,6 +16,7 @@ import time
 
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.nfs.client import NfsClient
+from tools.bench import charts
 
 MIB = 1024 * 1024
 
@@ -111,10 +112,7 @@ def run(quick=False, plot=None):
 
 
 def _plot(rows, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     names = list(rows)
     fig, ax = plt.subplots(figsize=(8, 4))
     width = 0.4
@@ -127,6 +125,4 @@ def _plot(rows, path):
     ax.set_ylabel("MB/s")
     ax.set_title("gvfs-proxy sequential throughput (nfs-cp)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    print("plot written to %s" % path)
+    charts.save(fig, path)

@@ -21,6 +21,7 @@ from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack.lab import drlab
 from gvfs_openstack.migration import gridftp
 from gvfs_openstack.migration import sites
+from tools.bench import charts
 
 MIB = 1024 * 1024
 
@@ -92,10 +93,7 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
 
 
 def _plot(size, median, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = ["one transfer" if not mib else "%d MiB parts" % mib
               for mib in median]
@@ -104,6 +102,4 @@ def _plot(size, median, path):
     ax.set_ylabel("MiB/s")
     ax.set_title("%d MiB between the DTNs, whole-file check included"
                  % (size // MIB))
-    fig.tight_layout()
-    fig.savefig(path)
-    print("plot written to %s" % path)
+    charts.save(fig, path)
