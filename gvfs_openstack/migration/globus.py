@@ -104,16 +104,14 @@ def _api_error(row, what, error):
                    transient)
 
 
-def _submit(ctx, transfer, row):
-    destination_path = ctx.destination.staged_path(ctx.job_id,
-                                                   row["image_id"])
+def _submit(ctx, transfer, row, source_path, destination_path, hash_algo,
+            hash_value):
     label = "gvfs-openstack %s image %s" % (ctx.job_id[:8], row["image_id"])
     try:
         submission_id = transfer.get_submission_id()["value"]
-        data = transfer_data(ctx.source, ctx.destination,
-                             row["source_path"], destination_path, label,
-                             submission_id, row.get("hash_algo"),
-                             row.get("hash_value"))
+        data = transfer_data(ctx.source, ctx.destination, source_path,
+                             destination_path, label, submission_id,
+                             hash_algo, hash_value)
         task_id = transfer.submit_transfer(data)["task_id"]
     except _SERVICE_ERRORS as e:
         raise _api_error(row, "submitting the transfer", e) from e
@@ -168,13 +166,26 @@ def cancel_recorded(ctx, row):
 
 def run(ctx, row):
     """Stage 2 for one image; returns the job-store values it completed."""
+    return send(ctx, row, row["source_path"],
+                ctx.destination.staged_path(ctx.job_id, row["image_id"]),
+                row.get("hash_algo"), row.get("hash_value"))
+
+
+def send(ctx, row, source_path, destination_path, hash_algo=None,
+         hash_value=None):
+    """Move one file between the collections, as a task of ``row``.
+
+    A packed job's archive goes as its first image's task.  Returns the
+    job-store values to record once the stage completed.
+    """
     transfer = ctx.globus_client()
     task_id = row.get("transfer_task")
     if task_id:
         LOG.info("transfer of %s: waiting again for Globus task %s",
                  row["image_id"], task_id)
     else:
-        task_id = _submit(ctx, transfer, row)
+        task_id = _submit(ctx, transfer, row, source_path, destination_path,
+                          hash_algo, hash_value)
     task = _wait(ctx, transfer, row, task_id)
     if task["status"] == "SUCCEEDED":
         return {"transfer_task": None}

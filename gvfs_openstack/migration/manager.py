@@ -71,11 +71,6 @@ class ConductorManager:
                 option="[site:%s] globus_endpoint_id" % target.name,
                 reason="site %s sends with Globus and site %s has no "
                 "collection" % (source.name, target.name))
-        if pack and source.dtn_transfer != "gridftp":
-            raise exceptions.InvalidConfig(
-                option="pack", reason="packed jobs cross the DTN link with "
-                "GridFTP; site %s uses %s" % (
-                    source.name, source.dtn_transfer))
         if source.dtn_transfer == "gridftp" and not target.gridftp_url:
             raise exceptions.InvalidConfig(
                 option="[site:%s] gridftp_url" % target.name,

@@ -4,8 +4,9 @@ For many small images the fixed cost of each GridFTP transfer (start-up,
 control round trips, both servers' checksums) outweighs its bytes.  The
 paper therefore packs them: once every image of the job is on the source
 DTN, the source DTN makes one compressed tar of them (GNU tar, sparse
-aware, zstd on all cores), GridFTP moves that one file with its checksum
-checked, and the destination DTN unpacks exactly the job's images into
+aware, zstd on all cores), GridFTP (or the Globus Transfer service, for a
+site with ``dtn_transfer = globus``) moves that one file with its
+checksum checked, and the destination DTN unpacks exactly the job's images into
 the job's staging directory -- where the remote copy finds each one as if
 it had come alone, and checks each against its own digest as always.
 
@@ -18,7 +19,7 @@ import posixpath
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh
-from gvfs_openstack.migration import gridftp
+from gvfs_openstack.migration import transfer
 
 LOG = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class PackedTransfer:
             _run(session, source, pack_command(
                 sent, [r["source_path"] for r in self.rows]), lead,
                 "packing")
-        gridftp.send(ctx, row, sent, received)
+        values = transfer.send(ctx, row, sent, received)
         with dtnssh.connect(destination, lead, STAGE) as session:
             _run(session, destination, unpack_command(
                 received, posixpath.dirname(received), names), lead,
@@ -90,4 +91,4 @@ class PackedTransfer:
             session.remove_quietly(received)
         with dtnssh.connect(source, lead, STAGE) as session:
             session.remove_quietly(sent)
-        return {}
+        return values

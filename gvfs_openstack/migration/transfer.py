@@ -17,6 +17,20 @@ def run(ctx, row):
     return gridftp.run(ctx, row)
 
 
+def send(ctx, row, source_path, destination_path):
+    """Move one file (a packed job's archive) between the DTNs.
+
+    By the sending site's method, as a transfer of ``row``; returns the
+    job-store values to record once the stage completed.
+    """
+    if ctx.source.dtn_transfer == "globus":
+        from gvfs_openstack.migration import globus
+        return globus.send(ctx, row, source_path, destination_path)
+    from gvfs_openstack.migration import gridftp
+    gridftp.send(ctx, row, source_path, destination_path)
+    return {}
+
+
 def resume_point(ctx, row):
     """Where a restarted stage 2 of ``row`` goes on, in bytes."""
     if ctx.source.dtn_transfer == "globus":

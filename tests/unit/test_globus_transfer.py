@@ -20,6 +20,7 @@ from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import globus
 from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import pack
 from gvfs_openstack.migration import pipeline
 from gvfs_openstack.migration import sites
 from gvfs_openstack.migration import transfer
@@ -191,6 +192,23 @@ def test_the_task_is_submitted_recorded_then_waited_for(ctx, service):
     assert stored["transfer_task"] == TASK_ID
     assert stored["stage_bytes"] == 400
     assert len(_requests(service, "GET", "/task/%s" % TASK_ID)) == 2
+
+
+def test_a_packed_archive_goes_as_the_first_images_task(ctx, service):
+    """``--pack tar`` with a Globus site: one task carries the archive."""
+    load_response(globus_sdk.TransferClient.submit_transfer)
+    _register_task(service, "SUCCEEDED", bytes_transferred=5000)
+    sent = pack.archive_path(ctx.source, ctx.job_id)
+    received = pack.archive_path(ctx.destination, ctx.job_id)
+    assert transfer.send(ctx, ctx.row(), sent, received) == \
+        {"transfer_task": None}
+    item, = _submitted(service)["DATA"]
+    assert (item["source_path"], item["destination_path"]) == (
+        globus.collection_path(ctx.source, sent),
+        globus.collection_path(ctx.destination, received))
+    # The archive's digest is nobody's: the service compares its own.
+    assert "external_checksum" not in item
+    assert ctx.row()["transfer_task"] == TASK_ID
 
 
 def test_a_restarted_runner_waits_for_the_recorded_task(ctx, service):
