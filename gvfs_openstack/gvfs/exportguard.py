@@ -121,16 +121,17 @@ class ExportGuard:
                 return
             self._walked_at = now
             self._walk = asyncio.ensure_future(self._run_walk())
-        walk = self._walk
-        try:
-            await asyncio.shield(walk)
-        finally:
-            if walk.done() and self._walk is walk:
-                self._walk = None
-                if walk.cancelled() or walk.exception() is not None:
-                    # Failed (the server is down): the next unknown
-                    # handle may try again at once.
-                    self._walked_at = None
+            self._walk.add_done_callback(self._walk_done)
+        # Shielded: a caller that goes away does not stop the walk the
+        # others wait for.
+        await asyncio.shield(self._walk)
+
+    def _walk_done(self, walk):
+        self._walk = None
+        if walk.cancelled() or walk.exception() is not None:
+            # Failed (the server is down): the next unknown handle may
+            # try again at once.
+            self._walked_at = None
 
     async def _run_walk(self):
         before = len(self.handles)

@@ -336,3 +336,28 @@ def test_a_write_is_relayed_only_with_a_known_handle():
             Nfs3Proc.WRITE, nfs3.WriteArgs(fh, 0, 4, 0, b"data")))
         assert role.relay_call(record, len(record), None) == relayed
     assert server.calls == ["relay"]
+
+
+def test_a_walk_whose_callers_all_went_away_still_ends_cleanly():
+    clock = Clock()
+    role, server = make_role(clock=clock)
+
+    def getattr_call(fh):
+        return role.handle(*nfs_call(Nfs3Proc.GETATTR, nfs3.encode_args(
+            Nfs3Proc.GETATTR, nfs3.GetattrArgs(fh))))
+
+    async def scenario():
+        first = asyncio.ensure_future(getattr_call(DEEP))
+        for _ in range(3):
+            await asyncio.sleep(0)   # The walk has begun.
+        first.cancel()
+        for _ in range(50):
+            await asyncio.sleep(0)   # ... and ends with nobody waiting.
+        assert role.guard.admits((DEEP, GOLDEN, SUB))
+        clock.now += 11
+        # The next unknown handle walks again, as for any other.
+        reply = rpc.decode_message(await getattr_call(SECRET))
+        return nfs3.decode_res(Nfs3Proc.GETATTR, reply.results).status
+
+    assert asyncio.run(scenario()) == const.NfsStat.NFS3ERR_STALE
+    assert role.stats["handle_walks"] == 2
