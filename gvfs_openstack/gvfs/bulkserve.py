@@ -89,14 +89,13 @@ class BulkServer:
         while len(data) < count:
             body = nfs3.encode_args(Nfs3Proc.READ, nfs3.ReadArgs(
                 fh, offset + len(data), count - len(data)))
-            reply = rpc.decode_message(await self.nfs_pool.call(
+            results = rpc.results_of(await self.nfs_pool.call(
                 rpc.call_builder(const.NFS_PROGRAM, const.NFS_V3,
                                  Nfs3Proc.READ, cred, args=body), True))
-            if not isinstance(reply, rpc.Reply) or \
-                    reply.accept_stat != AcceptStat.SUCCESS:
+            if results is None:
                 return nfs3.Result(const.NfsStat.NFS3ERR_IO,
                                    nfs3.AttrBody(None))
-            res = nfs3.decode_res(Nfs3Proc.READ, reply.results)
+            res = nfs3.decode_res(Nfs3Proc.READ, results)
             if not res.ok:
                 return res
             data += res.body.data

@@ -88,23 +88,20 @@ class ExportGuard:
         if proc not in handles_mod.HANDING_OUT or reply is None:
             return
         try:
-            message = rpc.decode_message(reply)
+            results = rpc.results_of(reply)
         except ProtocolError:
             return
-        if not isinstance(message, rpc.Reply) or \
-                message.accept_stat != const.AcceptStat.SUCCESS:
-            return
-        for fh in handles_mod.handed_out(proc, args, message.results):
-            self.handles.add(fh)
+        if results is not None:
+            for fh in handles_mod.handed_out(proc, args, results):
+                self.handles.add(fh)
 
     def learn_root(self, path, reply):
         """Admit the root handle of a MNT reply for allowed ``path``."""
         try:
-            message = rpc.decode_message(reply)
-            if not isinstance(message, rpc.Reply) or \
-                    message.accept_stat != const.AcceptStat.SUCCESS:
+            results = rpc.results_of(reply)
+            if results is None:
                 return
-            res = mount3.decode_res(MountProc.MNT, message.results)
+            res = mount3.decode_res(MountProc.MNT, results)
         except ProtocolError:
             return
         if res.ok:
@@ -208,10 +205,7 @@ class ExportGuard:
                                                   self.cred, args=args),
                                  True)
         try:
-            reply = rpc.decode_message(record)
-            if not isinstance(reply, rpc.Reply) or \
-                    reply.accept_stat != const.AcceptStat.SUCCESS:
-                return None
-            return decode_res(proc, reply.results)
+            results = rpc.results_of(record)
+            return None if results is None else decode_res(proc, results)
         except ProtocolError:
             return None

@@ -239,6 +239,20 @@ def accepted(xid, stat=const.AcceptStat.SUCCESS, results=b"",
     return encode_message(Reply(xid, stat, results, mismatch=mismatch))
 
 
+def results_of(record):
+    """The results of a reply message accepted with SUCCESS, else None.
+
+    None for a denied call or any other accept status: the callers fall
+    back or fail in their own way.  ProtocolError if ``record`` is no RPC
+    message at all.
+    """
+    reply = decode_message(record)
+    if not isinstance(reply, Reply) or \
+            reply.accept_stat != const.AcceptStat.SUCCESS:
+        return None
+    return reply.results
+
+
 def call_builder(prog, vers, proc, cred, verf=AUTH_NONE, args=b""):
     """A call message for any XID, as an upstream pool sends it.
 

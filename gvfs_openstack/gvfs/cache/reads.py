@@ -179,11 +179,10 @@ class CachedReads:
             const.NFS_PROGRAM, const.NFS_V3, proc, call.cred, call.verf,
             body), True)
         try:
-            reply = rpc.decode_message(record)
-            if not isinstance(reply, rpc.Reply) or \
-                    reply.accept_stat != const.AcceptStat.SUCCESS:
+            results = rpc.results_of(record)
+            if results is None:
                 raise Fallback()
-            return nfs3.decode_res(proc, reply.results)
+            return nfs3.decode_res(proc, results)
         except ProtocolError as e:
             LOG.warning("garbled %s reply from upstream: %s", proc.name, e)
             raise Fallback() from e

@@ -32,20 +32,12 @@ def _write_range(args):
             u.unpack_uint())
 
 
-def _results(reply_message):
-    reply = rpc.decode_message(reply_message)
-    if not isinstance(reply, rpc.Reply) or \
-            reply.accept_stat != const.AcceptStat.SUCCESS:
-        return None
-    return reply.results
-
-
 def observe_mount(cache, call, reply_message):
     """An MNT reply names the root handle of an export."""
     if call.proc != MountProc.MNT:
         return
     try:
-        results = _results(reply_message)
+        results = rpc.results_of(reply_message)
         if results is None:
             return
         res = mount3.decode_res(MountProc.MNT, results)
@@ -64,7 +56,7 @@ def observe_reply(cache, call, reply_message):
             fh, offset, count = _write_range(call.args)
             # Whatever the outcome, those bytes may have changed.
             cache.discard_range(fh, offset, count)
-        results = _results(reply_message)
+        results = rpc.results_of(reply_message)
         if results is None:
             return
         res = nfs3.decode_res(call.proc, results)

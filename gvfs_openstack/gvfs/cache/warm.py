@@ -38,11 +38,10 @@ class Warmer:
     async def _call(self, prog, proc, args):
         record = await self.pool.call(
             rpc.call_builder(prog, 3, proc, self.cred, args=args), True)
-        reply = rpc.decode_message(record)
-        if not isinstance(reply, rpc.Reply) or \
-                reply.accept_stat != const.AcceptStat.SUCCESS:
+        results = rpc.results_of(record)
+        if results is None:
             raise ProtocolError("call refused upstream")
-        return reply.results
+        return results
 
     async def _resolve(self, path):
         exports = mount3.decode_res(MountProc.EXPORT, await self._call(

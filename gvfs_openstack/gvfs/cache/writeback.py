@@ -59,11 +59,10 @@ def _reply(xid, proc, result):
 def _ok_result(proc, reply):
     """The decoded result of a successful reply message, else None."""
     try:
-        message = rpc.decode_message(reply)
-        if not isinstance(message, rpc.Reply) or \
-                message.accept_stat != const.AcceptStat.SUCCESS:
+        results = rpc.results_of(reply)
+        if results is None:
             return None
-        res = nfs3.decode_res(proc, message.results)
+        res = nfs3.decode_res(proc, results)
     except ProtocolError:
         return None
     return res if res.ok else None
