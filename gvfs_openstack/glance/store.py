@@ -36,6 +36,7 @@ from glance_store import location as store_location
 from oslo_config import cfg
 
 from gvfs_openstack.conf import share as share_conf
+from gvfs_openstack import durable
 from gvfs_openstack import exceptions as gvfs_exceptions
 from gvfs_openstack import golden
 from gvfs_openstack import locations
@@ -391,11 +392,7 @@ class Store(driver.Store):
             scan.write_sidecar(path, builder.finish(
                 os.stat(path).st_mtime_ns, action,
                 "zstd" if action == "whole_file" else "none"))
-        dir_fd = os.open(self.datadir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        durable.fsync_path(self.datadir)
 
     @capabilities.check
     def delete(self, location, context=None):

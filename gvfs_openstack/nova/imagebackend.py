@@ -30,6 +30,7 @@ from nova.virt.libvirt import utils as libvirt_utils
 from oslo_concurrency import processutils
 from oslo_utils import fileutils
 
+from gvfs_openstack import durable
 from gvfs_openstack import golden
 from gvfs_openstack.meta import scan
 from gvfs_openstack.nova import export as gvfs_export
@@ -40,14 +41,6 @@ IMAGE_API = glance.API()
 UPLOAD_PREFIX = ".gvfs-upload."
 #: Power states in which the guest may be writing its disk.
 _GUEST_MAY_WRITE = (power_state.RUNNING, power_state.PAUSED)
-
-
-def _fsync(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class GvfsImage(imagebackend.Qcow2):
@@ -201,7 +194,7 @@ class GvfsImage(imagebackend.Qcow2):
                                            image_format)
             # On the DTN's stable storage before Glance is told of it:
             # Glance reads it through another mount (another client).
-            _fsync(temp)
+            durable.fsync_path(temp)
             scan.write_sidecar(target, scan.scan_file(temp))
             # The sidecar names the image; its size and mtime stay those
             # of the converted file across the rename.

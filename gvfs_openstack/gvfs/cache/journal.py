@@ -28,6 +28,8 @@ import re
 import struct
 import zlib
 
+from gvfs_openstack import durable
+
 LOG = logging.getLogger(__name__)
 
 MAGIC = 0x4A524543  # "JREC"
@@ -104,11 +106,7 @@ class Journal:
         number = max(self._fds, default=0) + 1
         self._open(number, create=True)
         # The new name must survive a crash as well as its contents.
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        durable.fsync_path(self.directory)
         self.active = number
 
     @property
