@@ -107,10 +107,9 @@ def _tune_mount():
     if not requests:
         return 0
     deadline = time.monotonic() + CONF.action.wait
-    mountpoint = fusectl.resolved(CONF.action.mountpoint)
     while True:
         try:
-            connection = fusectl.tune(mountpoint, requests)
+            connection = fusectl.tune(CONF.action.mountpoint, requests)
         except fusectl.NotMounted:
             if time.monotonic() < deadline:
                 time.sleep(0.2)

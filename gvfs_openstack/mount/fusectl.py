@@ -18,6 +18,8 @@ systemd unit runs it after the mount is up).
 
 import os
 
+from gvfs_openstack.mount import mountinfo
+
 CONNECTIONS = "/sys/fs/fuse/connections"
 
 
@@ -27,50 +29,6 @@ class FusectlError(Exception):
 
 class NotMounted(FusectlError):
     """No FUSE mount at the path (yet)."""
-
-
-def _unescape(field):
-    """A mountinfo path: spaces, tabs, newlines and ``\\`` are octal."""
-    return field.encode().decode("unicode_escape").encode(
-        "latin-1").decode("utf-8", "surrogateescape")
-
-
-def resolved(path):
-    """``path`` without symlinks, touching its parents only.
-
-    ``os.path.realpath`` would look at ``path`` itself, which is the
-    mount: a call into the file system the caller may be serving.
-    """
-    path = os.path.abspath(path)
-    return os.path.join(os.path.realpath(os.path.dirname(path)),
-                        os.path.basename(path))
-
-
-def connection_of(mountpoint, mountinfo="/proc/self/mountinfo"):
-    """The fusectl name of the FUSE mount at ``mountpoint``, or None.
-
-    Read from ``mountinfo``, not by stat: the mount process itself must
-    not call into its own file system before it serves it (that waits on
-    itself for ever).  So ``mountpoint`` must be as the kernel shows it,
-    absolute with no symlinks (see :func:`resolved`).  The name is the
-    kernel's device number (``major << 20 | minor``).
-    """
-    mountpoint = os.path.normpath(mountpoint)
-    found = None
-    with open(mountinfo) as f:
-        for line in f:
-            fields = line.split()
-            try:
-                separator = fields.index("-")
-            except ValueError:
-                continue
-            if _unescape(fields[4]) != mountpoint or \
-                    not fields[separator + 1].startswith("fuse"):
-                continue
-            major, minor = (int(n) for n in fields[2].split(":"))
-            # The last one is the top of a stack of mounts.
-            found = str(major << 20 | minor)
-    return found
 
 
 def set_max_background(connection, requests, root=CONNECTIONS):
@@ -98,13 +56,16 @@ def set_max_background(connection, requests, root=CONNECTIONS):
         raise FusectlError("cannot set %s: %s" % (directory, e)) from e
 
 
-def tune(mountpoint, requests, root=CONNECTIONS,
-         mountinfo="/proc/self/mountinfo"):
-    """Set the limit of the FUSE mount at ``mountpoint`` (FusectlError)."""
+def tune(mountpoint, requests, root=CONNECTIONS, proc=mountinfo.PROC):
+    """Set the limit of the FUSE mount at ``mountpoint`` (FusectlError).
+
+    The mount is found in ``proc`` (see :mod:`mountinfo`): the mount
+    process itself calls this before it serves.
+    """
     try:
-        connection = connection_of(mountpoint, mountinfo)
+        connection = mountinfo.fuse_connection(mountpoint, proc)
     except OSError as e:
-        raise FusectlError("cannot read %s: %s" % (mountinfo, e)) from e
+        raise FusectlError("cannot read %s: %s" % (proc, e)) from e
     if connection is None:
         raise NotMounted("no FUSE mount at %s" % mountpoint)
     set_max_background(connection, requests, root)

@@ -346,8 +346,6 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
     if allow_other:
         options.add("allow_other")
-    # Resolved now: once mounted, looking at it would call into ourselves.
-    mountpoint = fusectl.resolved(mountpoint)
     pyfuse3.init(ops, mountpoint, options)
     if max_background:
         try:

@@ -28,6 +28,8 @@ import threading
 import time
 
 from gvfs_openstack import exceptions
+from gvfs_openstack.mount import fusectl
+from gvfs_openstack.mount import mountinfo
 
 LOG = logging.getLogger(__name__)
 
@@ -59,24 +61,8 @@ def parse_address(text):
     return host.strip("[]"), int(port)
 
 
-def _mountinfo(path):
-    """The /proc/self/mountinfo fields of the mount at ``path``, or None.
-
-    Only the parent is resolved: a stat of the mount point itself would
-    hang on a hung mount.
-    """
-    path = os.path.join(os.path.realpath(os.path.dirname(path)),
-                        os.path.basename(path))
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            if _unescape(fields[4]) == path:
-                return fields
-    return None
-
-
 def is_mounted(path):
-    return _mountinfo(path) is not None
+    return mountinfo.fields_of(path) is not None
 
 
 def wait_for_mount(path, child, timeout):
@@ -97,11 +83,6 @@ def detach_fuse(path):
     """Lazily unmount a FUSE mount; its process sees the session end."""
     subprocess.run(["fusermount3", "-u", "-z", path], check=False,
                    capture_output=True)
-
-
-def _unescape(field):
-    return field.replace("\\040", " ").replace("\\011", "\t") \
-        .replace("\\012", "\n").replace("\\134", "\\")
 
 
 _probes = {}
@@ -320,10 +301,9 @@ class FuseMounter(Mounter):
         # Abort the FUSE connection first (where fusectl is mounted), so
         # callers stuck in a hung mount get ENOTCONN; then detach lazily:
         # the FUSE process sees its session end and exits.
-        info = _mountinfo(path)
-        if info is not None:
-            minor = info[2].split(":")[1]
-            abort = "/sys/fs/fuse/connections/%s/abort" % minor
+        connection = mountinfo.fuse_connection(path)
+        if connection is not None:
+            abort = os.path.join(fusectl.CONNECTIONS, connection, "abort")
             if os.path.exists(abort):
                 with open(abort, "w") as f:
                     f.write("1")

@@ -19,6 +19,7 @@ import pytest
 
 from gvfs_openstack.lab import process
 from gvfs_openstack.mount import fusectl
+from gvfs_openstack.mount import mountinfo
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
 
@@ -249,11 +250,11 @@ def test_a_wrong_export_fails_at_start(lab, tmp_path):
 
 def test_the_kernel_keeps_max_background_requests_in_flight(
         mnt, lab, tmp_path):
-    connection = fusectl.connection_of(mnt)
+    connection = mountinfo.fuse_connection(mnt)
     assert fusectl.max_background(connection) == 64   # The default.
     # A mount made without the right to set it: tune-mount does it.
     m = lab.mount(str(tmp_path / "m"), name="untuned", max_background=0)
-    untuned = fusectl.connection_of(m.mountpoint)
+    untuned = mountinfo.fuse_connection(m.mountpoint)
     assert fusectl.max_background(untuned) == 12   # The kernel's own.
     config = tmp_path / "tune.conf"
     config.write_text("[mount]\nmax_background = 96\n")

@@ -7,6 +7,7 @@ here a mountinfo file and a connections directory made for the test.
 import pytest
 
 from gvfs_openstack.mount import fusectl
+from gvfs_openstack.mount import mountinfo
 
 MOUNTINFO = """\
 22 1 0:21 / /sys rw,nosuid - sysfs sysfs rw
@@ -18,19 +19,19 @@ MOUNTINFO = """\
 
 
 @pytest.fixture
-def mountinfo(tmp_path):
-    path = tmp_path / "mountinfo"
+def proc_file(tmp_path):
+    path = tmp_path / "proc_file"
     path.write_text(MOUNTINFO)
     return str(path)
 
 
-def test_the_connection_is_the_kernels_device_number(mountinfo):
+def test_the_connection_is_the_kernels_device_number(proc_file):
     # Escaped spaces are undone; the name is major << 20 | minor.
-    assert fusectl.connection_of("/srv/gvfs mnt", mountinfo) == "40"
+    assert mountinfo.fuse_connection("/srv/gvfs mnt", proc_file) == "40"
     # Of two mounts on one path, the top one counts.
-    assert fusectl.connection_of("/srv/other", mountinfo) == "301"
-    assert fusectl.connection_of("/srv/disk", mountinfo) is None
-    assert fusectl.connection_of("/nowhere", mountinfo) is None
+    assert mountinfo.fuse_connection("/srv/other", proc_file) == "301"
+    assert mountinfo.fuse_connection("/srv/disk", proc_file) is None
+    assert mountinfo.fuse_connection("/nowhere", proc_file) is None
 
 
 def _connection(root, name):
@@ -42,24 +43,24 @@ def _connection(root, name):
 
 
 def test_the_limit_and_its_congestion_threshold_are_set(
-        tmp_path, mountinfo):
+        tmp_path, proc_file):
     directory = _connection(tmp_path, "301")
-    assert fusectl.tune("/srv/other", 64, str(tmp_path), mountinfo) == "301"
+    assert fusectl.tune("/srv/other", 64, str(tmp_path), proc_file) == "301"
     assert (directory / "max_background").read_text() == "64\n"
     assert (directory / "congestion_threshold").read_text() == "48\n"
     assert fusectl.max_background("301", str(tmp_path)) == 64
 
 
-def test_what_cannot_be_done_is_said(tmp_path, mountinfo):
+def test_what_cannot_be_done_is_said(tmp_path, proc_file):
     with pytest.raises(fusectl.NotMounted):
-        fusectl.tune("/srv/disk", 64, str(tmp_path), mountinfo)
+        fusectl.tune("/srv/disk", 64, str(tmp_path), proc_file)
     with pytest.raises(fusectl.FusectlError, match="fusectl file system "
                                                    "is not mounted"):
-        fusectl.tune("/srv/other", 64, str(tmp_path), mountinfo)
+        fusectl.tune("/srv/other", 64, str(tmp_path), proc_file)
     directory = tmp_path / "301"
     (directory / "max_background").mkdir(parents=True)
     with pytest.raises(fusectl.FusectlError, match="cannot set"):
-        fusectl.tune("/srv/other", 64, str(tmp_path), mountinfo)
+        fusectl.tune("/srv/other", 64, str(tmp_path), proc_file)
 
 
 def test_a_path_is_resolved_without_looking_at_it(tmp_path):
@@ -68,5 +69,5 @@ def test_a_path_is_resolved_without_looking_at_it(tmp_path):
     (tmp_path / "link").symlink_to(real)
     # The last component is never looked at: it may be a mount whose
     # process is the caller.
-    assert fusectl.resolved(str(tmp_path / "link" / "not-there")) == \
+    assert mountinfo.resolved(str(tmp_path / "link" / "not-there")) == \
         str(real / "not-there")
