@@ -30,6 +30,7 @@ from gvfs_openstack.lab import ganesha
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.nfs.client import NfsClient
 from tools.bench import charts
+from tools.bench import data
 
 MIB = 1024 * 1024
 
@@ -88,12 +89,9 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
     link_mbps = rate_mbit / 8.0 * 1e6 / MIB
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
         src = os.path.join(work, "image")
-        with open(src, "wb") as f:
-            for _ in range(size // (16 * MIB)):
-                f.write(os.urandom(16 * MIB))
+        data.random_file(src, size)
         small = os.path.join(work, "small")
-        with open(small, "wb") as f:
-            f.write(os.urandom(reader_size))
+        data.random_file(small, reader_size)
         os.sync()
         dest = os.path.join(work, "out")
         cache = {"capacity_mb": 2 * size // MIB + 64}

@@ -23,15 +23,10 @@ from gvfs_openstack.lab import glance_api
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.mount import mounter
 from tools.bench import charts
+from tools.bench import data
 from tools.bench import metadata
 
 MIB = 1024 * 1024
-
-
-def _random_image(path, size):
-    with open(path, "wb") as f:
-        for _ in range(size // (8 * MIB)):
-            f.write(os.urandom(8 * MIB))
 
 
 def _stores(lab, mounts):
@@ -63,7 +58,7 @@ def run(quick=False, plot=None):
     sparse_size = (1024 if quick else 4096) * MIB
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
         dense = os.path.join(work, "dense.raw")
-        _random_image(dense, size)
+        data.random_file(dense, size)
         sparse = os.path.join(work, "sparse.raw")
         metadata.sparse_image(sparse, sparse_size, 0.1, seed=3)
         local = os.path.join(work, "local-store")

@@ -33,16 +33,11 @@ from gvfs_openstack.lab import drlab
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from tools.bench import charts
+from tools.bench import data
 
 MIB = 1024 * 1024
 STAGE_NAMES = {jobs.LOCAL_COPY: "local copy", jobs.TRANSFER: "DTN-to-DTN",
                jobs.REMOTE_COPY: "remote copy"}
-
-
-def _image_file(path, size):
-    with open(path, "wb") as f:
-        for _ in range(size // (16 * MIB)):
-            f.write(os.urandom(16 * MIB))
 
 
 @contextlib.contextmanager
@@ -123,11 +118,7 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
     size = (64 if quick else 512) * MIB
     link_mibps = rate_mbit / 8.0 * 1e6 / MIB
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
-        os.chmod(work, 0o755)
-        paths = []
-        for n in range(count):
-            paths.append(os.path.join(work, "image%d.raw" % n))
-            _image_file(paths[-1], size)
+        paths = data.image_files(work, "image%d.raw", count, size)
         with linked_lab(work, paths, rtt_ms, rate_mbit,
                         streams) as (lab, image_ids):
             sequential, seq_runs = migrate_once(

@@ -18,12 +18,13 @@ import tempfile
 
 from gvfs_openstack.migration import jobs
 from tools.bench import charts
+from tools.bench import data
 from tools.bench import migrate
 
 MIB = 1024 * 1024
 
 
-def _image_file(path, size):
+def _half_random(path, size):
     with open(path, "wb") as f:
         f.write(os.urandom(size // 2))
         f.write(bytes(size - size // 2))
@@ -33,11 +34,8 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
     count = 8 if quick else 32
     size = 4 * MIB
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
-        os.chmod(work, 0o755)
-        paths = []
-        for n in range(count):
-            paths.append(os.path.join(work, "small%02d.raw" % n))
-            _image_file(paths[-1], size)
+        paths = data.image_files(work, "small%02d.raw", count, size,
+                                 _half_random)
         with migrate.linked_lab(work, paths, rtt_ms, rate_mbit,
                                 streams) as (lab, image_ids):
             pipelined, pipe_runs = migrate.migrate_once(

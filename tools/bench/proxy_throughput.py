@@ -17,6 +17,7 @@ import time
 from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.nfs.client import NfsClient
 from tools.bench import charts
+from tools.bench import data
 
 MIB = 1024 * 1024
 
@@ -38,9 +39,7 @@ async def _remove(lab, name):
 
 
 def _make_file(path, size):
-    with open(path, "wb") as f:
-        for _ in range(size // (16 * MIB)):
-            f.write(os.urandom(16 * MIB))
+    data.random_file(path, size)
     os.sync()
 
 

@@ -22,6 +22,7 @@ from gvfs_openstack.lab import drlab
 from gvfs_openstack.migration import gridftp
 from gvfs_openstack.migration import sites
 from tools.bench import charts
+from tools.bench import data
 
 MIB = 1024 * 1024
 
@@ -57,9 +58,7 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
         with drlab.DrLab(os.path.join(work, "lab"),
                          dtn_link=(rtt_ms, rate_mbit, streams)) as lab:
             source = os.path.join(lab.east.images, "segments.raw")
-            with open(source, "wb") as f:
-                for _ in range(size // (16 * MIB)):
-                    f.write(os.urandom(16 * MIB))
+            data.random_file(source, size)
             os.chmod(source, 0o644)
             for round_ in range(2):
                 for mib in segment_sizes:
