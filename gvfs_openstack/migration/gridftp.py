@@ -115,15 +115,16 @@ def send(ctx, row, source_path, destination_path, size=None):
     """
     program, source, destination = ctx.globus_url_copy, ctx.source, \
         ctx.destination
-    parts = segments(size, source.gridftp_segment_bytes, resume_point(row))
+    done = resume_point(row)
+    parts = segments(size, source.gridftp_segment_bytes, done)
     if parts is None:
         _run(row, command(program, source, destination, source_path,
                           destination_path), ctx)
         return
-    if resume_point(row):
+    if done:
         LOG.info("transfer of %s goes on at byte %d of %d",
-                 row["image_id"], resume_point(row), size)
-        ctx.progress(row, resume_point(row))
+                 row["image_id"], done, size)
+        ctx.progress(row, done)
     for offset, length in parts:
         _run(row, command(program, source, destination, source_path,
                           destination_path, (offset, length)), ctx, offset)
