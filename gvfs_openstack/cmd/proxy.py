@@ -87,7 +87,8 @@ def _mount():
         asyncio.run(fusefs.serve(
             nfs, CONF.action.mountpoint, mount.attr_timeout,
             mount.entry_timeout, mount.write_buffer_mb * 1024 * 1024,
-            mount.allow_other, mount.max_background))
+            mount.allow_other, mount.max_background,
+            mount.dir_entry_timeout))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)

@@ -34,7 +34,8 @@ qcow2's default cluster size.
         ("window", "trust the file's attributes for coherence_window "
                    "seconds, then ask the server (GETATTR)"),
         ("immutable", "golden images: ask the server only every "
-                      "immutable_revalidate seconds")],
+                      "immutable_revalidate seconds, and answer GETATTR "
+                      "of files checked within coherence_window")],
         help="""How often the proxy checks that cached blocks are current.
 
 Either way a block fetched under other attributes than the file's current
@@ -49,7 +50,9 @@ the MNT and LOOKUP replies that pass through the proxy.
 """),
     cfg.FloatOpt("coherence_window", default=3.0, min=0.0,
                  help="Seconds the file attributes are trusted under the "
-                      "``window`` policy (NFS clients use 3 to 60)."),
+                      "``window`` policy (NFS clients use 3 to 60); under "
+                      "``immutable``, seconds after a check that the proxy "
+                      "answers GETATTR itself."),
     cfg.FloatOpt("immutable_revalidate", default=600.0, min=0.0,
                  help="Seconds between checks under the ``immutable`` "
                       "policy."),

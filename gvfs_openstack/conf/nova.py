@@ -36,6 +36,14 @@ of an image on the export asks the proxy to warm its cache with it
     cfg.IntOpt("warm_rate_mib", default=0, min=0,
                help="Cap of pre-warming in MiB/s; 0 uses the proxy's "
                     "``[cache] warm_rate_mib``."),
+    cfg.FloatOpt("image_lookup_cache_seconds", default=60.0, min=0.0,
+                 help="""Seconds to remember that an image is on the export.
+
+Each clone otherwise asks the Images API for the image's locations, a
+round trip that may cross the WAN. An image deleted meanwhile is still
+noticed (its file is gone from the export) and takes Nova's usual path.
+0 asks every time.
+"""),
     cfg.BoolOpt("direct_snapshot", default=True,
                 help="""Write snapshots straight to the export.
 

@@ -180,7 +180,8 @@ class Role:
 class ClientRole(Role):
     """Forwards calls to the next proxy, through its cache if it has one.
 
-    With a cache, READs are served from it; with write-back, WRITE and
+    With a cache, READs (and GETATTRs of files in ``immutable``
+    exports) are served from it; with write-back, WRITE and
     COMMIT of written-back files (and READ, GETATTR, SETATTR of files
     with dirty bytes) are answered by it.  Everything else goes upstream
     unchanged.
@@ -200,11 +201,13 @@ class ClientRole(Role):
                 reply = await self.writeback.handle(call)
                 if reply is not None:
                     return reply
-            if call.proc == const.Nfs3Proc.READ:
-                try:
+            try:
+                if call.proc == const.Nfs3Proc.READ:
                     return await self.cache.read(call)
-                except Fallback:
-                    pass  # Not cacheable (a directory, an error).
+                if call.proc == const.Nfs3Proc.GETATTR:
+                    return self.cache.attributes(call)
+            except Fallback:
+                pass  # Not cacheable (a directory, an error, too old).
         # The next hop is a proxy with its own duplicate request cache, so
         # every call may be re-sent with its XID after a tunnel failure.
         reply = await self.forward(self.pool, call,

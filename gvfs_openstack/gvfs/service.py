@@ -129,6 +129,10 @@ class ProxyService:
             opts.bank_size_mb * mib)
         seconds = {"window": opts.coherence_window,
                    "immutable": opts.immutable_revalidate}
+        # GETATTR is answered by the proxy only where files do not change,
+        # and only briefly: a client's GETATTR after that still reveals
+        # an image changed in place against the policy.
+        answers = {"window": 0.0, "immutable": opts.coherence_window}
         write_back = {"writeback": True, "writethrough": False}
         policies = exports.ExportPolicies(
             seconds[opts.consistency],
@@ -136,7 +140,10 @@ class ProxyService:
                         "[cache] export_consistency"),
             write_back[opts.write_policy],
             _per_export(opts.export_write_policy, write_back,
-                        "[cache] export_write_policy"))
+                        "[cache] export_write_policy"),
+            answers[opts.consistency],
+            _per_export(opts.export_consistency, answers,
+                        "[cache] export_consistency"))
         cache = reads.CachedReads(
             store.BlockStore(opts.directory, geometry), pool, self.stats,
             policies, opts.readahead_kb * 1024,

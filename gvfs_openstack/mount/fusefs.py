@@ -27,6 +27,7 @@ from gvfs_openstack.mount import fusectl
 from gvfs_openstack.mount import inodes
 from gvfs_openstack.mount import nfsattr
 from gvfs_openstack.mount import session as nfs_session
+from gvfs_openstack.nfs import const
 
 LOG = logging.getLogger(__name__)
 
@@ -61,11 +62,14 @@ class GvfsFuse(pyfuse3.Operations):
     enable_writeback_cache = False
 
     def __init__(self, session, attr_timeout=1.0, entry_timeout=1.0,
-                 write_buffer_bytes=64 * 1024 * 1024):
+                 write_buffer_bytes=64 * 1024 * 1024,
+                 dir_entry_timeout=None):
         super().__init__()
         self.session = session
         self.attr_timeout = attr_timeout
         self.entry_timeout = entry_timeout
+        self.dir_entry_timeout = entry_timeout \
+            if dir_entry_timeout is None else dir_entry_timeout
         self.write_buffer_bytes = write_buffer_bytes
         self.inodes = inodes.InodeTable(session.root)
         self._handles = itertools.count(1)
@@ -81,7 +85,8 @@ class GvfsFuse(pyfuse3.Operations):
                 fattr, ino, self.session.client.rsize).items():
             setattr(entry, field, value)
         entry.attr_timeout = self.attr_timeout
-        entry.entry_timeout = self.entry_timeout
+        entry.entry_timeout = self.dir_entry_timeout \
+            if fattr.type == const.FileType.NF3DIR else self.entry_timeout
         return entry
 
     async def _attrs_of(self, fh, fattr=None):
@@ -140,17 +145,17 @@ class GvfsFuse(pyfuse3.Operations):
 
     async def mkdir(self, parent_inode, name, mode, ctx):
         with _Failures():
-            fh = await self.session.call("mkdir", self._fh(parent_inode),
-                                         _name(name), mode & 0o7777,
-                                         idempotent=False)
-            return await self._new_entry(fh)
+            fh, fattr = await self.session.call(
+                "mkdir", self._fh(parent_inode), _name(name), mode & 0o7777,
+                attributes=True, idempotent=False)
+            return await self._new_entry(fh, fattr)
 
     async def symlink(self, parent_inode, name, target, ctx):
         with _Failures():
-            fh = await self.session.call(
+            fh, fattr = await self.session.call(
                 "symlink", self._fh(parent_inode), _name(name),
-                os.fsdecode(target), idempotent=False)
-            return await self._new_entry(fh)
+                os.fsdecode(target), attributes=True, idempotent=False)
+            return await self._new_entry(fh, fattr)
 
     async def link(self, inode, new_parent_inode, new_name, ctx):
         with _Failures():
@@ -233,10 +238,11 @@ class GvfsFuse(pyfuse3.Operations):
 
     async def create(self, parent_inode, name, mode, flags, ctx):
         with _Failures():
-            fh = await self.session.call(
+            fh, fattr = await self.session.call(
                 "create", self._fh(parent_inode), _name(name),
-                mode & 0o7777, bool(flags & os.O_EXCL), idempotent=False)
-            entry = await self._new_entry(fh)
+                mode & 0o7777, bool(flags & os.O_EXCL), attributes=True,
+                idempotent=False)
+            entry = await self._new_entry(fh, fattr)
         handle = next(self._handles)
         self._open[handle] = [entry.st_ino, None]
         return pyfuse3.FileInfo(fh=handle), entry
@@ -333,7 +339,7 @@ def _terminate():
 
 async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
                 write_buffer_bytes=64 * 1024 * 1024, allow_other=False,
-                max_background=0):
+                max_background=0, dir_entry_timeout=None):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
@@ -341,7 +347,8 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     an error at start, not an empty directory.
     """
     await session.start()
-    ops = GvfsFuse(session, attr_timeout, entry_timeout, write_buffer_bytes)
+    ops = GvfsFuse(session, attr_timeout, entry_timeout, write_buffer_bytes,
+                   dir_entry_timeout)
     options = set(pyfuse3.default_options)
     options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
     if allow_other:

@@ -25,6 +25,25 @@ LOG = logging.getLogger(__name__)
 _LINK_ERRORS = (ConnectionError, RpcError, EOFError)
 
 
+async def within(seconds, awaitable):
+    """``awaitable``'s result; TimeoutError after ``seconds``.
+
+    ``asyncio.timeout`` (Python 3.11+) cancels the calling task at the
+    deadline; ``wait_for`` runs a coroutine as a task of its own, which
+    was a tenth of the mount's CPU per cached READ.
+    """
+    if _timeout is None:
+        try:
+            return await asyncio.wait_for(awaitable, seconds)
+        except asyncio.TimeoutError:
+            raise TimeoutError() from None
+    async with _timeout(seconds):
+        return await awaitable
+
+
+_timeout = getattr(asyncio, "timeout", None)
+
+
 class OperationFailed(Exception):
     """A file operation failed; ``errno`` is what the caller gets."""
 
@@ -62,8 +81,8 @@ class ProxySession:
     def deadline(self):
         return asyncio.get_running_loop().time() + self.io_timeout
 
-    async def call(self, method, *args, idempotent=True):
-        """``self.client.<method>(*args)`` within ``io_timeout``.
+    async def call(self, method, *args, idempotent=True, **kwargs):
+        """``self.client.<method>(*args, **kwargs)`` within ``io_timeout``.
 
         Raises :class:`OperationFailed` with the errno to return.  A call
         that may have changed something (CREATE, REMOVE, RENAME ...) is
@@ -76,9 +95,9 @@ class ProxySession:
             if not self.client.nfs.connected:
                 await self.reconnect(deadline)
             try:
-                return await asyncio.wait_for(
-                    getattr(self.client, method)(*args),
-                    max(deadline - loop.time(), 0.01))
+                return await within(
+                    max(deadline - loop.time(), 0.01),
+                    getattr(self.client, method)(*args, **kwargs))
             except NfsError as e:
                 raise OperationFailed(nfsattr.errno_of(e.status),
                                       str(e)) from e
@@ -188,8 +207,7 @@ class FileWriter:
         """
         loop = asyncio.get_running_loop()
         try:
-            await asyncio.wait_for(operation,
-                                   max(deadline - loop.time(), 0.01))
+            await within(max(deadline - loop.time(), 0.01), operation)
             return True
         except NfsError as e:
             if what == "COMMIT":

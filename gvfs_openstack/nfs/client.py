@@ -233,24 +233,43 @@ class NfsClient:
         return (await self._call(P.COMMIT,
                                  nfs3.CommitArgs(fh, offset, count))).verf
 
-    async def create(self, dir_fh, name, mode=0o644, exclusive=False):
-        """Create (or truncate-free open) ``name``; returns its handle."""
+    async def create(self, dir_fh, name, mode=0o644, exclusive=False,
+                     attributes=False):
+        """Create (or truncate-free open) ``name``; returns its handle.
+
+        With ``attributes``, ``(handle, fattr or None)``: see ``_made``.
+        """
         how = nfs3.CreateHow(const.CreateMode.GUARDED, nfs3.Sattr(mode=mode)) \
             if exclusive else nfs3.CreateHow(const.CreateMode.UNCHECKED,
                                              nfs3.Sattr(mode=mode))
         ok = await self._call(P.CREATE, nfs3.CreateArgs(
             nfs3.DirOpArgs(dir_fh, name), how))
-        return ok.obj or (await self.lookup(dir_fh, name)).object
+        return await self._made(ok, dir_fh, name, attributes)
 
-    async def mkdir(self, dir_fh, name, mode=0o755):
+    async def mkdir(self, dir_fh, name, mode=0o755, attributes=False):
         ok = await self._call(P.MKDIR, nfs3.MkdirArgs(
             nfs3.DirOpArgs(dir_fh, name), nfs3.Sattr(mode=mode)))
-        return ok.obj or (await self.lookup(dir_fh, name)).object
+        return await self._made(ok, dir_fh, name, attributes)
 
-    async def symlink(self, dir_fh, name, target, mode=0o777):
+    async def symlink(self, dir_fh, name, target, mode=0o777,
+                      attributes=False):
         ok = await self._call(P.SYMLINK, nfs3.SymlinkArgs(
             nfs3.DirOpArgs(dir_fh, name), nfs3.Sattr(mode=mode), target))
-        return ok.obj or (await self.lookup(dir_fh, name)).object
+        return await self._made(ok, dir_fh, name, attributes)
+
+    async def _made(self, ok, dir_fh, name, attributes):
+        """The new object's handle (and attributes) from its reply.
+
+        Both are optional in the reply (RFC 1813 section 3.3.8); a
+        missing handle costs a LOOKUP, which brings the attributes too.
+        The caller of a FUSE create needs them, and asking for them
+        again would be one more round trip to the server.
+        """
+        fh, fattr = ok.obj, ok.obj_attributes
+        if not fh:
+            found = await self.lookup(dir_fh, name)
+            fh, fattr = found.object, found.obj_attributes
+        return (fh, fattr) if attributes else fh
 
     async def readlink(self, fh):
         return (await self._call(P.READLINK, nfs3.ReadlinkArgs(fh))).data

@@ -7,6 +7,7 @@ decoding raises only :class:`ProtocolError` whatever the bytes.
 """
 
 import dataclasses
+import struct
 
 from gvfs_openstack.nfs import codec as c
 from gvfs_openstack.nfs import const
@@ -60,6 +61,51 @@ class Fattr:
     ctime: NfsTime
 
 
+class _FattrCodec(c.Codec):
+    """fattr3 with one ``struct`` call each way.
+
+    Every READ reply carries one, and decoding it field by field was a
+    sixth of the FUSE mount's CPU per cached 64 KiB READ.  Same bytes and
+    values as the declarative ``Struct`` it replaces (tests/unit/test_nfs3.py
+    checks both against each other).
+    """
+
+    LAYOUT = struct.Struct(">iIIIIQQIIQQIIIIII")
+
+    def __init__(self, reference):
+        #: The declarative codec: its fields are the wire order.
+        self.reference = reference
+        self._types = {int(t): t for t in const.FileType}
+
+    def pack(self, packer, value):
+        try:
+            packer.pack_fopaque(self.LAYOUT.size, self.LAYOUT.pack(
+                int(value.type), value.mode, value.nlink, value.uid,
+                value.gid, value.size, value.used, value.rdev.major,
+                value.rdev.minor, value.fsid, value.fileid,
+                value.atime.seconds, value.atime.nseconds,
+                value.mtime.seconds, value.mtime.nseconds,
+                value.ctime.seconds, value.ctime.nseconds))
+        except struct.error as e:
+            raise ValueError("fattr3 field out of range: %s" % e) from e
+
+    def unpack(self, unpacker):
+        (kind, mode, nlink, uid, gid, size, used, major, minor, fsid,
+         fileid, asec, ansec, msec, mnsec, csec, cnsec) = \
+            self.LAYOUT.unpack(unpacker.unpack_fopaque_view(
+                self.LAYOUT.size))
+        try:
+            kind = self._types[kind]
+        except KeyError:
+            raise XdrError("enum value %d is not one of %s"
+                           % (kind, sorted(self._types))) from None
+        return Fattr(kind, mode, nlink, uid, gid, size, used,
+                     SpecData(major, minor), fsid, fileid,
+                     NfsTime(asec, ansec), NfsTime(msec, mnsec),
+                     NfsTime(csec, cnsec))
+
+
+Fattr.CODEC = _FattrCodec(Fattr.CODEC)
 POST_OP_ATTR = c.Optional(Fattr.CODEC)
 POST_OP_FH = c.Optional(FH)
 

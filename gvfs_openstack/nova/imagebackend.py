@@ -34,6 +34,7 @@ from gvfs_openstack import durable
 from gvfs_openstack import golden
 from gvfs_openstack.meta import scan
 from gvfs_openstack.nova import export as gvfs_export
+from gvfs_openstack.nova import lookups
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ class GvfsImage(imagebackend.Qcow2):
     """
 
     export = None
+    #: The :class:`lookups.GoldenLookups` of the backend, set likewise.
+    lookups = None
 
     def __init__(self, instance=None, disk_name=None, path=None,
                  disk_info_mapping=None):
@@ -77,9 +80,10 @@ class GvfsImage(imagebackend.Qcow2):
                     self.resize_image(size)
                 return
         else:
-            found = self._find_golden(kwargs.get("context"),
-                                      kwargs.get("image_id"))
-            if found is not None and self._clone(*found, size=size):
+            image_id = kwargs.get("image_id")
+            found = self._find_golden(kwargs.get("context"), image_id)
+            if found is not None and self._clone(*found, size=size,
+                                                 image_id=image_id):
                 return
         super().cache(fetch_func, filename, size, safe, *args, **kwargs)
 
@@ -87,34 +91,40 @@ class GvfsImage(imagebackend.Qcow2):
         """``(datadir, name, disk format)`` of a clonable image, or None."""
         if context is None or image_id is None or self.instance is None:
             return None
-        meta = IMAGE_API.get(context, image_id, include_locations=True)
-        name = self.export.image_id_of(meta)
-        if name is None:
-            return None
+        found = self.lookups.get(image_id)
+        if found is None:
+            meta = IMAGE_API.get(context, image_id, include_locations=True)
+            name = self.export.image_id_of(meta)
+            if name is None:
+                return None
+            found = (name, meta["disk_format"])
+            self.lookups.put(image_id, found)
         try:
             datadir = self.export.datadir()
         except gvfs_export.ExportUnavailable as e:
             LOG.warning("Image %s is on the GVFS export but %s; "
                         "downloading it instead", image_id, e)
             return None
-        return datadir, name, meta["disk_format"]
+        return (datadir, *found)
 
-    def _clone(self, datadir, name, disk_format, size):
+    def _clone(self, datadir, name, disk_format, size, image_id=None):
         """Create the overlay; False if the image went away meanwhile."""
         try:
             path = self._hold(datadir, name)
         except golden.GoldenImageGone:
             LOG.warning("Golden image %s left the export; downloading it "
                         "instead", name)
+            self.lookups.forget(image_id)
             return False
         try:
-            found = str(images.get_image_format(path))
-            if found != disk_format:
+            inspected = images.get_image_format(path)
+            if str(inspected) != disk_format:
                 # What Nova refuses on download too (format confusion).
                 raise exception.ImageUnacceptable(
                     image_id=name, reason="its data is %s, not the %s "
-                    "Glance says" % (found, disk_format))
-            self.verify_base_size(path, size)
+                    "Glance says" % (inspected, disk_format))
+            self.verify_base_size(path, size,
+                                  _virtual_size(path, inspected))
             with fileutils.remove_path_on_error(self.path):
                 # Nova's own step, with its safety checks of the backing
                 # file (no backing file or data file of its own).
@@ -227,13 +237,27 @@ class GvfsImage(imagebackend.Qcow2):
                         "GVFS export", image_id)
 
 
+def _virtual_size(path, inspected):
+    """The golden image's virtual size, without running ``qemu-img info``.
+
+    Nova's format inspector has just read the image's header; asking
+    qemu-img again would open the image once more through the mount.
+    0 (unknown) lets Nova ask qemu-img.
+    """
+    if str(inspected) == "raw":
+        return os.stat(path).st_size
+    return inspected.virtual_size
+
+
 class GvfsBackend(imagebackend.Backend):
     """Nova's backends, with ``qcow2`` (and ``default``) made ``gvfs``."""
 
     def __init__(self, use_cow, image_export):
         super().__init__(use_cow)
         bound = type("GvfsImage", (GvfsImage,), {
-            "export": image_export, "__module__": __name__})
+            "export": image_export, "__module__": __name__,
+            "lookups": lookups.GoldenLookups(
+                image_export.conf.image_lookup_cache_seconds)})
         for kind, cls in list(self.BACKEND.items()):
             if cls is imagebackend.Qcow2:
                 self.BACKEND[kind] = bound

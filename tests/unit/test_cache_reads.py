@@ -1,11 +1,15 @@
 """Freshness bookkeeping of the cached READ path (no network)."""
 
+import pytest
+
 from gvfs_openstack.gvfs.cache import exports
 from gvfs_openstack.gvfs.cache import reads
 from gvfs_openstack.gvfs.cache.store import BlockStore
 from gvfs_openstack.gvfs.cache.store import Geometry
 from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
 
 T = nfs3.NfsTime
 
@@ -117,3 +121,53 @@ def test_read_ahead_waits_for_a_run_of_three_reads(tmp_path):
     assert cache._window(state, 4 << 20) == 4 << 20
     off = reads.CachedReads(cache.store, pool=None, stats={}, readahead=0)
     assert off._window(state, 1 << 20) == 0
+
+
+def getattr_call(fh, xid=9):
+    return rpc.Call(xid, const.NFS_PROGRAM, 3, Nfs3Proc.GETATTR,
+                    args=nfs3.encode_args(Nfs3Proc.GETATTR,
+                                          nfs3.GetattrArgs(fh)))
+
+
+def answered(cache, fh):
+    """The attributes of the proxy's own GETATTR reply, or None."""
+    try:
+        reply = rpc.decode_message(cache.attributes(getattr_call(fh)))
+    except reads.Fallback:
+        return None
+    assert reply.xid == 9
+    return nfs3.decode_res(Nfs3Proc.GETATTR, reply.results) \
+        .body.obj_attributes
+
+
+def test_getattr_is_answered_only_in_immutable_exports(tmp_path):
+    now = [1000.0]
+    store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
+    policies = exports.ExportPolicies(3.0, {"/srv/golden": 600.0},
+                                      answer_overrides={"/srv/golden": 3.0})
+    cache = reads.CachedReads(store, pool=None, stats={}, policies=policies,
+                              clock=lambda: now[0])
+    policies.learn_root(b"root-g", "/srv/golden")
+    policies.learn_root(b"root-s", "/srv/scratch")
+    policies.learn_child(b"root-g", b"img")
+    policies.learn_child(b"root-s", b"scratch")
+    policies.learn_child(b"root-g", b"dir")
+    assert answered(cache, b"img") is None  # Never checked: ask.
+    cache.observe(b"img", fattr(4096, 1))
+    cache.observe(b"scratch", fattr(4096, 1))
+    directory = nfs3.Fattr(const.FileType.NF3DIR, 0o755, 2, 1, 1, 4096,
+                           4096, nfs3.SpecData(), 1, 3, T(1), T(1), T(1))
+    cache.observe(b"dir", directory)
+    assert answered(cache, b"img") == fattr(4096, 1)
+    assert cache.stats["cache_getattrs_answered"] == 1
+    assert answered(cache, b"scratch") is None  # window: every GETATTR.
+    assert answered(cache, b"dir") is None  # Entries are not cached.
+    now[0] += 3.0
+    assert answered(cache, b"img") is None  # Checked too long ago.
+    # What this proxy saw change is what it answers.
+    cache.observe(b"img", fattr(8192, 2))
+    assert answered(cache, b"img") == fattr(8192, 2)
+    garbled = rpc.Call(9, const.NFS_PROGRAM, 3, Nfs3Proc.GETATTR,
+                       args=b"\0")
+    with pytest.raises(reads.Fallback):
+        cache.attributes(garbled)  # Forwarded: the server says what's wrong.

@@ -297,6 +297,38 @@ def test_statfs_asks_the_proxy_once_per_attribute_timeout():
     assert session.calls == 3
 
 
+def test_directory_names_are_cached_longer_than_file_names():
+    """A path walk asks the DTN only for the names that may change.
+
+    Image files are renamed aside by a delete (whose grace counts on
+    ``entry_timeout``); directories are not renamed.
+    """
+    import types
+
+    from gvfs_openstack.mount import fusefs
+    from gvfs_openstack.nfs import const
+    from gvfs_openstack.nfs import nfs3
+
+    session = types.SimpleNamespace(root=b"root-fh",
+                                    client=types.SimpleNamespace(
+                                        rsize=1 << 20))
+    ops = fusefs.GvfsFuse(session, attr_timeout=1.0, entry_timeout=1.0,
+                          dir_entry_timeout=30.0)
+
+    def attrs(kind):
+        t = nfs3.NfsTime(1, 0)
+        return nfs3.Fattr(kind, 0o755, 1, 0, 0, 4096, 4096, nfs3.SpecData(),
+                          1, 7, t, t, t)
+
+    directory = ops._entry(attrs(const.FileType.NF3DIR), 7)
+    image = ops._entry(attrs(const.FileType.NF3REG), 7)
+    assert directory.entry_timeout == 30.0
+    assert image.entry_timeout == 1.0
+    assert directory.attr_timeout == image.attr_timeout == 1.0
+    same = fusefs.GvfsFuse(session, entry_timeout=2.0)
+    assert same._entry(attrs(const.FileType.NF3DIR), 7).entry_timeout == 2.0
+
+
 def test_a_passed_health_check_stands_for_recheck_after(tmp_path,
                                                         monkeypatch):
     """A clone asks for the mount several times within a second."""

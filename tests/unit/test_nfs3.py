@@ -1,9 +1,14 @@
+import dataclasses
+import random
+
 import pytest
 
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs.xdr import Packer
+from gvfs_openstack.nfs.xdr import Unpacker
 from tests.unit import samples
 
 
@@ -64,3 +69,45 @@ def test_unknown_enum_value_is_a_protocol_error():
 def test_unknown_procedure_is_a_protocol_error():
     with pytest.raises(ProtocolError):
         nfs3.decode_args(99, b"")
+
+
+def _random_fattr(rng):
+    u32, u64 = (lambda: rng.getrandbits(32)), (lambda: rng.getrandbits(64))
+    return nfs3.Fattr(
+        rng.choice(list(const.FileType)), u32(), u32(), u32(), u32(), u64(),
+        u64(), nfs3.SpecData(u32(), u32()), u64(), u64(),
+        nfs3.NfsTime(u32(), u32()), nfs3.NfsTime(u32(), u32()),
+        nfs3.NfsTime(u32(), u32()))
+
+
+def test_fast_fattr_codec_matches_the_declarative_one():
+    rng = random.Random(3)
+    fast, reference = nfs3.Fattr.CODEC, nfs3.Fattr.CODEC.reference
+    for _ in range(500):
+        value = _random_fattr(rng)
+        packed = []
+        for codec in (fast, reference):
+            p = Packer()
+            codec.pack(p, value)
+            packed.append(p.get_buffer())
+        assert packed[0] == packed[1] and len(packed[0]) == 84
+        for codec in (fast, reference):
+            u = Unpacker(packed[0])
+            assert codec.unpack(u) == value
+            u.done()
+
+
+def test_fast_fattr_codec_refuses_what_the_declarative_one_does():
+    value = _random_fattr(random.Random(4))
+    p = Packer()
+    nfs3.Fattr.CODEC.pack(p, value)
+    wire = bytearray(p.get_buffer())
+    wire[0:4] = (9).to_bytes(4, "big")  # No such ftype3.
+    res = b"\0\0\0\0" + bytes(wire)  # GETATTR3resok: status 0, fattr3.
+    with pytest.raises(ProtocolError):
+        nfs3.decode_res(const.Nfs3Proc.GETATTR, res)
+    with pytest.raises(ProtocolError):
+        nfs3.decode_res(const.Nfs3Proc.GETATTR, res[:-1])
+    negative = dataclasses.replace(value, mode=-1)
+    with pytest.raises(ValueError):
+        nfs3.Fattr.CODEC.pack(Packer(), negative)

@@ -20,6 +20,7 @@ from gvfs_openstack.lab import compute
 from gvfs_openstack.lab.compute import GIB
 from gvfs_openstack.lab.compute import MIB
 from gvfs_openstack.nova import imagebackend
+from gvfs_openstack.nova import lookups
 
 GOLDEN = "5a1f0c2e-7d3b-4e8a-9c6f-0b1d2e3f4a5b"
 OTHER = "6b2a1d3f-8e4c-4f9b-8d7a-1c2e3f4a5b6c"
@@ -237,6 +238,54 @@ def test_a_golden_image_gone_from_the_export_is_downloaded(
     node.spawn_root_disk(node.instance(), GOLDEN, fetch=download)
     assert len(downloads) == 1
     assert golden.holders(images, GOLDEN) == []
+
+
+def test_later_clones_do_not_ask_glance_again(node, images, glance_images,
+                                              monkeypatch, tmp_path):
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    asked = []
+    get = imagebackend.IMAGE_API.get
+
+    def counting_get(*args, **kwargs):
+        asked.append(args[1])
+        return get(*args, **kwargs)
+
+    monkeypatch.setattr(imagebackend.IMAGE_API, "get", counting_get)
+    for _ in range(3):
+        clone(node, node.instance())
+    assert asked == [GOLDEN]
+    assert len(golden.holders(images, GOLDEN)) == 3
+    # Deleted meanwhile: the clone finds the file gone, forgets what it
+    # knew and takes Nova's usual path, which asks Glance (here: gone).
+    from nova import exception
+    os.remove(os.path.join(images, GOLDEN))
+    del glance_images[GOLDEN]
+    with pytest.raises(exception.ImageNotFound):
+        node.spawn_root_disk(node.instance(), GOLDEN,
+                             fetch=_fetch_asking(imagebackend.IMAGE_API))
+    assert asked == [GOLDEN, GOLDEN]
+
+
+def _fetch_asking(image_api):
+    """A download that asks the image API first, as Nova's does."""
+    def fetch(target, context=None, image_id=None, **kwargs):
+        image_api.get(context, image_id)
+        raise AssertionError("downloaded an image Glance does not have")
+    return fetch
+
+
+def test_lookups_expire():
+    now = [0.0]
+    found = lookups.GoldenLookups(60.0, clock=lambda: now[0])
+    found.put(GOLDEN, (GOLDEN, "raw"))
+    now[0] = 59.0
+    assert found.get(GOLDEN) == (GOLDEN, "raw")
+    now[0] = 60.0
+    assert found.get(GOLDEN) is None
+    never = lookups.GoldenLookups(0.0)
+    never.put(GOLDEN, (GOLDEN, "raw"))
+    assert never.get(GOLDEN) is None
 
 
 def test_a_restart_of_an_existing_clone_downloads_nothing(node, images,

@@ -20,6 +20,9 @@ real driver and image backend; each sequence is 8 clones:
 * GVFS, 8 fresh hosts behind one warm LAN proxy -- each host has its own
   new (empty) proxy whose next hop is the now warm proxy of the run above.
 
+The caching proxies treat the export as ``consistency = immutable``, as
+the deployment guide configures compute nodes for golden images.
+
 Times are per clone: creating the disk plus the boot reads.
 """
 
@@ -94,7 +97,8 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
         golden = os.path.join(work, "golden.raw")
         _golden(golden, size)
         with Lab(os.path.join(work, "lab"), tunnel="tcp", link=True,
-                 cache={"capacity_mb": 2 * size // MIB + 64}) as lab:
+                 cache={"capacity_mb": 2 * size // MIB + 64,
+                        "consistency": "immutable"}) as lab:
             plain = lab.add_client("plain-proxy")
             # glance-api beside the DTN: its store mounts the export
             # through the server proxy, and Nova reaches its API over
@@ -138,7 +142,8 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
                          _node(lab, work, "gvfs-host", lab.client_proxy))
                 for i in range(CLONES):
                     leaf = lab.add_leaf("fresh-%d" % i,
-                                        cache={"capacity_mb": 256})
+                                        cache={"capacity_mb": 256,
+                                               "consistency": "immutable"})
                     sequence("GVFS, fresh hosts, warm LAN proxy",
                              lab.client_proxy, "fresh-%d" % i,
                              _node(lab, work, "fresh-%d" % i, leaf), 1)

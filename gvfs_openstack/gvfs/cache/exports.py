@@ -1,7 +1,8 @@
 """Which export a file handle belongs to, and that export's policies.
 
-Two policies are kept per export: how long file attributes are trusted
-(consistency) and whether WRITEs are written back or through.
+Three policies are kept per export: how long file attributes are trusted
+before a READ asks the server again (consistency), how long the proxy may
+answer a GETATTR itself, and whether WRITEs are written back or through.
 
 NFS file handles are opaque, so the client proxy learns the export of a
 handle from what passes through it: MNT replies give an export's root
@@ -22,14 +23,18 @@ def _normalized(table):
 
 class ExportPolicies:
     def __init__(self, default_after, overrides=None, write_back=False,
-                 write_back_overrides=None):
+                 write_back_overrides=None, answer_after=0.0,
+                 answer_overrides=None):
         """Default policies and per-export ones.
 
-        ``overrides`` maps export paths to seconds, ``write_back_overrides``
-        export paths to True (write-back) or False (write-through).
+        ``overrides`` and ``answer_overrides`` map export paths to
+        seconds, ``write_back_overrides`` export paths to True
+        (write-back) or False (write-through).
         """
         self.default_after = default_after
         self.overrides = _normalized(overrides)
+        self.answer_after = answer_after
+        self.answer_overrides = _normalized(answer_overrides)
         self.write_back = write_back
         self.write_back_overrides = _normalized(write_back_overrides)
         self._export_of = collections.OrderedDict()
@@ -68,6 +73,13 @@ class ExportPolicies:
     def revalidate_after(self, fh):
         """Seconds the attributes of ``fh`` are trusted."""
         return self._policy(fh, self.overrides, self.default_after)
+
+    def answers_getattr_for(self, fh):
+        """Seconds after a check the proxy answers GETATTR of ``fh``.
+
+        0 (the default) forwards every GETATTR.
+        """
+        return self._policy(fh, self.answer_overrides, self.answer_after)
 
     def writes_back(self, fh):
         """Whether WRITEs to ``fh`` are written back (else through)."""

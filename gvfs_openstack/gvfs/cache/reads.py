@@ -12,7 +12,13 @@ server reported, plus those produced by writes that went through this very
 proxy.  An unexplained change empties that set, so every older block is a
 miss.  How often the proxy asks the server (GETATTR) is the consistency
 policy: within a coherence window the last answer is trusted; an
-``immutable`` export (golden images) is re-checked rarely.
+``immutable`` export (golden images) is re-checked rarely.  There the
+proxy also answers GETATTR of a file it checked within the coherence
+window: a burst of clones runs ``qemu-img`` and ``stat`` on the golden
+image many times, each otherwise a round trip to the DTN for attributes
+the proxy trusts for its READs anyway.  Only briefly, so that a client
+asking later still learns of an image changed in place, against the
+policy.
 """
 
 import asyncio
@@ -96,6 +102,7 @@ class CachedReads:
         for key in ("cache_hits", "cache_misses", "cache_bytes_local",
                     "cache_bytes_fetched", "cache_bytes_zero_map",
                     "cache_reads", "cache_reads_zero_map",
+                    "cache_getattrs_answered",
                     "cache_invalidations",
                     "cache_readahead_blocks", "cache_collapsed",
                     "cache_revalidations"):
@@ -168,6 +175,27 @@ class CachedReads:
         if not res.ok:
             raise Fallback()
         return self.observe(fh, res.body.obj_attributes)
+
+    def attributes(self, call):
+        """The GETATTR reply for ``call`` from the proxy's own record.
+
+        Only for a regular file checked within its export's
+        ``answers_getattr_for`` seconds; raises Fallback otherwise
+        (directories always go to the server: their entries are not
+        cached here).
+        """
+        try:
+            fh = bytes(nfs3.decode_args(Nfs3Proc.GETATTR, call.args).object)
+        except ProtocolError:
+            raise Fallback() from None
+        state = self._files.get(fh)
+        if state is None or state.fattr.type != const.FileType.NF3REG or \
+                self.clock() - state.checked >= \
+                self.policies.answers_getattr_for(fh):
+            raise Fallback()
+        self.stats["cache_getattrs_answered"] += 1
+        return rpc.accepted(call.xid, results=nfs3.encode_res(
+            Nfs3Proc.GETATTR, nfs3.Result(0, nfs3.GetattrOk(state.fattr))))
 
     # --- upstream calls ------------------------------------------------------
 
