@@ -9,6 +9,8 @@ optional data are combinators over codecs.
 import dataclasses
 
 from gvfs_openstack.nfs.errors import XdrError
+from gvfs_openstack.nfs.xdr import Packer
+from gvfs_openstack.nfs.xdr import Unpacker
 
 
 class Codec:
@@ -22,16 +24,22 @@ class Codec:
 
 
 class _Primitive(Codec):
+    """A method of :class:`Packer` and one of :class:`Unpacker`.
+
+    The methods are looked up once, here: a lookup per field was a
+    fifth of decoding a READ reply.
+    """
+
     def __init__(self, pack, unpack, *args):
-        self._pack = pack
-        self._unpack = unpack
+        self._pack = getattr(Packer, pack)
+        self._unpack = getattr(Unpacker, unpack)
         self._args = args
 
     def pack(self, packer, value):
-        getattr(packer, self._pack)(value, *self._args)
+        self._pack(packer, value, *self._args)
 
     def unpack(self, unpacker):
-        return getattr(unpacker, self._unpack)(*self._args)
+        return self._unpack(unpacker, *self._args)
 
 
 class _FixedOpaque(Codec):

@@ -104,17 +104,30 @@ class Unpacker:
         self._pos = end
         return chunk
 
+    def _advance(self, n):
+        """Where the next ``n`` bytes start; they are consumed.
+
+        Numbers are read in place from there (``unpack_from``): a
+        memoryview slice per field was most of a READ reply's decoding.
+        """
+        pos = self._pos
+        if pos + n > len(self._view):
+            raise XdrError("truncated XDR data: need %d bytes at offset %d, "
+                           "have %d" % (n, pos, self.remaining()))
+        self._pos = pos + n
+        return pos
+
     def unpack_uint(self):
-        return _U32.unpack(self._take(4))[0]
+        return _U32.unpack_from(self._view, self._advance(4))[0]
 
     def unpack_int(self):
-        return _I32.unpack(self._take(4))[0]
+        return _I32.unpack_from(self._view, self._advance(4))[0]
 
     def unpack_uhyper(self):
-        return _U64.unpack(self._take(8))[0]
+        return _U64.unpack_from(self._view, self._advance(8))[0]
 
     def unpack_hyper(self):
-        return _I64.unpack(self._take(8))[0]
+        return _I64.unpack_from(self._view, self._advance(8))[0]
 
     def unpack_bool(self):
         value = self.unpack_uint()
