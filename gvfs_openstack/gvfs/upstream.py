@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import random
 
+from gvfs_openstack import deadline
 from gvfs_openstack.gvfs import relay as relays
 from gvfs_openstack.gvfs import streams
 from gvfs_openstack.nfs import connection
@@ -50,6 +51,8 @@ class _Pending:
     replayable: bool
     relay_to: object = None
     conn: object = None
+    #: A :class:`relays.Resume`: the reply's relay was cut part-way.
+    resume: object = None
 
 
 class _UpstreamProtocol(asyncio.BufferedProtocol):
@@ -117,16 +120,17 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
                 pending.future.done():
             self.relay = relays.ReplyRelay(buffer, None)
             return
+        if pending.resume is not None and filled < relays.RESUME_CHECK:
+            return  # Not enough yet to tell it is the same reply.
         self.relay = relays.ReplyRelay(buffer, pending)
         self.relay.start(filled)
 
     def connection_lost(self, exc):
         relay, self.relay = self.relay, None
         if relay is not None and relay.pending is not None:
-            # Half a record went downstream: that stream is broken too,
-            # and the call must not be re-sent into it.
-            relay.pending.relay_to.writer.abort()
-            relay.pending.replayable = False
+            # Half a record went downstream: the call goes again and its
+            # reply finishes the record (or the stream is aborted).
+            relay.pending.resume = relays.Resume.of(relay)
         if not self.closed.done():
             self.closed.set_result(exc)
         self.pool._on_lost(self)
@@ -269,16 +273,20 @@ class UpstreamPool:
 
     async def _wait(self, pending, send):
         try:
-            await asyncio.wait_for(
-                self._send_and_wait(pending) if send else pending.future,
-                self.call_timeout)
+            await deadline.within(
+                self.call_timeout,
+                self._send_and_wait(pending) if send else pending.future)
             return pending.future.result()
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.stats["upstream_failed_calls"] += 1
             raise UpstreamTimeout("no reply from %s within %.0fs" % (
                 self.connector.describe(), self.call_timeout)) from None
         finally:
             self._forget(pending)
+            if pending.resume is not None and \
+                    pending.future.cancelled():
+                # Half a record downstream that nothing will finish.
+                pending.relay_to.writer.abort()
 
     async def _send_and_wait(self, pending):
         await self._send(pending)
@@ -289,6 +297,12 @@ class UpstreamPool:
         pending = conn.inflight.pop(xid, None)
         if pending is None or pending.future.done():
             LOG.debug("dropping reply to unknown or finished xid %#x", xid)
+            return
+        if pending.resume is not None:
+            # The rest of a record cut part-way downstream, or the abort
+            # of that stream: either way nothing else goes there.
+            relays.ReplyRelay(record, pending).start(len(record))
+            pending.future.set_result(streams.RELAYED)
             return
         pending.future.set_result(record)
 

@@ -14,6 +14,7 @@ import asyncio
 import errno
 import logging
 
+from gvfs_openstack.deadline import within
 from gvfs_openstack.mount import nfsattr
 from gvfs_openstack.nfs import client as nfs_client
 from gvfs_openstack.nfs.errors import NfsError
@@ -23,25 +24,6 @@ LOG = logging.getLogger(__name__)
 
 #: Connection errors that a reconnect may cure.
 _LINK_ERRORS = (ConnectionError, RpcError, EOFError)
-
-
-async def within(seconds, awaitable):
-    """``awaitable``'s result; TimeoutError after ``seconds``.
-
-    ``asyncio.timeout`` (Python 3.11+) cancels the calling task at the
-    deadline; ``wait_for`` runs a coroutine as a task of its own, which
-    was a tenth of the mount's CPU per cached READ.
-    """
-    if _timeout is None:
-        try:
-            return await asyncio.wait_for(awaitable, seconds)
-        except asyncio.TimeoutError:
-            raise TimeoutError() from None
-    async with _timeout(seconds):
-        return await awaitable
-
-
-_timeout = getattr(asyncio, "timeout", None)
 
 
 class OperationFailed(Exception):

@@ -13,6 +13,7 @@ import logging
 import posixpath
 import random
 
+from gvfs_openstack.deadline import within
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc as P
@@ -107,8 +108,8 @@ class RpcClient:
                                              self.cred))
         connection.write_record(protocol.transport, (header, args))
         try:
-            reply = await asyncio.wait_for(future, self.timeout)
-        except asyncio.TimeoutError:
+            reply = await within(self.timeout, future)
+        except TimeoutError:
             protocol.waiting.pop(xid, None)
             raise TimeoutError("no reply from %s:%d within %.0fs" % (
                 self.host, self.port, self.timeout)) from None

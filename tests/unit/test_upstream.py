@@ -71,3 +71,91 @@ def test_a_reply_over_the_size_limit_fails_its_call_at_once():
             server.close()
 
     asyncio.run(scenario())
+
+
+async def _cutting_peer(second_reply):
+    """Answers the first call with half of a large reply, then hangs up.
+
+    Calls after that get ``second_reply(xid)``, whole.
+    """
+    calls = []
+
+    def big_reply(xid):
+        return rpc.accepted(xid, results=bytes(range(256)) * 1024)
+
+    async def handle(reader, writer):
+        try:
+            while True:
+                header = await reader.readexactly(4)
+                size = struct.unpack(">I", header)[0] & 0x7FFFFFFF
+                xid = struct.unpack(">I", (await reader.readexactly(
+                    size))[:4])[0]
+                calls.append(xid)
+                reply = big_reply(xid) if len(calls) == 1 else \
+                    second_reply(xid)
+                writer.write(struct.pack(">I", 0x80000000 | len(reply)))
+                if len(calls) == 1:
+                    writer.write(reply[:100000])
+                    await writer.drain()
+                    await asyncio.sleep(0.2)  # Let the proxy relay it.
+                    writer.transport.abort()
+                    return
+                writer.write(reply)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], calls, big_reply
+
+
+def _relay_cut(second_reply):
+    """Downstream wire and result of a call whose relayed reply is cut."""
+    from gvfs_openstack.gvfs import streams
+    from tests.unit.test_streams import Wire
+
+    async def scenario():
+        server, port, calls, big_reply = await _cutting_peer(second_reply)
+        pool = upstream.UpstreamPool(tunnel.TcpConnector("127.0.0.1", port),
+                                     size=1, call_timeout=30,
+                                     backoff_initial=0.01)
+        await pool.start()
+        wire = Wire()
+        writer = streams.RecordWriter(wire, {"out": 0}, "out")
+        try:
+            result = await pool.call(
+                _call, replayable=True,
+                relay_to=streams.RelayTarget(writer, 77))
+            return wire, result, calls, big_reply(77), pool.stats
+        finally:
+            await pool.close()
+            server.close()
+
+    return asyncio.run(scenario())
+
+
+def test_a_relayed_reply_cut_part_way_is_finished_by_the_call_sent_again():
+    from gvfs_openstack.gvfs import streams
+    from tests.unit.test_streams import records
+
+    wire, result, calls, expected, stats = _relay_cut(
+        lambda xid: rpc.accepted(xid, results=bytes(range(256)) * 1024))
+    assert result is streams.RELAYED
+    assert len(calls) == 2 and calls[0] == calls[1]  # Sent again.
+    assert stats["upstream_resent"] == 1
+    # One whole record downstream, byte for byte the reply, XID 77.
+    assert not wire.aborted
+    assert records(wire) == [expected]
+
+
+def test_a_different_reply_to_the_call_sent_again_aborts_the_stream():
+    from gvfs_openstack.gvfs import streams
+
+    wire, result, calls, expected, _ = _relay_cut(
+        lambda xid: rpc.accepted(xid, results=b"\0\0\0\x46"))  # STALE.
+    assert result is streams.RELAYED
+    assert len(calls) == 2
+    # Half a record went down and cannot be finished: the client's
+    # connection is dropped, as a dying server's would be.
+    assert wire.aborted
+    assert 100000 <= len(wire.data) < len(expected)
