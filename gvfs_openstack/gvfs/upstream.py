@@ -131,6 +131,7 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
             # Half a record went downstream: the call goes again and its
             # reply finishes the record (or the stream is aborted).
             relay.pending.resume = relays.Resume.of(relay)
+            self.pool.stats["upstream_relays_cut"] += 1
         if not self.closed.done():
             self.closed.set_result(exc)
         self.pool._on_lost(self)
@@ -157,7 +158,7 @@ class UpstreamPool:
         self.stats = stats if stats is not None else {}
         for key in ("upstream_bytes_in", "upstream_bytes_out",
                     "upstream_connects", "upstream_resent",
-                    "upstream_failed_calls"):
+                    "upstream_failed_calls", "upstream_relays_cut"):
             self.stats.setdefault(key, 0)
         self._live = []
         self._live_changed = None

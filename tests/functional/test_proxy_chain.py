@@ -294,6 +294,49 @@ def test_tunnel_cut_mid_copy_still_gives_identical_bytes(
     assert sha256(back) == expected
 
 
+def test_a_cut_inside_a_relayed_reply_is_invisible_to_the_reader(
+        lab_factory, tmp_path):
+    """The tunnel dies while a READ reply is being relayed cut-through.
+
+    Half the record is already with the client; libnfs never recovers
+    from a record cut there (it fails every later reply), so the proxy
+    sends the READ again and finishes the record with the new reply.
+    A slow link keeps a relay in progress nearly all the time; the cut
+    is repeated until one landed inside a relay.
+    """
+    lab = lab_factory("tcp", link=True)
+    src = tmp_path / "src"
+    expected = random_file(src, 48 * MIB)
+    put_out = subprocess.run(["nfs-cp", str(src), lab.client_url("slow.bin")],
+                             capture_output=True, text=True, timeout=300)
+    assert put_out.returncode == 0, put_out.stderr
+    lab.toxiproxy.wan("wan", 0, 64)  # 8 MB/s: a 1 MiB reply takes 0.13 s.
+    back = tmp_path / "back"
+    before = lab.client_proxy.stats()["connections"]
+    proc = subprocess.Popen(["nfs-cp", lab.client_url("slow.bin"), str(back)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    stats = lab.client_proxy.stats
+    try:
+        deadline = time.monotonic() + 60
+        while stats()["upstream_relays_cut"] == 0 and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.7)
+            lab.cut_tunnel()
+        assert stats()["upstream_relays_cut"] >= 1, \
+            "no cut landed inside a relayed reply"
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert sha256(back) == expected
+    # Finished, not dropped: nfs-cp's mount and NFS connections were all
+    # it ever opened.
+    assert stats()["connections"] - before == 2
+
+
 def test_sigterm_stops_proxies_cleanly(lab_factory):
     lab = lab_factory("tcp")
     assert lab.client_proxy.stop() == 0
