@@ -95,15 +95,6 @@ class Unpacker:
     def remaining(self):
         return len(self._view) - self._pos
 
-    def _take(self, n):
-        end = self._pos + n
-        if n < 0 or end > len(self._view):
-            raise XdrError("truncated XDR data: need %d bytes at offset %d, "
-                           "have %d" % (n, self._pos, self.remaining()))
-        chunk = self._view[self._pos:end]
-        self._pos = end
-        return chunk
-
     def _advance(self, n):
         """Where the next ``n`` bytes start; they are consumed.
 
@@ -111,11 +102,15 @@ class Unpacker:
         memoryview slice per field was most of a READ reply's decoding.
         """
         pos = self._pos
-        if pos + n > len(self._view):
+        if n < 0 or pos + n > len(self._view):
             raise XdrError("truncated XDR data: need %d bytes at offset %d, "
                            "have %d" % (n, pos, self.remaining()))
         self._pos = pos + n
         return pos
+
+    def _take(self, n):
+        pos = self._advance(n)
+        return self._view[pos:pos + n]
 
     def unpack_uint(self):
         return _U32.unpack_from(self._view, self._advance(4))[0]
