@@ -128,6 +128,25 @@ mode) with one COMMIT per ``nfs_commit_mib``; capped by the server's
     cfg.IntOpt("nfs_commit_mib", default=256, min=1,
                help="MiB written between COMMITs (the most the conductor "
                     "holds to re-send after a DTN restart)."),
+    cfg.StrOpt("local_copy_compression", default="none", choices=[
+        ("none", "plain NFS WRITEs"),
+        ("zstd", "zstd chunks of the GVFS bulk channel")],
+        help="""How the local copy sends image bytes to the DTN.
+
+``zstd`` needs ``dtn_nfs_port`` to be a ``gvfs-proxy`` server proxy on
+the DTN (it serves the bulk channel next to NFS): the conductor sends
+``local_copy_chunk_mib`` chunks compressed with zstd, and the DTN's
+proxy writes them to its NFS server.  Worth it where the controller's
+link to the DTN is slower than zstd (some hundred MB/s per core) and the
+images compress.  Against a plain NFS server the local copy falls back
+to plain WRITEs and says so in its log.
+"""),
+    cfg.IntOpt("local_copy_chunk_mib", default=2, min=1, max=16,
+               help="MiB of image per compressed chunk of the local copy "
+                    "(with ``local_copy_compression = zstd``); "
+                    "``nfs_window`` of them are in flight.  At most half "
+                    "the DTN proxy's ``[proxy] max_record_size`` (4 MiB "
+                    "by default): it refuses larger chunks."),
     cfg.StrOpt("gridftp_url",
                help="""The DTN's GridFTP server, ``gsiftp://host:port`` (or
 ``ftp://host:port`` for an anonymous server on a private network).

@@ -307,7 +307,8 @@ class ServerRole(Role):
         """None if the call's handles are of allowed exports, else a reply.
 
         An NFS call gets NFS3ERR_STALE (as from an NFS server for a handle
-        of nothing it exports), a bulk READ the same in its own result.
+        of nothing it exports), a bulk READ or WRITE the same in its own
+        result.
         """
         if call.proc == 0:
             return None
@@ -321,8 +322,10 @@ class ServerRole(Role):
         if await self.guard.admit(proc_name(call.prog, call.proc), fhs):
             return None
         if call.prog == bulk.BULK_PROGRAM:
+            body = nfs3.WccBody(nfs3.WccData()) \
+                if call.proc == bulk.BulkProc.WRITE else nfs3.AttrBody(None)
             result = bulk.encode_res(call.proc, nfs3.Result(
-                const.NfsStat.NFS3ERR_STALE, nfs3.AttrBody(None)))
+                const.NfsStat.NFS3ERR_STALE, body))
         else:
             result = handles.refusal(call.proc)
         return rpc.accepted(call.xid, AcceptStat.SUCCESS, result)

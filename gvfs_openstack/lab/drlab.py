@@ -1,11 +1,13 @@
 """Two clouds on loopback for disaster-recovery migration.
 
-Each site has a DTN -- an NFS-Ganesha export, a GridFTP server and an sshd
--- and a real glance-api whose default store is the ``gvfs`` store on that
-export (mounted as it is: the lab's Glance sees the export's directory)
-plus a plain ``file`` store.  The two Glance servers keep their databases
-in one PostgreSQL server, as production Glance does in a real database:
-with sqlite, concurrent location imports lock each other up.
+Each site has a DTN -- an NFS-Ganesha export, a ``gvfs-proxy`` server
+proxy in front of it (for the compressed local copy), a GridFTP server
+and an sshd -- and a real glance-api whose default store is the ``gvfs``
+store on that export (mounted as it is: the lab's Glance sees the
+export's directory) plus a plain ``file`` store.  The two Glance
+servers keep their databases in one PostgreSQL server, as production
+Glance does in a real database: with sqlite, concurrent location imports
+lock each other up.
 :meth:`DrLab.conductor_config` writes the conductor's configuration for
 the two sites.
 """
@@ -22,6 +24,7 @@ from gvfs_openstack.lab import gridftp
 from gvfs_openstack.lab import postgres
 from gvfs_openstack.lab import process
 from gvfs_openstack.lab import sshd
+from gvfs_openstack.lab import topology
 from gvfs_openstack.lab import toxiproxy
 
 IMAGES_DIR = "images"
@@ -52,6 +55,18 @@ class DrSite:
             data_ports=data_ports)))
         self.sshd = stack.enter_context(_stopping(sshd.Sshd(
             os.path.join(workdir, "sshd"))))
+        # Files written through it belong to the GridFTP user, who sends
+        # them on.
+        self.proxy = stack.enter_context(_stopping(topology.Proxy(
+            workdir, "dtn-proxy", {
+                "proxy": {"role": "server"},
+                "listen": {"host": "127.0.0.1", "port": process.free_port(),
+                           "allowed_peers": "127.0.0.1/32"},
+                "server": {"nfs_port": self.ganesha.nfs_port,
+                           "mount_port": self.ganesha.mount_port,
+                           "exports": self.export,
+                           "squash_uid": self.gridftp.uid,
+                           "squash_gid": self.gridftp.gid}})))
         self.images = os.path.join(self.export, IMAGES_DIR)
         os.makedirs(self.images, exist_ok=True)
         # The GridFTP server writes arriving images as its own user.
@@ -70,6 +85,12 @@ class DrSite:
                     "gvfs_store_delete_grace": 0}),
                 FILE_STORE: ("file", {"filesystem_store_datadir": local}),
             }, database=database)))
+
+    def compressed_local_copy(self):
+        """Site options for a local copy in zstd through the proxy."""
+        return {"dtn_nfs_port": self.proxy.port,
+                "dtn_mount_port": self.proxy.port,
+                "local_copy_compression": "zstd"}
 
     def site_options(self, in_place=True):
         """This site's ``[site:NAME]`` group for the conductor."""

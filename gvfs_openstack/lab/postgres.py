@@ -10,6 +10,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import time
 
 from gvfs_openstack.lab import process
 
@@ -45,16 +46,44 @@ class PostgreSQL:
                 "-h", "127.0.0.1", "-k", workdir],
             os.path.join(workdir, "postgres.log"))
         try:
-            process.wait_for_port(self.port, process=self.process)
+            self._wait_until_accepting()
         except BaseException:
             self.stop()
             raise
 
+    def _client(self, name, *args):
+        return subprocess.run(
+            ["runuser", "-u", ACCOUNT, "--", _bin(name), "-h", "127.0.0.1",
+             "-p", str(self.port), *args], capture_output=True, text=True)
+
+    def _wait_until_accepting(self, timeout=60.0):
+        """Wait for sessions, not just the port.
+
+        The server listens before its startup is over and refuses
+        sessions meanwhile ("the database system is starting up"), so a
+        ``createdb`` run as soon as the port answers can fail.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise process.LabError(
+                    "postgres exited with status %s (log: %s)" % (
+                        self.process.returncode, self.process.log_path))
+            if self._client("pg_isready", "-t", "1").returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise process.LabError(
+                    "postgres on port %d refuses sessions after %.0fs "
+                    "(log: %s)" % (self.port, timeout,
+                                   self.process.log_path))
+            time.sleep(0.1)
+
     def database(self, name):
         """Create database ``name``; its SQLAlchemy URL."""
-        subprocess.run(["runuser", "-u", ACCOUNT, "--", _bin("createdb"),
-                        "-h", "127.0.0.1", "-p", str(self.port), name],
-                       check=True, capture_output=True)
+        made = self._client("createdb", name)
+        if made.returncode:
+            raise process.LabError("createdb %s failed: %s (log: %s)" % (
+                name, made.stderr.strip()[-2000:], self.process.log_path))
         return "postgresql+psycopg2://%s@127.0.0.1:%d/%s" % (
             ACCOUNT, self.port, name)
 

@@ -32,6 +32,8 @@ class Site:
     nfs_wsize: int
     nfs_window: int
     nfs_commit_bytes: int
+    local_copy_compression: str
+    local_copy_chunk_bytes: int
     gridftp_url: str
     gridftp_parallel: int
     gridftp_stall_timeout: int
@@ -136,6 +138,8 @@ def load(conf, name):
         nfs_wsize=opts.nfs_wsize,
         nfs_window=opts.nfs_window,
         nfs_commit_bytes=opts.nfs_commit_mib * 1024 * 1024,
+        local_copy_compression=opts.local_copy_compression,
+        local_copy_chunk_bytes=opts.local_copy_chunk_mib * 1024 * 1024,
         gridftp_url=gridftp,
         gridftp_parallel=opts.gridftp_parallel,
         gridftp_stall_timeout=opts.gridftp_stall_timeout,

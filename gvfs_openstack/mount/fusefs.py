@@ -16,6 +16,7 @@ import asyncio
 import errno
 import itertools
 import logging
+import math
 import os
 import signal
 import time
@@ -96,8 +97,24 @@ class GvfsFuse(pyfuse3.Operations):
 
     async def _new_entry(self, fh, fattr=None):
         """Attributes of a file the kernel now holds a reference to."""
+        known = self.inodes.known(fh)
+        if known is not None and await self._settle_writes(known):
+            fattr = None    # Asked before the writes were answered.
         fattr = await self._attrs_of(fh, fattr)
         return self._entry(fattr, self.inodes.remember(fh))
+
+    async def _settle_writes(self, inode):
+        """Wait out the WRITEs of ``inode`` in flight; whether there were.
+
+        Attributes asked meanwhile would show the size and mtime from
+        before them, and the kernel would believe them: to it the writes
+        were over when this daemon took them.
+        """
+        writers = [writer for writer in self._writers_of(inode)
+                   if writer.in_flight]
+        for writer in writers:
+            await writer.settle(0, math.inf)
+        return bool(writers)
 
     def _fh(self, ino):
         return self.inodes.handle(ino)
@@ -117,6 +134,7 @@ class GvfsFuse(pyfuse3.Operations):
     async def getattr(self, inode, ctx=None):
         with _Failures():
             fh = self._fh(inode)
+            await self._settle_writes(inode)
             return self._entry(await self.session.call("getattr", fh),
                                inode)
 
@@ -248,10 +266,10 @@ class GvfsFuse(pyfuse3.Operations):
         return pyfuse3.FileInfo(fh=handle), entry
 
     async def read(self, fh, off, size):
-        inode, writer = self._open[fh]
+        inode = self._open[fh][0]
         with _Failures():
-            if writer is not None and writer.broken:
-                await writer.commit()
+            for writer in self._writers_of(inode):
+                await writer.settle(off, off + size)
             nfs_fh = self._fh(inode)
             chunks = []
             while size > 0:
@@ -279,6 +297,10 @@ class GvfsFuse(pyfuse3.Operations):
         writer = self._open[fh][1]
         if writer is not None and (writer.pending or writer.broken):
             await writer.commit()
+
+    def _writers_of(self, inode):
+        return [writer for ino, writer in list(self._open.values())
+                if ino == inode and writer is not None]
 
     async def _commit_inode(self, inode):
         for handle, (ino, _) in list(self._open.items()):

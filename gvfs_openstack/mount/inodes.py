@@ -36,6 +36,10 @@ class InodeTable:
             self._handles[ino] = fh
         return ino
 
+    def known(self, fh):
+        """The number of ``fh`` if it has one, else None."""
+        return self._inodes.get(fh)
+
     def remember(self, fh):
         """Count a reference the kernel took to ``fh``; its number."""
         ino = self.inode(fh)

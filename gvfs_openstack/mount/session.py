@@ -168,6 +168,31 @@ class FileWriter:
         async with self.lock:
             await self._commit(self.session.deadline())
 
+    @property
+    def in_flight(self):
+        """Whether WRITEs may be in flight (or wait to go again)."""
+        return self.broken or any(not task.done()
+                                  for task in self.batch.inflight)
+
+    async def settle(self, start, end):
+        """Return once no WRITE over [start, end) is in flight.
+
+        The kernel sends a READ of bytes just written as soon as their
+        WRITE returned, which is before the proxy answered it (O_DIRECT
+        readers such as ``qemu-img -t none`` do): the READ must not
+        overtake it.
+        """
+        if not self.in_flight:
+            return
+        async with self.lock:
+            deadline = self.session.deadline()
+            while True:
+                if self.broken:
+                    await self._recover(deadline)
+                if await self._send(self.batch.settle(start, end), "WRITE",
+                                    deadline):
+                    return
+
     async def _recover(self, deadline):
         await self.session.reconnect(deadline)
         self.batch.resend()

@@ -2,7 +2,9 @@
 
 For files whose sidecar says ``whole_file`` (GVFS paper, section 3.2.2:
 compress, remote copy, uncompress, read locally) the client proxy asks
-the server proxy for large compressed chunks instead of NFS READs.  It
+the server proxy for large compressed chunks instead of NFS READs; the
+migration conductor's local copy writes images onto the DTN in large
+compressed chunks the same way (the DTN paper's compressed copy).  It
 travels in the same authenticated tunnel as NFS, with the same
 credentials (the server proxy maps them as for NFS), and each chunk is
 its own call, so a broken tunnel costs only the chunks in flight, which
@@ -17,12 +19,20 @@ users), procedures:
   codec; opaque data}``, else ``{post_op_attr}``.  ``data`` is the
   ``raw_count`` bytes at ``offset`` compressed with the codec the server
   chose (the client asks for one; the server may answer NONE).
+* 2 WRITE: ``{nfs_fh3 file; uint64 offset; uint32 raw_count; codec;
+  opaque data}`` -> ``nfsstat3`` and, if OK, the body of an NFS WRITE3
+  reply ``{wcc_data; uint32 count; stable_how committed; writeverf3}``,
+  else ``{wcc_data}``.  ``data`` decompresses to the ``raw_count`` bytes
+  to write at ``offset``; the server proxy writes them UNSTABLE, so a
+  COMMIT with the verifier is what makes them durable, as for WRITE3.
 
 A zstd chunk is one frame with its content checksum, so a corrupted
 chunk fails to decompress instead of becoming file data.
 """
 
 import enum
+
+import zstandard
 
 from gvfs_openstack.nfs import codec as c
 from gvfs_openstack.nfs import nfs3
@@ -36,6 +46,7 @@ MAX_CHUNK = 16 * 1024 * 1024
 class BulkProc(enum.IntEnum):
     NULL = 0
     READ = 1
+    WRITE = 2
 
 
 class Codec(enum.IntEnum):
@@ -61,12 +72,44 @@ class ReadOk:
     data: bytes
 
 
+@c.xdr_struct(nfs3.FH, c.UINT64, c.UINT32, c.enum(Codec), c.opaque())
+class WriteArgs:
+    file: bytes
+    offset: int
+    raw_count: int
+    codec: Codec
+    data: bytes
+
+
 #: NULL takes and returns nothing, as in every program.
 PROCEDURES = {
     BulkProc.READ: nfs3.Procedure(BulkProc.READ, ReadArgs.CODEC,
                                   nfs3.ResultCodec(ReadOk.CODEC,
                                                    nfs3.AttrBody.CODEC)),
+    BulkProc.WRITE: nfs3.Procedure(BulkProc.WRITE, WriteArgs.CODEC,
+                                   nfs3.ResultCodec(nfs3.WriteOk.CODEC,
+                                                    nfs3.WccBody.CODEC)),
 }
 
 
 encode_args, decode_args, encode_res, decode_res = nfs3.codecs_for(PROCEDURES)
+
+
+def compress(data, level):
+    """``data`` as one zstd frame, with its size and content checksum."""
+    return zstandard.ZstdCompressor(level=level,
+                                    write_checksum=True).compress(data)
+
+
+def decompress(data, raw_count):
+    """One zstd frame back into at most ``raw_count`` bytes.
+
+    A frame that says its size is decompressed into that much memory at
+    once, whatever the limit: such a frame must not say more.  Raises
+    ``zstandard.ZstdError``.
+    """
+    declared = zstandard.frame_content_size(data)
+    if declared > raw_count:
+        raise zstandard.ZstdError("the frame holds %d bytes" % declared)
+    return zstandard.ZstdDecompressor().decompress(
+        data, max_output_size=raw_count)

@@ -14,6 +14,7 @@ import posixpath
 import random
 
 from gvfs_openstack.deadline import within
+from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc as P
@@ -138,6 +139,8 @@ class NfsClient:
         self.rsize = rsize
         self.wsize = wsize
         self.window = window
+        #: Bytes :meth:`bulk_write` sent, compressed.
+        self.bulk_wire_bytes = 0
         self.root = None
         self.export = None
 
@@ -229,6 +232,38 @@ class NfsClient:
                     stable=const.StableHow.UNSTABLE):
         return await self._call(P.WRITE, nfs3.WriteArgs(
             fh, offset, len(data), stable, data))
+
+    async def bulk_write(self, fh, offset, data, level=1):
+        """WRITE ``data`` at ``offset`` as one zstd chunk.
+
+        Only a GVFS server proxy serves this (the bulk channel, see
+        :mod:`gvfs_openstack.nfs.bulk`); elsewhere it raises RpcError
+        (PROG_UNAVAIL).  UNSTABLE, like :meth:`write`; returns the same
+        ``WriteOk``.  Incompressible data goes as it is.
+        """
+        wire = await asyncio.get_running_loop().run_in_executor(
+            None, bulk.compress, data, level)
+        codec = bulk.Codec.ZSTD
+        if len(wire) >= len(data):
+            codec, wire = bulk.Codec.NONE, data
+        results = await self.nfs.call(
+            bulk.BULK_PROGRAM, bulk.BULK_VERSION, bulk.BulkProc.WRITE,
+            bulk.encode_args(bulk.BulkProc.WRITE, bulk.WriteArgs(
+                fh, offset, len(data), codec, wire)))
+        res = bulk.decode_res(bulk.BulkProc.WRITE, results)
+        if not res.ok:
+            raise NfsError(res.status, "bulk WRITE")
+        self.bulk_wire_bytes += len(wire)
+        return res.body
+
+    async def has_bulk_channel(self):
+        """Whether the server answers the bulk channel's NULL."""
+        try:
+            await self.nfs.call(bulk.BULK_PROGRAM, bulk.BULK_VERSION,
+                                bulk.BulkProc.NULL)
+        except RpcError:
+            return False
+        return True
 
     async def commit(self, fh, offset=0, count=0):
         return (await self._call(P.COMMIT,
@@ -380,42 +415,81 @@ async def _aiter(chunks):
 
 
 class WriteBatch:
-    """UNSTABLE writes since the last COMMIT, kept until it succeeds."""
+    """UNSTABLE writes since the last COMMIT, kept until it succeeds.
+
+    A server gives no order between calls in flight, so a WRITE waits
+    for the ones in flight over its bytes (else the older bytes could
+    land last) and a READ of them should wait too (see :meth:`settle`).
+    WRITEs to other bytes go in parallel, up to the client's window.
+    """
 
     MAX_COMMIT_RETRIES = 3
 
-    def __init__(self, client, fh):
+    def __init__(self, client, fh, send=None):
         self.client = client
         self.fh = fh
+        #: ``send(fh, offset, data)`` -> ``WriteOk``: ``client.write``,
+        #: or ``client.bulk_write`` for compressed chunks.
+        self.send = send or client.write
         self.sent = []
         self.size = 0
-        self.inflight = set()
+        #: The WRITE tasks not yet seen finished: task -> (start, end).
+        self.inflight = {}
         self.verifiers = set()
         self.resent_bytes = 0
 
-    async def _one(self, offset, data):
+    def _overlapping(self, start, end):
+        return [task for task, (first, last) in self.inflight.items()
+                if first < end and start < last and not task.done()]
+
+    async def _one(self, offset, data, after):
+        if after:
+            # Their failure is theirs to report; these bytes go anyway
+            # (and go again with them if the batch is re-sent).
+            await asyncio.wait(after)
         while data:
-            ok = await self.client.write(self.fh, offset, data)
+            ok = await self.send(self.fh, offset, data)
             if ok.count == 0:
                 raise NfsError(const.NfsStat.NFS3ERR_IO, "WRITE",
                                "server accepted 0 bytes")
             self.verifiers.add(ok.verf)
             offset, data = offset + ok.count, data[ok.count:]
 
+    def _launch(self, offset, data):
+        end = offset + len(data)
+        task = asyncio.ensure_future(
+            self._one(offset, data, self._overlapping(offset, end)))
+        self.inflight[task] = (offset, end)
+
     async def add(self, offset, data):
         self.sent.append((offset, data))
         self.size += len(data)
-        self.inflight.add(asyncio.ensure_future(self._one(offset, data)))
+        self._launch(offset, data)
         if len(self.inflight) >= self.client.window:
-            done, self.inflight = await asyncio.wait(
+            done, _ = await asyncio.wait(
                 self.inflight, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
+                del self.inflight[task]
+                task.result()
+
+    async def settle(self, start, end):
+        """Wait for the WRITEs in flight over [start, end).
+
+        A READ of those bytes sent before their replies came could be
+        answered with what was there before them.  Raises what they
+        raised.
+        """
+        overlapping = self._overlapping(start, end)
+        if overlapping:
+            await asyncio.wait(overlapping)
+            for task in overlapping:
                 task.result()
 
     def resend(self):
         """Send again everything since the last good COMMIT.
 
         The server may have lost it, or the connection went away under it.
+        In the order first sent, so later bytes still land last.
         """
         for task in self.inflight:
             if task.done() and not task.cancelled():
@@ -423,11 +497,12 @@ class WriteBatch:
             task.cancel()
         self.resent_bytes += self.size
         self.verifiers = set()
-        self.inflight = {asyncio.ensure_future(self._one(o, d))
-                         for o, d in self.sent}
+        self.inflight = {}
+        for offset, data in self.sent:
+            self._launch(offset, data)
 
     async def _drain(self):
-        inflight, self.inflight = self.inflight, set()
+        inflight, self.inflight = self.inflight, {}
         await asyncio.gather(*inflight)
 
     async def commit(self):

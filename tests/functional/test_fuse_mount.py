@@ -125,6 +125,44 @@ def test_large_io_round_trip(workdir, tmp_path):
         os.close(fd)
 
 
+def test_bytes_just_written_are_read_and_stated_back(workdir):
+    """A READ or GETATTR must not overtake the WRITEs before it.
+
+    The mount answers a write(2) before the proxy answered its WRITE,
+    and the server gives no order between calls in flight: a stat or
+    read right after could see the file as it was (qemu-img creating a
+    qcow2 reads back its refcount table so, and lays the image out
+    differently when that comes back short).
+    """
+    for i in range(40):
+        fd = os.open(os.path.join(workdir, "f%d" % i),
+                     os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            head, rest = os.urandom(64 * 1024), os.urandom(128 * 1024)
+            os.pwrite(fd, head, 0)
+            os.pwrite(fd, rest, len(head))
+            assert os.fstat(fd).st_size == len(head) + len(rest), i
+            assert os.pread(fd, 64 * 1024, len(head)) == rest[:64 * 1024], i
+            os.pwrite(fd, head, len(head))  # Over bytes just written.
+            assert os.pread(fd, 64 * 1024, len(head)) == head, i
+        finally:
+            os.close(fd)
+
+
+def test_qemu_img_lays_out_an_image_as_on_a_local_disk(workdir, tmp_path):
+    local = str(tmp_path / "local.qcow2")
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", local, "1G"],
+                   check=True)
+    with open(local, "rb") as f:
+        expected = f.read()
+    for i in range(20):
+        path = os.path.join(workdir, "i%d.qcow2" % i)
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", path,
+                        "1G"], check=True)
+        with open(path, "rb") as f:
+            assert f.read() == expected, i
+
+
 def test_sparse_file_keeps_its_holes(workdir, lab):
     path = os.path.join(workdir, "sparse.raw")
     with open(path, "wb") as f:

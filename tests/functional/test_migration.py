@@ -138,6 +138,45 @@ def test_three_images_arrive_identical_and_registered_in_place(
         assert dr.east.glance.image(image["id"])["status"] == "active"
 
 
+def test_a_compressed_local_copy_sends_less_and_keeps_the_holes(
+        dr, tmp_path):
+    """zstd chunks through the source DTN's server proxy."""
+    path = tmp_path / "compressible.raw"
+    four_letters = bytes(0x41 + b % 4 for b in range(256))
+    with open(path, "wb") as f:
+        f.write(os.urandom(8 * MIB).translate(four_letters))
+        f.seek(16 * MIB)    # An 8 MiB hole.
+        f.write(os.urandom(8 * MIB + 12345).translate(four_letters))
+    image = dr.east.glance.add_image("compressible", path, drlab.FILE_STORE)
+    before = dr.east.proxy.stats()
+    manager = _manager(dr, tmp_path, east=dr.east.compressed_local_copy())
+    job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
+    assert job["state"] == jobs.DONE, job
+    there = dr.west.glance.image(image["id"])
+    assert there["status"] == "active"
+    assert there["os_hash_value"] == image["os_hash_value"] == \
+        _sha512(path)
+    after = dr.east.proxy.stats()
+    raw = after["bulk_write_raw_bytes"] - before["bulk_write_raw_bytes"]
+    wire = after["bulk_write_wire_bytes"] - before["bulk_write_wire_bytes"]
+    assert raw == 16 * MIB + 12345      # The hole was not written.
+    assert wire < raw / 2, "the chunks crossed uncompressed"
+    assert after["bulk_writes"] - before["bulk_writes"] >= 4
+
+
+def test_a_compressed_local_copy_to_plain_nfs_falls_back(dr, tmp_path):
+    """Without the fallback, the bulk channel's PROG_UNAVAIL fails it."""
+    path = tmp_path / "small.raw"
+    path.write_bytes(os.urandom(3 * MIB + 7))
+    image = dr.east.glance.add_image("plain", path, drlab.FILE_STORE)
+    manager = _manager(dr, tmp_path,
+                       east={"local_copy_compression": "zstd"})
+    job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
+    assert job["state"] == jobs.DONE, job
+    assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+        _sha512(path)
+
+
 def test_packed_images_cross_the_dtn_link_as_one_archive(dr, tmp_path):
     """``--pack tar``: one GridFTP transfer for the job, every image whole."""
     sparse = tmp_path / "packed-sparse.raw"

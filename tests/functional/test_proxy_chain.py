@@ -161,6 +161,8 @@ def test_handles_outside_the_allowed_export_are_refused(lab_factory):
                 await nfs.read(secret, 0, 100)
             with pytest.raises(NfsError, match="STALE"):
                 await nfs.write(secret, 0, b"overwritten")
+            with pytest.raises(NfsError, match="STALE"):
+                await nfs.bulk_write(secret, 0, b"overwritten" * 1000)
             parent = (await nfs.lookup(root, "..")).object
             with pytest.raises(NfsError, match="STALE"):
                 await nfs.readdirplus(parent)
@@ -184,7 +186,7 @@ def test_handles_outside_the_allowed_export_are_refused(lab_factory):
         stats = guarded.stats()
     finally:
         guarded.stop()
-    assert refused == 4
+    assert refused == 5
     assert stats["handle_walks"] == 1 and stats["handles_refused"] == 0
     with open(os.path.join(lab.export, "secret", "key"), "rb") as f:
         assert f.read() == b"the secret"

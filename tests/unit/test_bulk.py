@@ -4,6 +4,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 import pytest
+import zstandard
 
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs.bulk import BulkProc
@@ -26,6 +27,20 @@ def test_read_round_trips():
         BulkProc.READ, fail)) == fail
 
 
+def test_write_round_trips():
+    args = bulk.WriteArgs(b"\x01" * 28, 8 << 20, 4 << 20, Codec.ZSTD,
+                          b"frame")
+    assert bulk.decode_args(BulkProc.WRITE, bulk.encode_args(
+        BulkProc.WRITE, args)) == args
+    ok = nfs3.Result(0, nfs3.WriteOk(nfs3.WccData(None, samples.ATTR),
+                                     4 << 20, 0, b"verifier"))
+    assert bulk.decode_res(BulkProc.WRITE, bulk.encode_res(
+        BulkProc.WRITE, ok)) == ok
+    fail = nfs3.Result(22, nfs3.WccBody(nfs3.WccData()))
+    assert bulk.decode_res(BulkProc.WRITE, bulk.encode_res(
+        BulkProc.WRITE, fail)) == fail
+
+
 def test_an_unknown_codec_or_procedure_is_a_protocol_error():
     data = bytearray(bulk.encode_args(BulkProc.READ, bulk.ReadArgs(
         b"fh", 0, 1, Codec.ZSTD)))
@@ -40,7 +55,17 @@ def test_an_unknown_codec_or_procedure_is_a_protocol_error():
 @given(st.binary(max_size=200))
 def test_garbage_raises_only_protocol_errors(data):
     for decode in (bulk.decode_args, bulk.decode_res):
-        try:
-            decode(BulkProc.READ, data)
-        except ProtocolError:
-            pass
+        for proc in (BulkProc.READ, BulkProc.WRITE):
+            try:
+                decode(proc, data)
+            except ProtocolError:
+                pass
+
+
+def test_decompress_never_takes_more_than_the_chunk_says():
+    frame = bulk.compress(bytes(2 * 1024 * 1024), 1)
+    assert bulk.decompress(frame, 2 * 1024 * 1024) == bytes(2 * 1024 * 1024)
+    with pytest.raises(zstandard.ZstdError, match="holds 2097152"):
+        bulk.decompress(frame, 1024 * 1024)
+    with pytest.raises(zstandard.ZstdError):
+        bulk.decompress(b"\x28\xb5\x2f\xfd" + b"junk", 1024)

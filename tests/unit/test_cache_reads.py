@@ -1,5 +1,7 @@
 """Freshness bookkeeping of the cached READ path (no network)."""
 
+import asyncio
+
 import pytest
 
 from gvfs_openstack.gvfs.cache import exports
@@ -171,3 +173,83 @@ def test_getattr_is_answered_only_in_immutable_exports(tmp_path):
                        args=b"\0")
     with pytest.raises(reads.Fallback):
         cache.attributes(garbled)  # Forwarded: the server says what's wrong.
+
+
+def sized(size, tick):
+    """Attributes after a change at server clock ``tick``."""
+    return fattr(size, tick)
+
+
+def test_write_replies_out_of_order_leave_the_newest_attributes(tmp_path):
+    """Two WRITEs in flight in one tick of the server's clock."""
+    cache = make(tmp_path)
+    empty, head, whole = sized(0, 1), sized(65536, 2), sized(196608, 2)
+    state = cache.observe(b"fh", empty)
+    cache.observe_own_change(b"fh", wcc(head, whole))   # The second WRITE.
+    cache.observe_own_change(b"fh", wcc(empty, head))   # The first.
+    assert state.fattr == whole
+    assert cache.stats["cache_stale_replies"] == 1
+    # A GETATTR answered before the WRITEs is past news too.
+    cache.observe(b"fh", empty)
+    assert state.fattr == whole
+    assert cache.stats["cache_stale_replies"] == 2
+
+
+def test_a_revalidation_nothing_overtook_is_believed(tmp_path):
+    """Someone truncated the file in the same tick as the last change."""
+    cache = make(tmp_path)
+    state = cache.observe(b"fh", sized(8192, 5))
+    cache.observe(b"fh", sized(100, 5))
+    assert state.fattr.size == 8192    # Could be a reply overtaken.
+    cache.observe(b"fh", sized(100, 5), cache.reports_of(b"fh"))
+    assert state.fattr.size == 100
+    assert state.current == [reads.attrs_of(sized(100, 5))]
+
+
+async def fill(cache, state):
+    """Send the READ of block 0; its answer to set, and the block."""
+    answer = asyncio.get_running_loop().create_future()
+
+    async def read_range(call, fh, start, end):
+        return await answer
+    cache._read_range = read_range
+    futures = cache.fetch(None, state, 0, 1)
+    await asyncio.sleep(0)
+    return answer, futures[0]
+
+
+def test_a_read_answered_from_before_a_write_is_not_kept(tmp_path):
+    async def scenario():
+        cache = make(tmp_path)
+        old, new = sized(4096, 1), sized(4096, 2)
+        state = cache.observe(b"fh", old)
+        answer, block = await fill(cache, state)
+        cache.discard_range(b"fh", 0, 10)
+        cache.observe_own_change(b"fh", wcc(old, new))
+        answer.set_result((b"o" * 4096, old, True))
+        chunk, _ = await block
+        assert bytes(chunk) == b"o" * 4096   # The reader asked meanwhile.
+        assert cache.cached_block(state, 0, 4096) is None
+        assert state.fattr == new
+
+    asyncio.run(scenario())
+
+
+def test_a_read_overtaken_by_a_write_of_its_block_is_not_kept(tmp_path):
+    """Same attributes both sides (one tick, same size): the discard."""
+    async def scenario():
+        cache = make(tmp_path)
+        attrs = sized(8192, 1)
+        state = cache.observe(b"fh", attrs)
+        answer, block = await fill(cache, state)
+        cache.discard_range(b"fh", 0, 10)
+        answer.set_result((b"o" * 4096, attrs, False))
+        await block
+        assert cache.cached_block(state, 0, 4096) is None
+        # The next fetch of it is kept.
+        answer, block = await fill(cache, state)
+        answer.set_result((b"n" * 4096, attrs, False))
+        await block
+        assert cache.cached_block(state, 0, 4096) == b"n" * 4096
+
+    asyncio.run(scenario())

@@ -10,7 +10,13 @@ file's (size, mtime, ctime) from when it was fetched.  The proxy keeps,
 per file, the set of attributes that are "current" -- the last ones the
 server reported, plus those produced by writes that went through this very
 proxy.  An unexplained change empties that set, so every older block is a
-miss.  How often the proxy asks the server (GETATTR) is the consistency
+miss.  Replies to calls in flight together come back in any order, so
+attributes older than the newest the proxy has (by ctime, then size: a
+WRITE only grows a file) are past news and change nothing, unless
+nothing at all was heard of the file while that call was out; and the
+bytes of a READ that raced a WRITE of them are not kept.
+
+How often the proxy asks the server (GETATTR) is the consistency
 policy: within a coherence window the last answer is trusted; an
 ``immutable`` export (golden images) is re-checked rarely.  There the
 proxy also answers GETATTR of a file it checked within the coherence
@@ -71,6 +77,9 @@ class _File:
     sidecar: object = None
     zeros: object = None
     zeros_for: tuple = None
+    #: Counts the attribute reports taken: one that is unchanged since a
+    #: call went out means the call's reply is the newest word.
+    reports: int = 0
 
 
 class Fallback(Exception):
@@ -91,6 +100,8 @@ class CachedReads:
         self.clock = clock
         self._files = collections.OrderedDict()
         self._inflight = {}
+        #: (digest, block) of fetches in flight that a WRITE overtook.
+        self._overtaken = set()
         #: Set to a :class:`Sidecars` to use the files' zero maps, and to
         #: a :class:`WholeFiles` to act on their ``whole_file`` action.
         self.sidecars = None
@@ -105,14 +116,23 @@ class CachedReads:
                     "cache_getattrs_answered",
                     "cache_invalidations",
                     "cache_readahead_blocks", "cache_collapsed",
-                    "cache_revalidations"):
+                    "cache_revalidations", "cache_stale_replies"):
             self.stats.setdefault(key, 0)
         self.stats.setdefault("cache_exports", {})
 
     # --- file state ---------------------------------------------------------
 
-    def observe(self, fh, fattr):
-        """The server reported ``fattr`` for ``fh``."""
+    def reports_of(self, fh):
+        """A mark to give :meth:`observe` for a reply to a call sent now."""
+        state = self._files.get(bytes(fh))
+        return None if state is None else state.reports
+
+    def observe(self, fh, fattr, reports=None):
+        """The server reported ``fattr`` for ``fh``.
+
+        ``reports`` is :meth:`reports_of` from when the call went out.
+        Returns the file's state, unchanged if ``fattr`` is past news.
+        """
         if fattr is None:
             return
         fh = bytes(fh)
@@ -123,7 +143,13 @@ class CachedReads:
             self._files[fh] = state
             if len(self._files) > MAX_FILES:
                 self._files.popitem(last=False)
-        elif attrs not in state.current:
+            return state
+        if (reports is None or reports != state.reports) and \
+                _is_older(attrs, attrs_of(state.fattr)):
+            self.stats["cache_stale_replies"] += 1
+            return state
+        state.reports += 1
+        if attrs not in state.current:
             # Changed behind our back: every older block is stale.
             self.stats["cache_invalidations"] += 1
             state.current = [attrs]
@@ -144,6 +170,12 @@ class CachedReads:
         if state is None or wcc is None or wcc.after is None:
             return
         after = attrs_of(wcc.after)
+        if not reset and _is_older(after, attrs_of(state.fattr)):
+            # A WRITE answered after a later one: its bytes were
+            # discarded all the same; its attributes are past.
+            self.stats["cache_stale_replies"] += 1
+            return
+        state.reports += 1
         ours = wcc.before is not None and \
             attrs_of(wcc.before) in state.current
         if reset or not ours:
@@ -157,12 +189,16 @@ class CachedReads:
         state.checked = self.clock()
 
     def discard_range(self, fh, offset, count):
+        """Forget blocks a WRITE changed, and those being fetched."""
         state = self._files.get(bytes(fh))
         digest = state.digest if state else fh_digest(fh)
         bs = self.store.geometry.block_size
         for block in range(offset // bs, (offset + max(count, 1) - 1) // bs
                            + 1):
             self.store.discard(digest, block)
+            if (digest, block) in self._inflight:
+                # The server may have read them before the WRITE.
+                self._overtaken.add((digest, block))
 
     async def state_of(self, call, fh):
         state = self._files.get(fh)
@@ -170,11 +206,12 @@ class CachedReads:
                 self.policies.revalidate_after(fh):
             return state
         self.stats["cache_revalidations"] += 1
+        reports = self.reports_of(fh)
         res = await self.upstream(call, Nfs3Proc.GETATTR,
                                   nfs3.GetattrArgs(fh))
         if not res.ok:
             raise Fallback()
-        return self.observe(fh, res.body.obj_attributes)
+        return self.observe(fh, res.body.obj_attributes, reports)
 
     def attributes(self, call):
         """The GETATTR reply for ``call`` from the proxy's own record.
@@ -260,6 +297,7 @@ class CachedReads:
     async def _fill(self, call, state, first, count, futures):
         bs = self.store.geometry.block_size
         fh = state.fh
+        reports = state.reports
         try:
             start = first * bs
             end = min((first + count) * bs, state.fattr.size)
@@ -273,11 +311,14 @@ class CachedReads:
                 data, fattr, eof = await self._read_range(
                     call, fh, start, (first + count) * bs)
             data = memoryview(data)
-            fresh = self.observe(fh, fattr) or state
-            attrs = fresh.current[-1]
+            fresh = self.observe(fh, fattr, reports) or state
+            attrs = attrs_of(fattr) if fattr is not None else \
+                fresh.current[-1]
+            keep = attrs in fresh.current
             for i, block in enumerate(range(first, first + count)):
                 chunk = data[i * bs:(i + 1) * bs]
-                if chunk and (len(chunk) == bs or eof):
+                if chunk and (len(chunk) == bs or eof) and keep and \
+                        (fresh.digest, block) not in self._overtaken:
                     self.store.put(fresh.digest, block, chunk, attrs)
                 futures[block].set_result((chunk, attrs))
         except BaseException as e:
@@ -290,6 +331,7 @@ class CachedReads:
         finally:
             for block in futures:
                 self._inflight.pop((state.digest, block), None)
+                self._overtaken.discard((state.digest, block))
             for future in futures.values():
                 if future.done() and not future.cancelled():
                     future.exception()  # Retrieved: the reader may be gone.
@@ -497,6 +539,15 @@ class CachedReads:
     def drop(self):
         self.store.drop_all()
         self._files.clear()
+
+
+def _is_older(attrs, than):
+    """Whether ``attrs`` of a file are from before ``than``.
+
+    The server's ctime orders changes; a WRITE never shrinks a file, so
+    within one tick of its clock the larger size is the later.
+    """
+    return (attrs.ctime, attrs.size) < (than.ctime, than.size)
 
 
 def version_key(fattr):

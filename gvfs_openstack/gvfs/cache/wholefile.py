@@ -22,6 +22,7 @@ import time
 
 import zstandard
 
+from gvfs_openstack.gvfs.cache.reads import attrs_of
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs.bulk import BulkProc
 from gvfs_openstack.nfs.bulk import Codec
@@ -43,11 +44,6 @@ class TransferError(Exception):
 
 class BulkUnavailable(TransferError):
     """The next hop does not serve the bulk channel at all."""
-
-
-def decompress(data, size):
-    return zstandard.ZstdDecompressor().decompress(data,
-                                                   max_output_size=size)
 
 
 def _hash_nonzero(digest, zeros, start, data):
@@ -239,12 +235,13 @@ class WholeFiles:
         cached = self._from_cache(state, start, end)
         if cached is not None:
             return cached
+        reports = state.reports
         res = await self._bulk_read(call, state.fh, start, end - start)
         raw = res.data
         if res.codec == Codec.ZSTD:
             try:
                 raw = await asyncio.get_running_loop().run_in_executor(
-                    None, decompress, res.data, res.raw_count)
+                    None, bulk.decompress, res.data, res.raw_count)
             except zstandard.ZstdError as e:
                 raise TransferError("chunk at %d does not decompress: %s"
                                     % (start, e)) from e
@@ -254,10 +251,15 @@ class WholeFiles:
         self.stats["wholefile_chunks"] += 1
         self.stats["wholefile_raw_bytes"] += len(raw)
         self.stats["wholefile_wire_bytes"] += len(res.data)
-        fresh = self.reads.observe(state.fh, res.file_attributes) or state
+        fresh = self.reads.observe(state.fh, res.file_attributes,
+                                   reports) or state
         if fresh.fattr.size != size:
             raise TransferError("the file changed during the transfer")
         attrs = fresh.current[-1]
+        if res.file_attributes is not None and \
+                attrs_of(res.file_attributes) not in fresh.current:
+            # Read before a change that is already known here.
+            raise TransferError("the file changed during the transfer")
         view = memoryview(raw)
         for block in range(start // bs, -(-end // bs)):
             self.reads.store.put(fresh.digest, block,
