@@ -13,6 +13,7 @@ from gvfs_openstack.lab import fusemount
 from tools.bench import cache
 from tools.bench import clone
 from tools.bench import glance
+from tools.bench import local_copy
 from tools.bench import metadata
 from tools.bench import migrate
 from tools.bench import migrate_small
@@ -23,6 +24,7 @@ SCENARIOS = {
     "cache": cache.run,
     "clone": clone.run,
     "glance": glance.run,
+    "local-copy": local_copy.run,
     "metadata": metadata.run,
     "migrate": migrate.run,
     "migrate-small": migrate_small.run,

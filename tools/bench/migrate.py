@@ -54,12 +54,15 @@ def linked_lab(work, paths, rtt_ms, rate_mbit, streams):
 
 
 def migrate_once(lab, work, image_ids, name, images_in_flight, streams,
-                 pack=None):
-    """Seconds from the request to the job's end, and the stage runs."""
+                 pack=None, east=None):
+    """Seconds from the request to the job's end, and the stage runs.
+
+    ``east`` overrides options of the source site.
+    """
     path = lab.conductor_config(
         os.path.join(work, name + ".conf"),
         "sqlite:///%s" % os.path.join(work, name + ".sqlite"),
-        east={"gridftp_parallel": streams},
+        east=dict({"gridftp_parallel": streams}, **(east or {})),
         images_in_flight=images_in_flight)
     conf = migration_conf.load(cfg.ConfigOpts(), ["--config-file", path],
                                "bench")
@@ -103,7 +106,7 @@ def _scp(lab, paths):
     return time.monotonic() - start
 
 
-def _stage_seconds(runs):
+def stage_seconds(runs):
     totals = {}
     for run in runs:
         if run["outcome"] != "done":
@@ -127,7 +130,7 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
             pipelined, pipe_runs = migrate_once(
                 lab, work, image_ids, "pipelined", 3, streams)
             scp = _scp(lab, paths)
-    stages = _stage_seconds(seq_runs)
+    stages = stage_seconds(seq_runs)
     slowest = max(stages.values())
     total_mib = count * size / MIB
     print("\nmigrate: %d images x %d MiB; DTN link %d ms RTT, %d Mbit/s "
