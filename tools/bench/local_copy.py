@@ -115,5 +115,4 @@ def _plot(rows, path):
     ax.invert_yaxis()
     ax.set_xlabel("local copy, seconds")
     ax.set_title("local copy over the controller-DTN link")
-    fig.tight_layout()
     charts.save(fig, path)
