@@ -16,6 +16,7 @@ copied at all: the transfer reads it where it is.
 """
 
 import asyncio
+import functools
 import hashlib
 import logging
 
@@ -159,12 +160,33 @@ async def _copy(nfs, fh, chunks, offset, digest, site, on_commit, send):
     return position
 
 
-async def _sender(nfs, site):
-    """``nfs.write``, or ``nfs.bulk_write`` where asked and served."""
+async def _bulk_write(nfs, site, image_id, fh, offset, data):
+    """One compressed chunk; a chunk the proxy refuses fails the image.
+
+    Sending it again would not help: the proxy refuses what it cannot
+    decompress into a chunk it takes, mostly a ``local_copy_chunk_mib``
+    above half its ``max_record_size``.
+    """
+    try:
+        return await nfs.bulk_write(fh, offset, data)
+    except NfsError as e:
+        if e.status != const.NfsStat.NFS3ERR_INVAL:
+            raise
+        raise exceptions.StageFailed(
+            stage=STAGE, image=image_id, reason=(
+                "the DTN proxy %s:%d refused a compressed chunk of %d bytes "
+                "(its log says why); [site:%s] local_copy_chunk_mib must be "
+                "at most half its [proxy] max_record_size" % (
+                    site.nfs_host, site.nfs_port, len(data), site.name)),
+        ) from e
+
+
+async def _sender(nfs, site, image_id):
+    """``nfs.write``, or compressed chunks where asked and served."""
     if site.local_copy_compression != "zstd":
         return nfs.write
     if await nfs.has_bulk_channel():
-        return nfs.bulk_write
+        return functools.partial(_bulk_write, nfs, site, image_id)
     LOG.warning("local_copy_compression = zstd, but %s:%d is no GVFS "
                 "server proxy (no bulk channel): plain NFS WRITEs",
                 site.nfs_host, site.nfs_port)
@@ -195,7 +217,7 @@ async def _local_copy(site, glance, image, staging, resume_from, on_commit):
         chunks = glance.data(image["id"], offset) \
             if offset < image["size"] else iter(())
         written = await _copy(nfs, fh, chunks, offset, digest, site,
-                              on_commit, await _sender(nfs, site))
+                              on_commit, await _sender(nfs, site, name))
         # A trailing hole is no WRITE: the size says where the file ends.
         await nfs.setattr(fh, nfs3.Sattr(size=written))
         return written, digest.hexdigest()

@@ -164,6 +164,22 @@ def test_a_compressed_local_copy_sends_less_and_keeps_the_holes(
     assert after["bulk_writes"] - before["bulk_writes"] >= 4
 
 
+def test_a_chunk_the_dtn_proxy_refuses_fails_at_once_and_says_why(
+        dr, tmp_path):
+    path = tmp_path / "zeros-and-text.raw"
+    path.write_bytes(b"compressible text " * (MIB // 2))
+    image = dr.east.glance.add_image("big-chunks", path, drlab.FILE_STORE)
+    manager = _manager(dr, tmp_path, east=dict(
+        dr.east.compressed_local_copy(), local_copy_chunk_mib=4))
+    job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
+    assert job["state"] == jobs.FAILED, job
+    assert "local_copy_chunk_mib must be at most half" in \
+        manager.show(job["id"])["images"][0]["error"]
+    tries = [run for run in manager.store.runs(job["id"])
+             if run["stage"] == jobs.LOCAL_COPY]
+    assert len(tries) == 1    # Not retried: it would fail the same way.
+
+
 def test_a_compressed_local_copy_to_plain_nfs_falls_back(dr, tmp_path):
     """Without the fallback, the bulk channel's PROG_UNAVAIL fails it."""
     path = tmp_path / "small.raw"
