@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
@@ -148,19 +147,16 @@ class GlanceApi:
                                    % result.stderr[-2000:])
 
     def _wait_healthy(self, timeout=120.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
+        def healthy():
             try:
                 with urllib.request.urlopen(self.url + "/healthcheck",
                                             timeout=5) as reply:
-                    if reply.status == 200:
-                        return
+                    return reply.status == 200
             except OSError:
-                time.sleep(0.2)
-        raise process.LabError("glance-api did not come up (log: %s)"
-                               % self.process.log_path)
+                return False
+
+        process.wait_until(healthy, "answering its healthcheck", timeout,
+                           self.process, 0.2)
 
     def openstack(self, *args, timeout=600):
         """Run the real ``openstack`` CLI against this glance-api."""

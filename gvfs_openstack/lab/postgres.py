@@ -10,7 +10,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
 
 from gvfs_openstack.lab import process
 
@@ -56,27 +55,17 @@ class PostgreSQL:
             ["runuser", "-u", ACCOUNT, "--", _bin(name), "-h", "127.0.0.1",
              "-p", str(self.port), *args], capture_output=True, text=True)
 
-    def _wait_until_accepting(self, timeout=60.0):
+    def _wait_until_accepting(self):
         """Wait for sessions, not just the port.
 
         The server listens before its startup is over and refuses
         sessions meanwhile ("the database system is starting up"), so a
         ``createdb`` run as soon as the port answers can fail.
         """
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                raise process.LabError(
-                    "postgres exited with status %s (log: %s)" % (
-                        self.process.returncode, self.process.log_path))
-            if self._client("pg_isready", "-t", "1").returncode == 0:
-                return
-            if time.monotonic() > deadline:
-                raise process.LabError(
-                    "postgres on port %d refuses sessions after %.0fs "
-                    "(log: %s)" % (self.port, timeout,
-                                   self.process.log_path))
-            time.sleep(0.1)
+        process.wait_until(
+            lambda: self._client("pg_isready", "-t", "1").returncode == 0,
+            "accepting sessions on port %d" % self.port, 60.0,
+            self.process, 0.1)
 
     def database(self, name):
         """Create database ``name``; its SQLAlchemy URL."""

@@ -54,21 +54,37 @@ def free_port_range(count, host="127.0.0.1"):
     raise LabError("no %d consecutive free ports" % count)
 
 
-def wait_for_port(port, host="127.0.0.1", timeout=30.0, process=None):
+def wait_until(ready, what, timeout=30.0, process=None, interval=0.05):
+    """Poll ``ready()`` until it is true.
+
+    LabError if ``process`` (a :class:`ManagedProcess`) exits first, or
+    after ``timeout`` seconds; ``what`` says what was waited for.
+    """
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         if process is not None and process.poll() is not None:
-            raise LabError("%s exited with status %s before listening on "
-                           "port %d (log: %s)" % (
-                               process.name, process.returncode, port,
-                               process.log_path))
+            raise LabError("%s exited with status %s before %s (log: %s)"
+                           % (process.name, process.returncode, what,
+                              process.log_path))
+        if ready():
+            return
+        if time.monotonic() >= deadline:
+            raise LabError("not %s after %.0fs%s" % (
+                what, timeout, "" if process is None else
+                " (log: %s)" % process.log_path))
+        time.sleep(interval)
+
+
+def wait_for_port(port, host="127.0.0.1", timeout=30.0, process=None):
+    def listening():
         try:
             with socket.create_connection((host, port), timeout=1):
-                return
+                return True
         except OSError:
-            time.sleep(0.05)
-    raise LabError("nothing listens on %s:%d after %.0fs"
-                   % (host, port, timeout))
+            return False
+
+    wait_until(listening, "listening on %s:%d" % (host, port), timeout,
+               process)
 
 
 class ManagedProcess:
