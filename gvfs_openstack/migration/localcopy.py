@@ -112,7 +112,7 @@ async def _copy(nfs, fh, chunks, offset, digest, site, on_commit, send):
     ``site.local_copy_chunk_bytes`` (one block each for plain WRITEs).
     """
     batch = nfs_client.WriteBatch(nfs, fh, send)
-    compressed = send != nfs.write
+    compressed = send != nfs.write_all
     run_limit = site.local_copy_chunk_bytes if compressed else nfs.wsize
     zero = bytes(nfs.wsize)
     position = offset
@@ -182,15 +182,15 @@ async def _bulk_write(nfs, site, image_id, fh, offset, data):
 
 
 async def _sender(nfs, site, image_id):
-    """``nfs.write``, or compressed chunks where asked and served."""
+    """``nfs.write_all``, or compressed chunks where asked and served."""
     if site.local_copy_compression != "zstd":
-        return nfs.write
+        return nfs.write_all
     if await nfs.has_bulk_channel():
         return functools.partial(_bulk_write, nfs, site, image_id)
     LOG.warning("local_copy_compression = zstd, but %s:%d is no GVFS "
                 "server proxy (no bulk channel): plain NFS WRITEs",
                 site.nfs_host, site.nfs_port)
-    return nfs.write
+    return nfs.write_all
 
 
 async def _local_copy(site, glance, image, staging, resume_from, on_commit):

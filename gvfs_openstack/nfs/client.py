@@ -9,6 +9,7 @@ unstable data: RFC 1813 section 3.3.7).
 """
 
 import asyncio
+import dataclasses
 import logging
 import posixpath
 import random
@@ -233,6 +234,24 @@ class NfsClient:
         return await self._call(P.WRITE, nfs3.WriteArgs(
             fh, offset, len(data), stable, data))
 
+    async def write_all(self, fh, offset, data):
+        """UNSTABLE WRITEs until the server took all of ``data``.
+
+        Returns the first reply's ``WriteOk`` with ``count`` all of it: a
+        later verifier that differs (a server restart in between) fails
+        the COMMIT's check against this one, and the bytes go again.
+        """
+        first, at, rest = None, offset, memoryview(data)
+        while True:
+            ok = await self.write(fh, at, rest)
+            if ok.count == 0 and rest:
+                raise NfsError(const.NfsStat.NFS3ERR_IO, "WRITE",
+                               "server accepted 0 bytes")
+            first = first or ok
+            at, rest = at + ok.count, rest[ok.count:]
+            if not rest:
+                return dataclasses.replace(first, count=len(data))
+
     async def bulk_write(self, fh, offset, data, level=1):
         """WRITE ``data`` at ``offset`` as one zstd chunk.
 
@@ -243,7 +262,7 @@ class NfsClient:
         ``wsize``: as one record it could exceed the proxy's record size.
         """
         if not data:
-            return await self.write(fh, offset, data)
+            return await self.write_all(fh, offset, data)
         wire = await asyncio.get_running_loop().run_in_executor(
             None, bulk.compress, data, level)
         if len(wire) >= len(data):
@@ -266,21 +285,9 @@ class NfsClient:
         the pieces then fails the COMMIT's check, and all go again.
         """
         view = memoryview(data)
-
-        async def piece(start):
-            at, rest = offset + start, view[start:start + self.wsize]
-            first = None
-            while rest:
-                ok = await self.write(fh, at, rest)
-                if ok.count == 0:
-                    raise NfsError(const.NfsStat.NFS3ERR_IO, "WRITE",
-                                   "server accepted 0 bytes")
-                first = first or ok
-                at, rest = at + ok.count, rest[ok.count:]
-            return first
-
-        oks = await asyncio.gather(*(piece(start) for start in
-                                     range(0, len(view), self.wsize)))
+        oks = await asyncio.gather(*(
+            self.write_all(fh, offset + start, view[start:start + self.wsize])
+            for start in range(0, len(view), self.wsize)))
         return nfs3.WriteOk(oks[-1].file_wcc, len(data),
                             const.StableHow.UNSTABLE, oks[0].verf)
 
@@ -456,9 +463,10 @@ class WriteBatch:
     def __init__(self, client, fh, send=None):
         self.client = client
         self.fh = fh
-        #: ``send(fh, offset, data)`` -> ``WriteOk``: ``client.write``,
-        #: or ``client.bulk_write`` for compressed chunks.
-        self.send = send or client.write
+        #: ``send(fh, offset, data)`` -> ``WriteOk`` for all of ``data``:
+        #: ``client.write_all``, or ``client.bulk_write`` for compressed
+        #: chunks.
+        self.send = send or client.write_all
         self.sent = []
         self.size = 0
         #: The WRITE tasks not yet seen finished: task -> (start, end).
@@ -475,13 +483,7 @@ class WriteBatch:
             # Their failure is theirs to report; these bytes go anyway
             # (and go again with them if the batch is re-sent).
             await asyncio.wait(after)
-        while data:
-            ok = await self.send(self.fh, offset, data)
-            if ok.count == 0:
-                raise NfsError(const.NfsStat.NFS3ERR_IO, "WRITE",
-                               "server accepted 0 bytes")
-            self.verifiers.add(ok.verf)
-            offset, data = offset + ok.count, data[ok.count:]
+        self.verifiers.add((await self.send(self.fh, offset, data)).verf)
 
     def _launch(self, offset, data):
         end = offset + len(data)
