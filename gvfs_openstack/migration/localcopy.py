@@ -105,15 +105,14 @@ async def _next_chunk(chunks, digest):
         None, _take, chunks, digest)
 
 
-async def _copy(nfs, fh, chunks, offset, digest, site, on_commit, send):
+async def _copy(nfs, fh, chunks, offset, digest, site, on_commit, send,
+                run_limit):
     """Write the chunks from ``offset``; skip zero blocks; commit often.
 
     Runs of non-zero ``wsize`` blocks go as one call of ``send`` up to
-    ``site.local_copy_chunk_bytes`` (one block each for plain WRITEs).
+    ``run_limit`` bytes.
     """
     batch = nfs_client.WriteBatch(nfs, fh, send)
-    compressed = send != nfs.write_all
-    run_limit = site.local_copy_chunk_bytes if compressed else nfs.wsize
     zero = bytes(nfs.wsize)
     position = offset
     pending = b""
@@ -182,15 +181,18 @@ async def _bulk_write(nfs, site, image_id, fh, offset, data):
 
 
 async def _sender(nfs, site, image_id):
-    """``nfs.write_all``, or compressed chunks where asked and served."""
-    if site.local_copy_compression != "zstd":
-        return nfs.write_all
-    if await nfs.has_bulk_channel():
-        return functools.partial(_bulk_write, nfs, site, image_id)
-    LOG.warning("local_copy_compression = zstd, but %s:%d is no GVFS "
-                "server proxy (no bulk channel): plain NFS WRITEs",
-                site.nfs_host, site.nfs_port)
-    return nfs.write_all
+    """How runs of data go, and the most bytes of one.
+
+    Compressed chunks where asked and served, else one WRITE per block.
+    """
+    if site.local_copy_compression == "zstd":
+        if await nfs.has_bulk_channel():
+            return (functools.partial(_bulk_write, nfs, site, image_id),
+                    site.local_copy_chunk_bytes)
+        LOG.warning("local_copy_compression = zstd, but %s:%d is no GVFS "
+                    "server proxy (no bulk channel): plain NFS WRITEs",
+                    site.nfs_host, site.nfs_port)
+    return nfs.write_all, nfs.wsize
 
 
 async def _local_copy(site, glance, image, staging, resume_from, on_commit):
@@ -217,7 +219,7 @@ async def _local_copy(site, glance, image, staging, resume_from, on_commit):
         chunks = glance.data(image["id"], offset) \
             if offset < image["size"] else iter(())
         written = await _copy(nfs, fh, chunks, offset, digest, site,
-                              on_commit, await _sender(nfs, site, name))
+                              on_commit, *await _sender(nfs, site, name))
         # A trailing hole is no WRITE: the size says where the file ends.
         await nfs.setattr(fh, nfs3.Sattr(size=written))
         return written, digest.hexdigest()
