@@ -63,6 +63,17 @@ restarted in between (its write verifier changed) they are sent again, so
 nothing acknowledged is lost. A COMMIT is sent when this much is pending,
 on fsync and on close.
 """),
+    cfg.IntOpt("read_cache_mb", default=0, min=0,
+               help="""RAM, in MiB, for file contents read through the mount.
+
+Readers that bypass the kernel's page cache -- guests with ``cache=none``
+(Nova's default), which bypass it for their backing golden image too --
+otherwise send every read to the client proxy. Blocks kept here are
+checked as the kernel NFS client checks its cache (close-to-open): the
+attributes they were read with are compared at every open and whenever
+new ones are seen, and a change drops them. Worth it on compute nodes,
+where later clones boot from the same blocks; 0 keeps no cache.
+"""),
     cfg.IntOpt("max_background", default=64, min=0, max=65535,
                help="""Requests the kernel keeps in flight to the mount.
 

@@ -27,6 +27,7 @@ import pyfuse3.asyncio
 from gvfs_openstack.mount import fusectl
 from gvfs_openstack.mount import inodes
 from gvfs_openstack.mount import nfsattr
+from gvfs_openstack.mount import readcache
 from gvfs_openstack.mount import session as nfs_session
 from gvfs_openstack.nfs import const
 
@@ -64,7 +65,7 @@ class GvfsFuse(pyfuse3.Operations):
 
     def __init__(self, session, attr_timeout=1.0, entry_timeout=1.0,
                  write_buffer_bytes=64 * 1024 * 1024,
-                 dir_entry_timeout=None):
+                 dir_entry_timeout=None, read_cache_bytes=0):
         super().__init__()
         self.session = session
         self.attr_timeout = attr_timeout
@@ -77,10 +78,14 @@ class GvfsFuse(pyfuse3.Operations):
         self._open = {}        # file handle -> (inode, FileWriter or None)
         self._listings = {}    # directory handle -> entries
         self._fsstat = None    # (FSSTAT result, when it was asked)
+        self.read_cache = readcache.ReadCache(read_cache_bytes) \
+            if read_cache_bytes else None
 
     # --- helpers -----------------------------------------------------------
 
     def _entry(self, fattr, ino):
+        if self.read_cache is not None:
+            self.read_cache.observe(ino, fattr)
         entry = pyfuse3.EntryAttributes()
         for field, value in nfsattr.stat_fields(
                 fattr, ino, self.session.client.rsize).items():
@@ -129,7 +134,9 @@ class GvfsFuse(pyfuse3.Operations):
 
     def forget(self, inode_list):
         for ino, count in inode_list:
-            self.inodes.forget(ino, count)
+            if self.inodes.forget(ino, count) and \
+                    self.read_cache is not None:
+                self.read_cache.forget(ino)
 
     async def getattr(self, inode, ctx=None):
         with _Failures():
@@ -143,6 +150,8 @@ class GvfsFuse(pyfuse3.Operations):
             nfs_fh = self._fh(inode)
             if fields.update_size:
                 await self._commit_inode(inode)
+                if self.read_cache is not None:
+                    self.read_cache.invalidate(inode)
             new = nfsattr.sattr(
                 {"mode": fields.update_mode, "uid": fields.update_uid,
                  "gid": fields.update_gid, "size": fields.update_size,
@@ -249,7 +258,13 @@ class GvfsFuse(pyfuse3.Operations):
 
     async def open(self, inode, flags, ctx):
         with _Failures():
-            self._fh(inode)
+            fh = self._fh(inode)
+            if self.read_cache is not None:
+                # Close-to-open: what another host changed since shows
+                # from this open on.
+                await self._settle_writes(inode)
+                self.read_cache.observe(
+                    inode, await self.session.call("getattr", fh))
         handle = next(self._handles)
         self._open[handle] = [inode, None]
         return pyfuse3.FileInfo(fh=handle)
@@ -270,21 +285,41 @@ class GvfsFuse(pyfuse3.Operations):
         with _Failures():
             for writer in self._writers_of(inode):
                 await writer.settle(off, off + size)
-            nfs_fh = self._fh(inode)
-            chunks = []
-            while size > 0:
-                ok = await self.session.call(
-                    "read", nfs_fh, off,
-                    min(size, self.session.client.rsize))
-                chunks.append(ok.data)
-                off += len(ok.data)
-                size -= len(ok.data)
-                if ok.eof or not ok.data:
-                    break
-            return b"".join(chunks)
+            if self.read_cache is None:
+                return await self._fetch(inode, off, size)
+            data = self.read_cache.get(inode, off, size)
+            if data is None:
+                start, end = self.read_cache.span(off, size)
+                data = await self._fetch(inode, start, end - start)
+                data = data[off - start:off - start + size]
+            return data
+
+    async def _fetch(self, inode, off, size):
+        """READs of [off, +size) until all of it or the end of the file.
+
+        What they bring back is offered to the RAM cache.
+        """
+        nfs_fh = self._fh(inode)
+        chunks = []
+        while size > 0:
+            if self.read_cache is not None:
+                token = self.read_cache.begin(inode)
+            ok = await self.session.call(
+                "read", nfs_fh, off, min(size, self.session.client.rsize))
+            if self.read_cache is not None:
+                self.read_cache.store(inode, token, ok.file_attributes, off,
+                                      ok.data)
+            chunks.append(ok.data)
+            off += len(ok.data)
+            size -= len(ok.data)
+            if ok.eof or not ok.data:
+                break
+        return b"".join(chunks)
 
     async def write(self, fh, off, buf):
         state = self._open[fh]
+        if self.read_cache is not None:
+            self.read_cache.invalidate(state[0], off, off + len(buf))
         with _Failures():
             if state[1] is None:
                 state[1] = nfs_session.FileWriter(
@@ -361,7 +396,8 @@ def _terminate():
 
 async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
                 write_buffer_bytes=64 * 1024 * 1024, allow_other=False,
-                max_background=0, dir_entry_timeout=None):
+                max_background=0, dir_entry_timeout=None,
+                read_cache_bytes=0):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
@@ -370,7 +406,7 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     """
     await session.start()
     ops = GvfsFuse(session, attr_timeout, entry_timeout, write_buffer_bytes,
-                   dir_entry_timeout)
+                   dir_entry_timeout, read_cache_bytes)
     options = set(pyfuse3.default_options)
     options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
     if allow_other:
@@ -396,4 +432,7 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
             loop.remove_signal_handler(signum)
         pyfuse3.close(unmount=True)
         session.close()
+        if ops.read_cache is not None:
+            LOG.info("RAM cache of %s: %d reads answered, %d fetched",
+                     mountpoint, ops.read_cache.hits, ops.read_cache.misses)
         LOG.info("unmounted %s", mountpoint)

@@ -54,12 +54,16 @@ class InodeTable:
             raise StaleInode(ino) from None
 
     def forget(self, ino, count):
-        """Drop ``count`` references; the number goes with the last."""
+        """Drop ``count`` references; the number goes with the last.
+
+        Returns whether it went.
+        """
         if ino == ROOT_INODE or ino not in self._handles:
-            return
+            return False
         left = self._lookups.get(ino, 0) - count
         if left > 0:
             self._lookups[ino] = left
-            return
+            return False
         self._lookups.pop(ino, None)
         del self._inodes[self._handles.pop(ino)]
+        return True

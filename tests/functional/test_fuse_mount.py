@@ -7,6 +7,7 @@ proxy that hangs, dies and comes back.
 
 import errno
 import json
+import mmap
 import os
 import shutil
 import signal
@@ -36,10 +37,34 @@ def mnt(lab, tmp_path_factory):
     return lab.mount(str(tmp_path_factory.mktemp("mnt"))).mountpoint
 
 
+@pytest.fixture(scope="module")
+def cached_mnt(lab, tmp_path_factory):
+    """The export through the same proxy, keeping reads in RAM.
+
+    As on a compute node.
+    """
+    return lab.mount(str(tmp_path_factory.mktemp("cached-mnt")),
+                     name="cached-mount", read_cache_mb=64).mountpoint
+
+
+def _workdir(mountpoint, request):
+    path = os.path.join(mountpoint, request.node.name[:60])
+    os.mkdir(path)
+    return path
+
+
 @pytest.fixture
 def workdir(mnt, request):
-    path = os.path.join(mnt, request.node.name[:60])
-    os.mkdir(path)
+    path = _workdir(mnt, request)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(params=["no RAM cache", "RAM cache"])
+def each_workdir(request):
+    """A directory on the plain mount, then on the RAM-cached one."""
+    path = _workdir(request.getfixturevalue(
+        "mnt" if request.param == "no RAM cache" else "cached_mnt"), request)
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -107,10 +132,10 @@ def test_rename_over_an_existing_file_replaces_it(workdir):
     assert os.listdir(workdir) == ["old"]
 
 
-def test_large_io_round_trip(workdir, tmp_path):
+def test_large_io_round_trip(each_workdir, tmp_path):
     source = str(tmp_path / "source")
     digest = random_file(source, 96 * MIB + 12345)
-    target = os.path.join(workdir, "image.raw")
+    target = os.path.join(each_workdir, "image.raw")
     shutil.copyfile(source, target)
     assert os.path.getsize(target) == 96 * MIB + 12345
     assert sha256(target) == digest
@@ -125,7 +150,7 @@ def test_large_io_round_trip(workdir, tmp_path):
         os.close(fd)
 
 
-def test_bytes_just_written_are_read_and_stated_back(workdir):
+def test_bytes_just_written_are_read_and_stated_back(each_workdir):
     """A READ or GETATTR must not overtake the WRITEs before it.
 
     The mount answers a write(2) before the proxy answered its WRITE,
@@ -135,7 +160,7 @@ def test_bytes_just_written_are_read_and_stated_back(workdir):
     differently when that comes back short).
     """
     for i in range(40):
-        fd = os.open(os.path.join(workdir, "f%d" % i),
+        fd = os.open(os.path.join(each_workdir, "f%d" % i),
                      os.O_RDWR | os.O_CREAT, 0o644)
         try:
             head, rest = os.urandom(64 * 1024), os.urandom(128 * 1024)
@@ -149,14 +174,14 @@ def test_bytes_just_written_are_read_and_stated_back(workdir):
             os.close(fd)
 
 
-def test_qemu_img_lays_out_an_image_as_on_a_local_disk(workdir, tmp_path):
+def test_qemu_img_lays_out_an_image_as_on_a_local_disk(each_workdir, tmp_path):
     local = str(tmp_path / "local.qcow2")
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", local, "1G"],
                    check=True)
     with open(local, "rb") as f:
         expected = f.read()
     for i in range(20):
-        path = os.path.join(workdir, "i%d.qcow2" % i)
+        path = os.path.join(each_workdir, "i%d.qcow2" % i)
         subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", path,
                         "1G"], check=True)
         with open(path, "rb") as f:
@@ -179,7 +204,7 @@ def test_sparse_file_keeps_its_holes(workdir, lab):
     assert os.stat(path).st_blocks * 512 < 4 * MIB
 
 
-def test_fio_verify_run(workdir):
+def test_fio_verify_run(each_workdir):
     """fio writes with checksums, then reads back and checks.
 
     Random order, block sizes from 4 KiB to 1 MiB, several jobs at once.
@@ -188,7 +213,7 @@ def test_fio_verify_run(workdir):
     assert fio, "fio is in bindep.txt"
     result = subprocess.run(
         [fio, "--output-format=json", "--name=verify",
-         "--directory=%s" % workdir, "--ioengine=psync", "--rw=randwrite",
+         "--directory=%s" % each_workdir, "--ioengine=psync", "--rw=randwrite",
          "--bsrange=4k-1m", "--size=48m", "--numjobs=3",
          "--verify=crc32c", "--verify_fatal=1", "--do_verify=1",
          "--verify_state_save=0",
@@ -202,9 +227,9 @@ def test_fio_verify_run(workdir):
     assert job["read"]["io_bytes"] >= 3 * 48 * MIB
 
 
-def test_fio_mixed_read_write_with_verify(workdir):
+def test_fio_mixed_read_write_with_verify(each_workdir):
     result = subprocess.run(
-        [shutil.which("fio"), "--name=mixed", "--directory=%s" % workdir,
+        [shutil.which("fio"), "--name=mixed", "--directory=%s" % each_workdir,
          "--ioengine=psync", "--rw=randrw", "--bs=64k", "--size=32m",
          "--verify=md5", "--verify_fatal=1", "--do_verify=1",
          "--verify_state_save=0",
@@ -228,6 +253,81 @@ def test_reads_come_from_the_proxy_cache(workdir, lab):
     after = lab.client_proxy.stats()
     assert after["cache_bytes_local"] - before["cache_bytes_local"] \
         >= 8 * MIB
+
+
+def _read_afresh(path):
+    """The file's bytes, asked of the mount (not the page cache)."""
+    with open(path, "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        return f.read()
+
+
+def test_the_ram_cache_answers_reads_again_without_the_proxy(
+        workdir, lab, mnt, cached_mnt):
+    data = os.urandom(8 * MIB + 1234)
+    with open(os.path.join(workdir, "boot.raw"), "wb") as f:
+        f.write(data)
+    path = os.path.join(cached_mnt, os.path.relpath(workdir, mnt),
+                        "boot.raw")
+    assert _read_afresh(path) == data
+    before = lab.client_proxy.stats()["calls"]
+    assert _read_afresh(path) == data
+    after = lab.client_proxy.stats()["calls"]
+    assert after.get("nfs_read", 0) == before.get("nfs_read", 0)
+    # Each open asked whether the file changed (close-to-open).
+    assert after["nfs_getattr"] > before["nfs_getattr"]
+
+
+def test_a_file_changed_elsewhere_is_read_afresh_from_its_next_open(
+        workdir, mnt, cached_mnt):
+    """Another host's writes show from the next open on.
+
+    As on a kernel NFS mount; writes through the mount itself show at
+    once.
+    """
+    old, new = os.urandom(2 * MIB), os.urandom(2 * MIB)
+    elsewhere = os.path.join(workdir, "golden.raw")
+    with open(elsewhere, "wb") as f:
+        f.write(old)
+    here = os.path.join(cached_mnt, os.path.relpath(elsewhere, mnt))
+    assert _read_afresh(here) == old
+    with open(elsewhere, "r+b") as f:    # Same size: only times change.
+        f.write(new)
+    assert _read_afresh(here) == new
+    with open(here, "r+b") as f:
+        f.seek(MIB)
+        f.write(old[:MIB])
+        f.flush()
+        assert os.pread(f.fileno(), MIB, MIB) == old[:MIB]
+    assert _read_afresh(here) == new[:MIB] + old[:MIB]
+    assert _read_afresh(elsewhere) == new[:MIB] + old[:MIB]
+
+
+def test_o_direct_reads_see_the_writes_before_them(workdir, mnt, cached_mnt):
+    """Reads that bypass the page cache (qemu's ``cache=none``).
+
+    A write through the RAM-cached mount drops the blocks it covers at
+    once: no new attributes may have been seen by the time the next
+    read comes.
+    """
+    path = os.path.join(cached_mnt, os.path.relpath(workdir, mnt), "disk")
+    block = 64 * 1024
+    buf = mmap.mmap(-1, 4 * block)     # O_DIRECT wants aligned memory.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    try:
+        for i in range(20):
+            old, new = os.urandom(4 * block), os.urandom(block)
+            buf[:] = old
+            assert os.pwritev(fd, [buf], 0) == len(buf)
+            assert os.preadv(fd, [buf], 0) == len(buf)
+            assert buf[:] == old, i
+            buf[:block] = new
+            assert os.pwritev(fd, [memoryview(buf)[:block]], block) == block
+            assert os.preadv(fd, [buf], 0) == len(buf)
+            assert buf[:] == old[:block] + new + old[2 * block:], i
+    finally:
+        os.close(fd)
+        buf.close()
 
 
 def test_a_hung_proxy_gives_etimedout_not_a_hang(lab, tmp_path):

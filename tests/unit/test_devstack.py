@@ -233,6 +233,7 @@ def test_proxy_configs_parse_with_the_proxy_options(devstack):
     assert client.cache.consistency == "immutable"
     assert client.mount.export == env["GVFS_DTN_EXPORT"]
     assert client.mount.allow_other is True
+    assert client.mount.read_cache_mb == 256
     with open(client.upstream.ssh_known_hosts) as f:
         assert f.read().split() == ["192.0.2.10"] + HOST_KEY.split()
     assert os.path.exists(client.upstream.ssh_key)
