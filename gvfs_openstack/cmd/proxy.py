@@ -20,7 +20,6 @@ from oslo_log import log as logging
 from gvfs_openstack import conf as gvfs_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.gvfs import control
-from gvfs_openstack.gvfs import service
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs.errors import RpcError
 
@@ -29,6 +28,11 @@ LOG = logging.getLogger(__name__)
 
 
 def _serve():
+    # Imported here: the proxy (paramiko, the cache, the tunnels) took a
+    # third of a second to import at every start of a mount, which a
+    # compute node's first clone waits for.
+    from gvfs_openstack.gvfs import service
+
     try:
         proxy = service.ProxyService(CONF)
     except exceptions.InvalidConfig as e:

@@ -351,3 +351,24 @@ def test_a_passed_health_check_stands_for_recheck_after(tmp_path,
     now[0] += 1.5
     made.ensure(share)
     assert len(probes) == 3
+
+
+def test_the_mount_command_does_not_load_the_proxy():
+    """A mount starts at each compute node's first clone.
+
+    The proxy's modules (paramiko, the cache, the tunnels) took a third
+    of a second of its start to import, for nothing.
+    """
+    import subprocess
+    import sys
+
+    loaded = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; import gvfs_openstack.cmd.proxy; "
+         "from gvfs_openstack.mount import fusefs, mounter, session; "
+         "print(' '.join(sorted(sys.modules)))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert "gvfs_openstack.mount.fusefs" in loaded
+    for heavy in ("paramiko", "gvfs_openstack.gvfs.service",
+                  "gvfs_openstack.gvfs.cache.reads"):
+        assert heavy not in loaded
