@@ -29,11 +29,13 @@ from nova.virt.libvirt import imagebackend
 from nova.virt.libvirt import utils as libvirt_utils
 from oslo_concurrency import processutils
 from oslo_utils import fileutils
+from oslo_utils.imageutils import format_inspector
 
 from gvfs_openstack import durable
 from gvfs_openstack import golden
 from gvfs_openstack.meta import scan
 from gvfs_openstack.nova import export as gvfs_export
+from gvfs_openstack.nova import inspections
 from gvfs_openstack.nova import lookups
 
 CONF = nova_conf.CONF
@@ -53,6 +55,8 @@ class GvfsImage(imagebackend.Qcow2):
     export = None
     #: The :class:`lookups.GoldenLookups` of the backend, set likewise.
     lookups = None
+    #: The :class:`inspections.Inspections` of the backend, set likewise.
+    inspections = None
 
     def __init__(self, instance=None, disk_name=None, path=None,
                  disk_info_mapping=None):
@@ -117,7 +121,7 @@ class GvfsImage(imagebackend.Qcow2):
             self.lookups.forget(image_id)
             return False
         try:
-            inspected = images.get_image_format(path)
+            inspected = self.inspections.format_of(path)
             if str(inspected) != disk_format:
                 # What Nova refuses on download too (format confusion).
                 raise exception.ImageUnacceptable(
@@ -126,10 +130,12 @@ class GvfsImage(imagebackend.Qcow2):
             self.verify_base_size(path, size,
                                   _virtual_size(path, inspected))
             with fileutils.remove_path_on_error(self.path):
-                # Nova's own step, with its safety checks of the backing
-                # file (no backing file or data file of its own).
+                # Nova's own step, with its checks of the backing file
+                # (qemu-img info: no backing file or data file of its
+                # own); its format inspection and safety check are
+                # _inspect_golden's, kept for this very file.
                 libvirt_utils.create_image(self.path, "qcow2", size,
-                                           backing_file=path)
+                                           backing_file=path, safe=True)
         except BaseException:
             self._release(datadir, name)
             raise
@@ -237,6 +243,25 @@ class GvfsImage(imagebackend.Qcow2):
                         "GVFS export", image_id)
 
 
+def _inspect_golden(path):
+    """What ``create_image`` checks of a backing file before qemu-img info.
+
+    Nova's format inspection and its safety check, which Nova runs at
+    every clone "because additional safety checks could have been added
+    since we downloaded the image": kept per file in nova-compute's
+    memory, they are run again by the nova-compute an upgrade restarts.
+    """
+    inspected = images.get_image_format(path)
+    if not CONF.workarounds.disable_deep_image_inspection:
+        try:
+            inspected.safety_check()
+        except format_inspector.SafetyCheckFailed as e:
+            LOG.warning("Golden image %s failed safety check: %s", path, e)
+            raise exception.InvalidDiskInfo(
+                reason="Base image failed safety check") from e
+    return inspected
+
+
 def _virtual_size(path, inspected):
     """The golden image's virtual size, without running ``qemu-img info``.
 
@@ -257,7 +282,8 @@ class GvfsBackend(imagebackend.Backend):
         bound = type("GvfsImage", (GvfsImage,), {
             "export": image_export, "__module__": __name__,
             "lookups": lookups.GoldenLookups(
-                image_export.conf.image_lookup_cache_seconds)})
+                image_export.conf.image_lookup_cache_seconds),
+            "inspections": inspections.Inspections(_inspect_golden)})
         for kind, cls in list(self.BACKEND.items()):
             if cls is imagebackend.Qcow2:
                 self.BACKEND[kind] = bound

@@ -206,10 +206,36 @@ def test_a_golden_image_with_a_backing_file_is_refused(node, images,
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", secret,
                     "-F", "raw", os.path.join(images, GOLDEN)], check=True)
     glance_images[GOLDEN] = gvfs_image("qcow2")
-    instance = node.instance()
-    with pytest.raises(exception.InvalidDiskInfo):
-        clone(node, instance)
-    assert golden.holders(images, GOLDEN) == []
+    for _ in range(2):  # A refusal is not remembered as a pass.
+        instance = node.instance()
+        with pytest.raises(exception.InvalidDiskInfo):
+            clone(node, instance)
+        assert golden.holders(images, GOLDEN) == []
+
+
+def test_a_golden_image_is_inspected_once_not_at_every_clone(
+        node, images, glance_images, monkeypatch):
+    """Nova's inspection and safety check run for the first clone only.
+
+    Nova's own ``create_image`` would inspect the backing file again.
+    """
+    from nova.virt import images as nova_images
+
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image("qcow2")
+    inspected = []
+    real = nova_images.get_image_format
+
+    def counted(path):
+        inspected.append(path)
+        return real(path)
+
+    monkeypatch.setattr(nova_images, "get_image_format", counted)
+    disks = [clone(node, node.instance()) for _ in range(3)]
+    assert inspected == [os.path.join(images, GOLDEN)]
+    for disk in disks:
+        assert compute.qemu_img_info(disk.path)["backing-filename"] == \
+            os.path.join(images, GOLDEN)
 
 
 def test_a_flavor_smaller_than_the_image_is_refused(node, images,
