@@ -15,8 +15,13 @@ real driver and image backend; each sequence is 8 clones:
   ``_base``, later clones on the host reuse it;
 * plain NFS -- overlays backing onto the image on a mount whose client
   proxy has no cache: every boot read crosses the WAN;
-* GVFS, one host -- the ``gvfs`` backend over a caching client proxy:
-  the first clone fetches the boot blocks, later clones find them cached;
+* GVFS, one host -- the ``gvfs`` backend over a caching client proxy,
+  its mount keeping what guests read in RAM (``[mount] read_cache_mb``,
+  as the deployment guide configures compute nodes): the first clone
+  fetches the boot blocks, later clones find them cached;
+* GVFS, one host, no RAM cache -- the same on another host of the same
+  proxy (warm by now) whose mount keeps nothing: later clones read the
+  proxy's disk cache;
 * GVFS, 8 fresh hosts behind one warm LAN proxy -- each host has its own
   new (empty) proxy whose next hop is the now warm proxy of the run above.
 
@@ -39,6 +44,7 @@ from tools.bench import charts
 MIB = 1024 * 1024
 BLOCK = 64 * 1024
 CLONES = 8
+READ_CACHE_MB = 256
 
 
 def _golden(path, size, seed=6):
@@ -71,11 +77,16 @@ def boot_reads(size, fraction=0.05, seed=7):
     return ["aio_read %d 64k" % (b * BLOCK) for b in blocks] + ["aio_flush"]
 
 
-def _node(lab, work, name, proxy, stores=("dtn",)):
-    return {"mount_type": "fuse", "proxy": "127.0.0.1:%d" % proxy.port,
+def _node(lab, work, name, proxy, stores=("dtn",), read_cache_mb=0):
+    node = {"mount_type": "fuse", "proxy": "127.0.0.1:%d" % proxy.port,
             "export": lab.export, "image_dir": "images",
             "mount_point_base": os.path.join(work, name + "-mounts"),
             "glance_stores": list(stores), "io_timeout": 120.0}
+    if read_cache_mb:
+        node["mount_config"] = os.path.join(work, name + "-mount.conf")
+        with open(node["mount_config"], "w") as f:
+            f.write("[mount]\nread_cache_mb = %d\n" % read_cache_mb)
+    return node
 
 
 def _clones(glance_url, work, host, options, image_id, reads, count):
@@ -139,14 +150,19 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
                 sequence("plain NFS (no cache)", plain, "plain-nfs",
                          _node(lab, work, "plain-nfs", plain))
                 sequence("GVFS, one host", lab.client_proxy, "gvfs-host",
-                         _node(lab, work, "gvfs-host", lab.client_proxy))
+                         _node(lab, work, "gvfs-host", lab.client_proxy,
+                               read_cache_mb=READ_CACHE_MB))
+                sequence("GVFS, one host, no RAM cache", lab.client_proxy,
+                         "gvfs-no-ram", _node(lab, work, "gvfs-no-ram",
+                                              lab.client_proxy))
                 for i in range(CLONES):
                     leaf = lab.add_leaf("fresh-%d" % i,
                                         cache={"capacity_mb": 256,
                                                "consistency": "immutable"})
                     sequence("GVFS, fresh hosts, warm LAN proxy",
                              lab.client_proxy, "fresh-%d" % i,
-                             _node(lab, work, "fresh-%d" % i, leaf), 1)
+                             _node(lab, work, "fresh-%d" % i, leaf,
+                                   read_cache_mb=READ_CACHE_MB), 1)
                     leaf.stop()
             finally:
                 glance.stop()
@@ -177,6 +193,9 @@ def _report(seconds, parts, wan_mib, size, reads, rtt_ms, rate_mbit, plot):
             seconds["GVFS, fresh hosts, warm LAN proxy"]) / CLONES / full,
         "plain_nfs_vs_full_copy": sum(
             seconds["plain NFS (no cache)"]) / CLONES / full,
+        "later_clone_no_ram_cache_vs_full_copy": sum(
+            seconds["GVFS, one host, no RAM cache"][1:]) / (CLONES - 1)
+        / full,
     }
     for name, value in ratios.items():
         print("%-36s %8.3f" % (name, value))
@@ -201,7 +220,7 @@ def _plot(seconds, path):
     plt = charts.pyplot()
     fig, axis = plt.subplots(figsize=(11, 4.5))
     width = 0.8 / len(seconds)
-    colors = ["tab:red", "tab:grey", "tab:green", "tab:blue"]
+    colors = ["tab:red", "tab:grey", "tab:green", "tab:olive", "tab:blue"]
     for i, (name, times) in enumerate(seconds.items()):
         axis.bar([c + i * width for c in range(len(times))], times, width,
                  label=name, color=colors[i % len(colors)])
