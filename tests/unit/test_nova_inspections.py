@@ -17,10 +17,14 @@ class Inspector:
             return "qcow2" if f.read(4) == b"QFI\xfb" else "raw"
 
 
-def test_the_same_file_is_inspected_once(tmp_path):
-    path = str(tmp_path / "golden")
+def written(path, data):
     with open(path, "wb") as f:
-        f.write(b"QFI\xfb" + bytes(100))
+        f.write(data)
+    return str(path)
+
+
+def test_the_same_file_is_inspected_once(tmp_path):
+    path = written(tmp_path / "golden", b"QFI\xfb" + bytes(100))
     inspect = Inspector()
     found = inspections.Inspections(inspect)
     assert [found.format_of(path) for _ in range(5)] == ["qcow2"] * 5
@@ -28,16 +32,12 @@ def test_the_same_file_is_inspected_once(tmp_path):
 
 
 def test_a_file_replaced_or_touched_is_inspected_again(tmp_path):
-    path = str(tmp_path / "golden")
-    with open(path, "wb") as f:
-        f.write(b"QFI\xfb" + bytes(100))
+    path = written(tmp_path / "golden", b"QFI\xfb" + bytes(100))
     inspect = Inspector()
     found = inspections.Inspections(inspect)
     assert found.format_of(path) == "qcow2"
     # Same size, same name, other bytes: a new file renamed over it.
-    with open(path + ".new", "wb") as f:
-        f.write(bytes(104))
-    os.rename(path + ".new", path)
+    os.rename(written(path + ".new", bytes(104)), path)
     assert found.format_of(path) == "raw"
     # Written in place, with its times put back but for ctime.
     st = os.stat(path)
