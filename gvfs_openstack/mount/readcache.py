@@ -101,9 +101,7 @@ class ReadCache:
     def observe(self, inode, fattr):
         """Attributes of ``inode`` seen now; differing ones drop its blocks."""
         version = version_of(fattr)
-        file = self._files.get(inode)
-        if file is None:
-            file = self._files[inode] = _File()
+        file = self._file(inode)
         if file.version != version:
             if file.version is not None:
                 self._drop(inode, file, 0, math.inf)
@@ -128,25 +126,21 @@ class ReadCache:
         block, size = self.block_size, file.version[0]
         end = min(offset + len(data), size)
         index = -(-offset // block)     # The first whole block in data.
-        if index * block == offset and len(data) == min(block,
-                                                        size - offset):
-            self._put(inode, file, index, bytes(data))  # No copy of bytes.
-            return
         view = memoryview(data)
         while index * block < end:
             at = index * block
             stop = min(at + block, size)
             if stop > end:
                 return
-            self._put(inode, file, index, bytes(view[at - offset:
-                                                     stop - offset]))
+            # A READ of one block is kept as it came, not copied.
+            piece = data if (at, stop) == (offset, offset + len(data)) \
+                else view[at - offset:stop - offset]
+            self._put(inode, file, index, bytes(piece))
             index += 1
 
     def invalidate(self, inode, start=0, end=math.inf):
         """Drop the blocks over [start, end): this mount writes there."""
-        file = self._files.get(inode)
-        if file is None:
-            file = self._files[inode] = _File()
+        file = self._file(inode)
         self._drop(inode, file, start, end)
         file.epoch += 1
 
@@ -155,6 +149,12 @@ class ReadCache:
         file = self._files.pop(inode, None)
         if file is not None:
             self._drop(inode, file, 0, math.inf)
+
+    def _file(self, inode):
+        file = self._files.get(inode)
+        if file is None:
+            file = self._files[inode] = _File()
+        return file
 
     def _put(self, inode, file, index, data):
         key = (inode, index)
@@ -172,7 +172,13 @@ class ReadCache:
 
     def _drop(self, inode, file, start, end):
         block = self.block_size
-        for index in [i for i in file.blocks
-                      if i * block < end and (i + 1) * block > start]:
+        if end - start < len(file.blocks) * block:
+            # A write: look up the blocks it covers, not every kept one.
+            indices = [i for i in range(start // block, -(-end // block))
+                       if i in file.blocks]
+        else:
+            indices = [i for i in file.blocks
+                       if i * block < end and (i + 1) * block > start]
+        for index in indices:
             self.used -= len(self._blocks.pop((inode, index)))
             file.blocks.discard(index)
