@@ -172,6 +172,10 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
                    plot)
 
 
+def _mean(values):
+    return sum(values) / len(values)
+
+
 def _report(seconds, parts, wan_mib, size, reads, rtt_ms, rate_mbit, plot):
     boot_mib = (len(reads) - 1) * BLOCK / MIB
     print("\nclone: %d MiB golden image, boot reads %.0f MiB (%d x 64 KiB "
@@ -182,20 +186,19 @@ def _report(seconds, parts, wan_mib, size, reads, rtt_ms, rate_mbit, plot):
         "WAN MiB"))
     for name, times in seconds.items():
         print("%-36s %8.2f %8.2f %8.2f %8.1f %9.1f" % (
-            name, times[0], sum(times[1:]) / (len(times) - 1),
-            sum(times) / len(times), sum(times), wan_mib[name]))
+            name, times[0], _mean(times[1:]), _mean(times), sum(times),
+            wan_mib[name]))
     full = seconds["full copy then boot"][0]
-    gvfs = seconds["GVFS, one host"]
     ratios = {
-        "first_clone_vs_full_copy": gvfs[0] / full,
-        "later_clone_vs_full_copy": sum(gvfs[1:]) / (len(gvfs) - 1) / full,
-        "lan_fresh_host_vs_full_copy": sum(
-            seconds["GVFS, fresh hosts, warm LAN proxy"]) / CLONES / full,
-        "plain_nfs_vs_full_copy": sum(
-            seconds["plain NFS (no cache)"]) / CLONES / full,
-        "later_clone_no_ram_cache_vs_full_copy": sum(
-            seconds["GVFS, one host, no RAM cache"][1:]) / (CLONES - 1)
-        / full,
+        "first_clone_vs_full_copy": seconds["GVFS, one host"][0] / full,
+        "later_clone_vs_full_copy": _mean(
+            seconds["GVFS, one host"][1:]) / full,
+        "lan_fresh_host_vs_full_copy": _mean(
+            seconds["GVFS, fresh hosts, warm LAN proxy"]) / full,
+        "plain_nfs_vs_full_copy": _mean(
+            seconds["plain NFS (no cache)"]) / full,
+        "later_clone_no_ram_cache_vs_full_copy": _mean(
+            seconds["GVFS, one host, no RAM cache"][1:]) / full,
     }
     for name, value in ratios.items():
         print("%-36s %8.3f" % (name, value))
@@ -203,10 +206,9 @@ def _report(seconds, parts, wan_mib, size, reads, rtt_ms, rate_mbit, plot):
           "used (full copy: into the server proxy, read by glance-api)")
     print("\nlater clones, mean seconds:%26s %8s" % ("disk", "boot"))
     for name, times in parts.items():
-        later = times[1:]
         print("%-36s %8.3f %8.3f" % (
-            name, sum(d for d, _ in later) / len(later),
-            sum(b for _, b in later) / len(later)))
+            name, _mean([d for d, _ in times[1:]]),
+            _mean([b for _, b in times[1:]])))
     metrics = {"image_mib": size // MIB, "boot_read_mib": boot_mib,
                "rtt_ms": rtt_ms, "rate_mbit": rate_mbit,
                "seconds": seconds, "wan_mib": wan_mib,
