@@ -80,14 +80,15 @@ def parse_holder(name):
     return tuple(parts)
 
 
-def _image_path(datadir, image_id):
+def image_path(datadir, image_id):
+    """Where ``image_id`` is in ``datadir``; ValueError for a bad id."""
     if not locations.is_image_id(image_id):
         raise ValueError("%r is not an image id" % image_id)
     return os.path.join(datadir, image_id)
 
 
 def _refs_dir(datadir, image_id):
-    _image_path(datadir, image_id)
+    image_path(datadir, image_id)
     return os.path.join(datadir, REFS_DIR, image_id)
 
 
@@ -101,7 +102,7 @@ def hold(datadir, image_id, holder):
     """
     if not _HOLDER.match(holder):
         raise ValueError("bad reference name %r" % holder)
-    path = _image_path(datadir, image_id)
+    path = image_path(datadir, image_id)
     refs = _refs_dir(datadir, image_id)
     ref = os.path.join(refs, holder)
     for attempt in range(5):
@@ -185,7 +186,7 @@ def retire(datadir, image_id, grace):
     FileNotFoundError if there is no such image and GoldenImageInUse, with
     the image back in place, if it is held.
     """
-    path = _image_path(datadir, image_id)
+    path = image_path(datadir, image_id)
     aside = os.path.join(datadir, RETIRING_PREFIX + image_id)
     refs = _refs_dir(datadir, image_id)
     os.rename(path, aside)
@@ -228,7 +229,7 @@ def recover(datadir):
             continue
         image_id = name[len(RETIRING_PREFIX):]
         try:
-            path = _image_path(datadir, image_id)
+            path = image_path(datadir, image_id)
         except ValueError:
             continue
         if os.path.lexists(path):

@@ -16,8 +16,10 @@ metadata sidecar stale.  Use is marked by references
 (:mod:`gvfs_openstack.golden`) instead.
 """
 
+import concurrent.futures
 import logging
 import os
+import threading
 import uuid
 
 from nova.compute import power_state
@@ -112,35 +114,56 @@ class GvfsImage(imagebackend.Qcow2):
         return (datadir, *found)
 
     def _clone(self, datadir, name, disk_format, size, image_id=None):
-        """Create the overlay; False if the image went away meanwhile."""
+        """Create the overlay; False if the image went away meanwhile.
+
+        The reference is taken on a thread of its own while the golden
+        image is inspected and the overlay made: taking it is a create
+        and a check on the DTN, round trips across the WAN, and the rest
+        reads what the node's proxy has or runs qemu-img.  Nothing uses
+        the overlay before the reference is known to hold; if it does
+        not, the overlay is removed.
+        """
+        path = golden.image_path(datadir, name)
+        holding = _in_background(self._hold, datadir, name)
         try:
-            path = self._hold(datadir, name)
-        except golden.GoldenImageGone:
-            LOG.warning("Golden image %s left the export; downloading it "
-                        "instead", name)
-            self.lookups.forget(image_id)
-            return False
-        try:
-            inspected = self.inspections.format_of(path)
-            if str(inspected) != disk_format:
-                # What Nova refuses on download too (format confusion).
-                raise exception.ImageUnacceptable(
-                    image_id=name, reason="its data is %s, not the %s "
-                    "Glance says" % (inspected, disk_format))
-            self.verify_base_size(path, size,
-                                  _virtual_size(path, inspected))
-            with fileutils.remove_path_on_error(self.path):
-                # Nova's own step, with its checks of the backing file
-                # (qemu-img info: no backing file or data file of its
-                # own); its format inspection and safety check are
-                # _inspect_golden's, kept for this very file.
-                libvirt_utils.create_image(self.path, "qcow2", size,
-                                           backing_file=path, safe=True)
+            self._make_overlay(path, name, disk_format, size)
         except BaseException:
-            self._release(datadir, name)
+            refused = holding.exception()
+            if isinstance(refused, golden.GoldenImageGone):
+                return self._gone(name, image_id)
+            if refused is None:
+                self._release(datadir, name)
             raise
+        refused = holding.exception()
+        if refused is not None:
+            fileutils.delete_if_exists(self.path)
+            if isinstance(refused, golden.GoldenImageGone):
+                return self._gone(name, image_id)
+            raise refused
         LOG.info("Cloned %s from golden image %s", self.path, path)
         return True
+
+    def _make_overlay(self, path, name, disk_format, size):
+        inspected = self.inspections.format_of(path)
+        if str(inspected) != disk_format:
+            # What Nova refuses on download too (format confusion).
+            raise exception.ImageUnacceptable(
+                image_id=name, reason="its data is %s, not the %s Glance "
+                "says" % (inspected, disk_format))
+        self.verify_base_size(path, size, _virtual_size(path, inspected))
+        with fileutils.remove_path_on_error(self.path):
+            # Nova's own step, with its checks of the backing file
+            # (qemu-img info: no backing file or data file of its own);
+            # its format inspection and safety check are _inspect_golden's,
+            # kept for this very file.
+            libvirt_utils.create_image(self.path, "qcow2", size,
+                                       backing_file=path, safe=True)
+
+    def _gone(self, name, image_id):
+        LOG.warning("Golden image %s left the export; downloading it "
+                    "instead", name)
+        self.lookups.forget(image_id)
+        return False
 
     def _golden_backing(self):
         """The golden image id this existing disk backs onto, or None."""
@@ -260,6 +283,24 @@ def _inspect_golden(path):
             raise exception.InvalidDiskInfo(
                 reason="Base image failed safety check") from e
     return inspected
+
+
+def _in_background(func, *args):
+    """Start ``func(*args)`` on a thread of its own; a Future of it.
+
+    A thread per clone rather than a pool: clones are seconds apart and a
+    pool's idle threads would outlive them in nova-compute.
+    """
+    future = concurrent.futures.Future()
+
+    def run():
+        try:
+            future.set_result(func(*args))
+        except BaseException as e:  # Handed to whoever waits for it.
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="gvfs-hold", daemon=True).start()
+    return future
 
 
 def _virtual_size(path, inspected):

@@ -6,6 +6,7 @@ it); tests/functional/test_nova_clones.py runs the same flows against a
 real glance-api and the FUSE mount of the proxy chain.
 """
 
+import errno
 import json
 import os
 import shutil
@@ -264,6 +265,85 @@ def test_a_golden_image_gone_from_the_export_is_downloaded(
     node.spawn_root_disk(node.instance(), GOLDEN, fetch=download)
     assert len(downloads) == 1
     assert golden.holders(images, GOLDEN) == []
+
+
+def _hold_after_the_overlay(monkeypatch, first=None):
+    """Make the reference wait until the overlay exists (and ``first()``).
+
+    A clone that took its reference before making the overlay waits in
+    vain and fails: the two are to overlap.
+    """
+    from nova.virt.libvirt import utils as libvirt_utils
+
+    made = threading.Event()
+    create_image = libvirt_utils.create_image
+    hold = golden.hold
+
+    def creating(*args, **kwargs):
+        create_image(*args, **kwargs)
+        made.set()
+
+    def holding(*args):
+        assert made.wait(10), "the reference was taken before the overlay"
+        if first is not None:
+            first()
+        return hold(*args)
+
+    monkeypatch.setattr(libvirt_utils, "create_image", creating)
+    monkeypatch.setattr(golden, "hold", holding)
+
+
+def test_the_reference_is_taken_while_the_overlay_is_made(
+        node, images, glance_images, monkeypatch):
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    _hold_after_the_overlay(monkeypatch)
+    instance = node.instance()
+    disk = clone(node, instance)
+    assert compute.qemu_img_info(disk.path)["full-backing-filename"] == \
+        os.path.join(images, GOLDEN)
+    assert golden.holders(images, GOLDEN) == [
+        golden.holder_name(instance.uuid, "disk", "compute-1")]
+
+
+def test_an_image_gone_before_its_reference_held_is_downloaded(
+        node, images, glance_images, monkeypatch, tmp_path):
+    """The overlay was made, then the reference found the image gone."""
+    path = os.path.join(images, GOLDEN)
+    compute.make_golden(path, "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    source = str(tmp_path / "copy.qcow2")
+    shutil.copy(path, source)
+
+    _hold_after_the_overlay(monkeypatch, lambda: os.remove(path))
+    downloads = []
+
+    def download(target, *args, **kwargs):
+        downloads.append(target)
+        shutil.copy(source, target)
+
+    disk = node.spawn_root_disk(node.instance(), GOLDEN, fetch=download)
+    assert len(downloads) == 1
+    assert compute.qemu_img_info(disk.path)["full-backing-filename"] != \
+        path
+    assert golden.holders(images, GOLDEN) == []
+
+
+def test_a_reference_that_fails_leaves_no_overlay(node, images,
+                                                  glance_images,
+                                                  monkeypatch):
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+
+    def dead_mount():
+        raise OSError(errno.EIO, "the mount timed out")
+
+    _hold_after_the_overlay(monkeypatch, dead_mount)
+    instance = node.instance()
+    with pytest.raises(OSError, match="timed out"):
+        clone(node, instance)
+    assert not os.path.exists(os.path.join(node.instances_path,
+                                           instance.uuid, "disk"))
 
 
 def test_later_clones_do_not_ask_glance_again(node, images, glance_images,
