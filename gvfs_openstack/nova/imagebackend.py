@@ -127,12 +127,14 @@ class GvfsImage(imagebackend.Qcow2):
         holding = _in_background(self._hold, datadir, name)
         try:
             self._make_overlay(path, name, disk_format, size)
-        except BaseException:
+        except BaseException as error:
             refused = holding.exception()
-            if isinstance(refused, golden.GoldenImageGone):
-                return self._gone(name, image_id)
             if refused is None:
                 self._release(datadir, name)
+            elif isinstance(refused, golden.GoldenImageGone) and \
+                    isinstance(error, Exception):
+                # The overlay failed because the image had gone.
+                return self._gone(name, image_id)
             raise
         refused = holding.exception()
         if refused is not None:

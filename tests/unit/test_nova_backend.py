@@ -346,6 +346,32 @@ def test_a_reference_that_fails_leaves_no_overlay(node, images,
                                            instance.uuid, "disk"))
 
 
+def test_an_interrupt_is_not_taken_for_a_gone_image(
+        node, images, glance_images, monkeypatch):
+    from nova.virt.libvirt import utils as libvirt_utils
+
+    path = os.path.join(images, GOLDEN)
+    compute.make_golden(path, "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    removed = threading.Event()
+    hold = golden.hold
+
+    def interrupted(*args, **kwargs):
+        os.remove(path)
+        removed.set()
+        raise KeyboardInterrupt()
+
+    def holding(*args):
+        assert removed.wait(10)
+        return hold(*args)
+
+    monkeypatch.setattr(libvirt_utils, "create_image", interrupted)
+    monkeypatch.setattr(golden, "hold", holding)
+    with pytest.raises(KeyboardInterrupt):
+        clone(node, node.instance())
+    assert golden.holders(images, GOLDEN) == []
+
+
 def test_later_clones_do_not_ask_glance_again(node, images, glance_images,
                                               monkeypatch, tmp_path):
     compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
