@@ -290,8 +290,11 @@ def _inspect_golden(path):
 def _in_background(func, *args):
     """Start ``func(*args)`` on a thread of its own; a Future of it.
 
-    A thread per clone rather than a pool: clones are seconds apart and a
-    pool's idle threads would outlive them in nova-compute.
+    Not Nova's ``thread_pool_factory.spawn``: its default pool (10 threads
+    in native threading mode) also runs the libvirt driver's long-lived
+    event threads, and a clone that waits for a task queued behind full
+    pool threads would wait for as long as they run.  A thread per clone
+    is never queued.
     """
     future = concurrent.futures.Future()
 
