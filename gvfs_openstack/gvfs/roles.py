@@ -223,7 +223,9 @@ class ClientRole(Role):
         if self.cache is None or reply is None or isinstance(reply, tuple):
             return
         if call.prog == const.NFS_PROGRAM:
-            cache_updates.observe_reply(self.cache, call, reply)
+            cache_updates.observe_reply(
+                self.cache, call, reply,
+                self.writeback.dirty if self.writeback else ())
         else:
             cache_updates.observe_mount(self.cache, call, reply)
 

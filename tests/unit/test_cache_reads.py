@@ -8,6 +8,7 @@ from gvfs_openstack.gvfs.cache import exports
 from gvfs_openstack.gvfs.cache import reads
 from gvfs_openstack.gvfs.cache.store import BlockStore
 from gvfs_openstack.gvfs.cache.store import Geometry
+from gvfs_openstack.gvfs.cache import updates
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
@@ -173,6 +174,44 @@ def test_getattr_is_answered_only_in_immutable_exports(tmp_path):
                        args=b"\0")
     with pytest.raises(reads.Fallback):
         cache.attributes(garbled)  # Forwarded: the server says what's wrong.
+
+
+def lookup(cache, dir_fh, name, fh, attrs, dirty=()):
+    """A LOOKUP reply naming ``fh`` with ``attrs`` passes the proxy."""
+    call = rpc.Call(7, const.NFS_PROGRAM, 3, Nfs3Proc.LOOKUP,
+                    args=nfs3.encode_args(Nfs3Proc.LOOKUP, nfs3.LookupArgs(
+                        nfs3.DirOpArgs(dir_fh, name))))
+    reply = rpc.accepted(7, results=nfs3.encode_res(
+        Nfs3Proc.LOOKUP, nfs3.Result(0, nfs3.LookupOk(fh, attrs, None))))
+    updates.observe_reply(cache, call, reply, dirty)
+
+
+def test_a_lookup_reply_is_as_fresh_as_a_getattr(tmp_path):
+    """Look up, open, read: the open's GETATTR needs no round trip."""
+    now = [1000.0]
+    store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
+    policies = exports.ExportPolicies(3.0, {"/srv/golden": 600.0},
+                                      answer_overrides={"/srv/golden": 3.0})
+    cache = reads.CachedReads(store, pool=None, stats={}, policies=policies,
+                              clock=lambda: now[0])
+    policies.learn_root(b"root-g", "/srv/golden")
+    lookup(cache, b"root-g", "img", b"img", fattr(4096, 1))
+    assert answered(cache, b"img") == fattr(4096, 1)
+    # A later LOOKUP that finds the file changed invalidates like a
+    # GETATTR would, and is what the proxy answers from then on.
+    state = cache.observe(b"img", fattr(4096, 1))
+    cache.store.put(state.digest, 0, b"a" * 4096, reads.attrs_of(
+        fattr(4096, 1)))
+    now[0] += 10.0
+    lookup(cache, b"root-g", "img", b"img", fattr(4096, 2))
+    assert cache.cached_block(state, 0, 4096) is None
+    assert answered(cache, b"img") == fattr(4096, 2)
+    # The server's attributes of a file with bytes written back here are
+    # behind: they are not taken.
+    now[0] += 10.0
+    lookup(cache, b"root-g", "img", b"img", fattr(0, 3), dirty={b"img"})
+    assert answered(cache, b"img") is None
+    assert state.fattr == fattr(4096, 2)
 
 
 def sized(size, tick):

@@ -5,7 +5,11 @@ cache (write-through): written blocks are discarded, and the new file
 attributes are recorded as this proxy's own change so that the file's
 other cached blocks stay valid.  GETATTR replies refresh what the proxy
 knows of a file; LOOKUP replies say where to look for a file's metadata
-sidecar.
+sidecar, and their attributes are as fresh as a GETATTR's: a client that
+looks a file up and then opens and reads it (every first access) is not
+made to wait for one more round trip to the server for attributes the
+proxy has just seen.  Not those of a file with dirty bytes here: the
+server's attributes are behind what write-back holds.
 """
 
 import logging
@@ -48,7 +52,11 @@ def observe_mount(cache, call, reply_message):
         LOG.warning("cannot learn from an MNT reply: %s", e)
 
 
-def observe_reply(cache, call, reply_message):
+def observe_reply(cache, call, reply_message, dirty=()):
+    """What ``reply_message`` to ``call`` tells ``cache``.
+
+    ``dirty``: handles of files with bytes written back here only.
+    """
     if call.proc not in _WATCHED:
         return
     try:
@@ -72,6 +80,8 @@ def observe_reply(cache, call, reply_message):
         elif call.proc == Nfs3Proc.LOOKUP and res.ok:
             args = nfs3.decode_args(Nfs3Proc.LOOKUP, call.args)
             cache.policies.learn_child(args.what.dir, res.body.object)
+            if res.body.object not in dirty:
+                cache.observe(res.body.object, res.body.obj_attributes)
             if cache.sidecars is not None:
                 cache.sidecars.learn(args.what.dir, args.what.name,
                                      res.body.object)
