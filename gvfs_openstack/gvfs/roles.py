@@ -225,7 +225,7 @@ class ClientRole(Role):
         if call.prog == const.NFS_PROGRAM:
             cache_updates.observe_reply(
                 self.cache, call, reply,
-                self.writeback.dirty if self.writeback else ())
+                self.writeback.dirty if self.writeback is not None else ())
         else:
             cache_updates.observe_mount(self.cache, call, reply)
 

@@ -143,14 +143,20 @@ def answered(cache, fh):
         .body.obj_attributes
 
 
-def test_getattr_is_answered_only_in_immutable_exports(tmp_path):
-    now = [1000.0]
+def golden_cache(tmp_path, now):
+    """A cache whose ``/srv/golden`` is ``immutable`` (clock: ``now[0]``)."""
     store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
     policies = exports.ExportPolicies(3.0, {"/srv/golden": 600.0},
                                       answer_overrides={"/srv/golden": 3.0})
     cache = reads.CachedReads(store, pool=None, stats={}, policies=policies,
                               clock=lambda: now[0])
     policies.learn_root(b"root-g", "/srv/golden")
+    return cache, policies
+
+
+def test_getattr_is_answered_only_in_immutable_exports(tmp_path):
+    now = [1000.0]
+    cache, policies = golden_cache(tmp_path, now)
     policies.learn_root(b"root-s", "/srv/scratch")
     policies.learn_child(b"root-g", b"img")
     policies.learn_child(b"root-s", b"scratch")
@@ -189,12 +195,7 @@ def lookup(cache, dir_fh, name, fh, attrs, dirty=()):
 def test_a_lookup_reply_is_as_fresh_as_a_getattr(tmp_path):
     """Look up, open, read: the open's GETATTR needs no round trip."""
     now = [1000.0]
-    store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
-    policies = exports.ExportPolicies(3.0, {"/srv/golden": 600.0},
-                                      answer_overrides={"/srv/golden": 3.0})
-    cache = reads.CachedReads(store, pool=None, stats={}, policies=policies,
-                              clock=lambda: now[0])
-    policies.learn_root(b"root-g", "/srv/golden")
+    cache, _ = golden_cache(tmp_path, now)
     lookup(cache, b"root-g", "img", b"img", fattr(4096, 1))
     assert answered(cache, b"img") == fattr(4096, 1)
     # A later LOOKUP that finds the file changed invalidates like a
