@@ -74,7 +74,7 @@ class ImageExport:
             raise ExportUnavailable(reason=str(e)) from e
         return os.path.join(root, self.conf.image_dir or "")
 
-    def _images_path(self):
+    def images_path(self):
         """The images' directory, without mounting (for path checks)."""
         if self._mount is None:
             return os.path.normpath(self.conf.image_dir)
@@ -87,7 +87,7 @@ class ImageExport:
         if not backing_file:
             return None
         directory, name = os.path.split(os.path.normpath(backing_file))
-        if directory != self._images_path() or \
+        if directory != self.images_path() or \
                 not locations.is_image_id(name):
             return None
         return name

@@ -99,6 +99,7 @@ class GvfsImage(imagebackend.Qcow2):
             return None
         found = self.lookups.get(image_id)
         if found is None:
+            _in_background(self._look_ahead, image_id, thread_name="gvfs-walk")
             meta = IMAGE_API.get(context, image_id, include_locations=True)
             name = self.export.image_id_of(meta)
             if name is None:
@@ -113,6 +114,22 @@ class GvfsImage(imagebackend.Qcow2):
             return None
         return (datadir, *found)
 
+    def _look_ahead(self, image_id):
+        """Walk the mount's path to the image while Glance is asked.
+
+        A host that has not looked at the export for a while asks the DTN
+        for each directory on the way (a GETATTR, a lookup) and for the
+        image's name: round trips across the WAN that would otherwise
+        follow the Images API's.  The gvfs store names an image's file by
+        its id; if this is not one of its images, the walk finds nothing
+        and costs nothing more.  Nothing is mounted here: the clone does
+        that, and reports what is wrong.
+        """
+        try:
+            os.stat(golden.image_path(self.export.images_path(), image_id))
+        except (OSError, ValueError):
+            pass
+
     def _clone(self, datadir, name, disk_format, size, image_id=None):
         """Create the overlay; False if the image went away meanwhile.
 
@@ -124,7 +141,8 @@ class GvfsImage(imagebackend.Qcow2):
         not, the overlay is removed.
         """
         path = golden.image_path(datadir, name)
-        holding = _in_background(self._hold, datadir, name)
+        holding = _in_background(self._hold, datadir, name,
+                                 thread_name="gvfs-hold")
         try:
             self._make_overlay(path, name, disk_format, size)
         except BaseException as error:
@@ -287,7 +305,7 @@ def _inspect_golden(path):
     return inspected
 
 
-def _in_background(func, *args):
+def _in_background(func, *args, thread_name):
     """Start ``func(*args)`` on a thread of its own; a Future of it.
 
     Not Nova's ``thread_pool_factory.spawn``: its default pool (10 threads
@@ -304,7 +322,7 @@ def _in_background(func, *args):
         except BaseException as e:  # Handed to whoever waits for it.
             future.set_exception(e)
 
-    threading.Thread(target=run, name="gvfs-hold", daemon=True).start()
+    threading.Thread(target=run, name=thread_name, daemon=True).start()
     return future
 
 

@@ -171,6 +171,7 @@ def test_images_nova_must_download_are_downloaded(node, images,
     node.spawn_root_disk(node.instance(), GOLDEN, fetch=download)
     assert len(downloads) == 1
     assert golden.holders(images, GOLDEN) == []
+    assert os.listdir(images) == [GOLDEN]  # The walk ahead made nothing.
 
 
 def test_formats_an_overlay_cannot_back_onto_are_not_cloned(node):
@@ -265,6 +266,7 @@ def test_a_golden_image_gone_from_the_export_is_downloaded(
     node.spawn_root_disk(node.instance(), GOLDEN, fetch=download)
     assert len(downloads) == 1
     assert golden.holders(images, GOLDEN) == []
+    assert os.listdir(images) == []  # Nothing left behind.
 
 
 def _hold_after_the_overlay(monkeypatch, first=None):
@@ -291,6 +293,35 @@ def _hold_after_the_overlay(monkeypatch, first=None):
 
     monkeypatch.setattr(libvirt_utils, "create_image", creating)
     monkeypatch.setattr(golden, "hold", holding)
+
+
+def test_the_path_to_the_image_is_walked_while_glance_is_asked(
+        node, images, glance_images, monkeypatch):
+    """The mount's lookups overlap the Images API's round trips.
+
+    Glance answers only once the image's path has been looked at from
+    another thread; a clone that walks it only after Glance fails.
+    """
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    image = os.path.join(images, GOLDEN)
+    walked = threading.Event()
+    stat, get = os.stat, imagebackend.IMAGE_API.get
+
+    def watching(path, *args, **kwargs):
+        if path == image and threading.current_thread().name == "gvfs-walk":
+            walked.set()
+        return stat(path, *args, **kwargs)
+
+    def asked(*args, **kwargs):
+        assert walked.wait(10), "the path was not walked beside Glance"
+        return get(*args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", watching)
+    monkeypatch.setattr(imagebackend.IMAGE_API, "get", asked)
+    instance = node.instance()
+    disk = clone(node, instance)
+    assert compute.qemu_img_info(disk.path)["full-backing-filename"] == image
 
 
 def test_the_reference_is_taken_while_the_overlay_is_made(
