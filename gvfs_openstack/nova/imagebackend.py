@@ -121,9 +121,9 @@ class GvfsImage(imagebackend.Qcow2):
         for each directory on the way (a GETATTR, a lookup) and for the
         image's name: round trips across the WAN that would otherwise
         follow the Images API's.  The gvfs store names an image's file by
-        its id; if this is not one of its images, the walk finds nothing
-        and costs nothing more.  Nothing is mounted here: the clone does
-        that, and reports what is wrong.
+        its id; if this is not one of its images, the walk only reads, finds
+        nothing, and Nova's path takes no longer for it.  Nothing is mounted
+        here: the clone does that, and reports what is wrong.
         """
         try:
             os.stat(golden.image_path(self.export.images_path(), image_id))
