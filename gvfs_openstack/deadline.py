@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Awaiting with a deadline, without a task per await.
 
 ``asyncio.wait_for`` runs a coroutine as a task of its own (and wraps a

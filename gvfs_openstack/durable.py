@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Making what is already written survive a crash."""
 
 import os

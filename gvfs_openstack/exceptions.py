@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Errors of gvfs-openstack outside the NFS protocol core.
 
 One root class; messages are templates filled from named fields so that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Golden images on the shared export, and who still needs them.
 
 Nova's ``gvfs`` backend makes instance disks qcow2 overlays whose backing
@@ -29,12 +30,13 @@ stay as the proxies cached them (a hard link would have changed the ctime
 and emptied every node's cache of the image).
 """
 
-import logging
 import os
 import re
 import socket
 import stat
 import time
+
+from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack import locations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``gvfs://<store id>/<image id>``: where an image of the gvfs store is.
 
 One definition for the Glance store, which makes and reads these

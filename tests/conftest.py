@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loaded before any test module: keep eventlet out of the test process.
 
 Nova's test fixtures import ``nova.tests.unit``, which monkey-patches the
@@ -10,6 +11,6 @@ try:
 except ImportError:  # Nova is not installed: no Nova tests either.
     pass
 else:
-    from gvfs_openstack.lab import compute
+    from tests.lab import compute
 
     compute.threading_mode()

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What every gvfs glance_store backing must do, whatever is under it.
 
 ``StoreContract`` is run by the unit tests on a plain directory and by
@@ -17,8 +18,8 @@ import pytest
 
 from gvfs_openstack.glance import store as gvfs_store
 from gvfs_openstack import golden
-from gvfs_openstack.meta import format as meta_format
-from gvfs_openstack.meta import scan
+from gvfs_openstack.sidecar import format as meta_format
+from gvfs_openstack.sidecar import scan
 
 MIB = 1024 * 1024
 

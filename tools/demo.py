@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The demo: a 256 MiB file through the GVFS proxy chain and back.
 
 Brings the loopback lab up (NFS-Ganesha as the DTN's NFS server, sshd,
@@ -15,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from gvfs_openstack.lab.topology import Lab
+from tests.lab.topology import Lab
 
 MIB = 1024 * 1024
 

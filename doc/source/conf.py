@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sphinx configuration of the gvfs-openstack operator guide."""
 
 project = "gvfs-openstack"

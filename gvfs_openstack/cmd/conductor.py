@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``gvfs-conductor``: the migration conductor service.
 
     gvfs-conductor --config-file /etc/gvfs-openstack/gvfs-conductor.conf

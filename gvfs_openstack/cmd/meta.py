@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``gvfs-meta``: make and check metadata sidecars on the DTN.
 
     gvfs-meta generate /srv/images/*.img
@@ -15,8 +16,8 @@ import os
 import sys
 import time
 
-from gvfs_openstack.meta import format as meta_format
-from gvfs_openstack.meta import scan
+from gvfs_openstack.sidecar import format as meta_format
+from gvfs_openstack.sidecar import scan
 
 MIB = 1024 * 1024
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``gvfs-nova-compute``: nova-compute that can load ``GvfsLibvirtDriver``.
 
 Nova loads its compute driver with ``importutils.import_object('nova.virt.'

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``gvfs-proxy``: run a GVFS proxy, or ask a running one for its counters.
 
     gvfs-proxy --config-file proxy.conf serve
@@ -17,13 +18,13 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from gvfs_openstack import conf as gvfs_conf
+from gvfs_openstack.conf import opts
 from gvfs_openstack import exceptions
-from gvfs_openstack.gvfs import control
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs.errors import RpcError
+from gvfs_openstack.proxy import control
 
-CONF = gvfs_conf.CONF
+CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
 
@@ -31,7 +32,7 @@ def _serve():
     # Imported here: the proxy (paramiko, the cache, the tunnels) took a
     # third of a second to import at every start of a mount, which a
     # compute node's first clone waits for.
-    from gvfs_openstack.gvfs import service
+    from gvfs_openstack.proxy import service
 
     try:
         proxy = service.ProxyService(CONF)
@@ -59,9 +60,9 @@ def _control(command, timeout=30.0, **args):
 
 def _mount():
     # Imported here: pyfuse3 (the ``fuse`` extra) is needed only to mount.
-    from gvfs_openstack.mount import fusefs
+    from gvfs_openstack.fuse import fusefs
+    from gvfs_openstack.fuse import session
     from gvfs_openstack.mount import mounter
-    from gvfs_openstack.mount import session
 
     mount = CONF.mount
     export = CONF.action.export or mount.export
@@ -106,7 +107,7 @@ def _tune_mount():
     Waits for the mount to appear: systemd runs this right after
     starting the mount process.
     """
-    from gvfs_openstack.mount import fusectl
+    from gvfs_openstack.fuse import fusectl
 
     requests = CONF.mount.max_background
     if not requests:
@@ -177,7 +178,14 @@ def _add_parsers(subparsers):
                            "(default: 30)")
 
 
+def register_opts(conf):
+    """The groups ``gvfs-proxy`` reads: both roles, cache and mount."""
+    for module in opts.PROGRAMS["proxy"]:
+        module.register_opts(conf)
+
+
 def main(argv=None):
+    register_opts(CONF)
     logging.register_options(CONF)
     CONF.register_cli_opt(cfg.SubCommandOpt(
         "action", title="actions", handler=_add_parsers))

@@ -1,18 +1,9 @@
-"""oslo.config options, one module per area."""
+# SPDX-License-Identifier: Apache-2.0
+"""oslo.config options, one module per area.
 
-from oslo_config import cfg
-
-from gvfs_openstack.conf import cache
-from gvfs_openstack.conf import mount
-from gvfs_openstack.conf import proxy
-
-CONF = cfg.CONF
-MODULES = (proxy, cache, mount)
-
-
-def register_opts(conf):
-    for module in MODULES:
-        module.register_opts(conf)
-
-
-register_opts(CONF)
+Nothing here registers an option when it is imported: each program
+registers its own groups on its own configuration when it starts
+(``gvfs-proxy`` the proxy's, Nova's driver ``[gvfs]``, the conductor its
+own), so a service that loads one of our plugins never gains another
+program's groups.  :mod:`gvfs_openstack.conf.opts` lists them all.
+"""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Options of the client proxy's block disk cache."""
 
 from oslo_config import cfg

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Options of the migration conductor: ``[conductor]`` and one group per site.
 
 A site is one cloud with its DTN: ``[conductor] sites = east, west`` and a
@@ -28,7 +29,8 @@ server and SSH access.  Related options: local_site.
     cfg.StrOpt("local_site",
                help="The site whose images this conductor sends (the "
                     "source of its migrations); one of ``sites``."),
-    cfg.StrOpt("job_store", default="sqlite:////var/lib/gvfs/conductor.db",
+    cfg.StrOpt("job_store", secret=True,
+               default="sqlite:////var/lib/gvfs/conductor.db",
                help="""SQLAlchemy URL of the job store.
 
 Jobs and the stage each image reached are kept here, so a conductor that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Options of ``gvfs-proxy mount``: the FUSE frontend of a client proxy."""
 
 from oslo_config import cfg

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Options of Nova's ``gvfs`` image backend, group ``[gvfs]`` of nova.conf."""
 
 from oslo_config import cfg

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Options of ``gvfs-proxy``: its role, its listener, and its two sides."""
 
 from oslo_config import cfg

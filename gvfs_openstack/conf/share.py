@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Options of a service that mounts the DTN export itself.
 
 The Glance store and Nova's backend reach the export the same way (the

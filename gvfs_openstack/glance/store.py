@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ``gvfs`` glance_store driver: images on a DTN export via GVFS.
 
 The store writes into a directory that is the GVFS mount of a DTN export
@@ -24,7 +25,6 @@ import collections
 from concurrent import futures
 import errno
 import hashlib
-import logging
 import os
 import stat
 import uuid
@@ -33,66 +33,20 @@ from glance_store import capabilities
 from glance_store import driver
 from glance_store import exceptions
 from glance_store import location as store_location
-from oslo_config import cfg
+from oslo_log import log as logging
 
+from gvfs_openstack.conf import glance as glance_conf
 from gvfs_openstack.conf import share as share_conf
 from gvfs_openstack import durable
 from gvfs_openstack import exceptions as gvfs_exceptions
 from gvfs_openstack import golden
 from gvfs_openstack import locations
-from gvfs_openstack.meta import scan
+from gvfs_openstack.sidecar import scan
 
 LOG = logging.getLogger(__name__)
 
 SCHEME = locations.SCHEME
 _UPLOAD_PREFIX = ".gvfs-upload."
-
-_OPTS = [
-    cfg.StrOpt("gvfs_store_datadir",
-               help="""Directory the store keeps images in.
-
-With ``gvfs_store_mount_type = none``: an absolute path, the GVFS mount of
-the DTN export (or a directory inside it) that the operator mounted. With
-a mount type: a path relative to the export's root ("" for the root). It
-must exist and be writable by glance-api.
-"""),
-] + share_conf.share_opts(
-    "gvfs_store_", "/var/lib/glance/gvfs-mounts", "gvfs_store_datadir") + [
-    cfg.BoolOpt("gvfs_store_thin_provisioning", default=True,
-                help="""Store all-zero chunks as holes.
-
-A sparse image then takes only its data on the export and crosses the WAN
-once; its zero extents are served by the proxies from the sidecar.
-"""),
-    cfg.BoolOpt("gvfs_store_sidecars", default=True,
-                help="Write the metadata sidecar ``.gvfs-meta.<image id>`` "
-                     "next to each image, for the GVFS proxies."),
-    cfg.ListOpt("gvfs_store_whole_file_formats", default=["iso"],
-                help="""Disk formats whose images are read in full.
-
-Their sidecar tells client proxies to fetch the whole file, compressed,
-at its first read, instead of block by block (e.g. installer ISOs). The
-format is recognised from the image's first bytes (iso, qcow2, vmdk, vhdx,
-else raw): glance_store does not pass the disk format to drivers.
-"""),
-    cfg.IntOpt("gvfs_store_chunk_size", default=4 * 1024 * 1024,
-               min=64 * 1024,
-               help="Bytes read from the upload and written per call; a "
-                    "multiple of 4096 keeps holes aligned."),
-    cfg.FloatOpt("gvfs_store_delete_grace", default=3.0, min=0.0,
-                 help="""Seconds a deleted image waits aside before its
-references are counted.
-
-Nova's ``gvfs`` backend makes instance disks overlays of the image on the
-shared export and references it in ``.gvfs-refs/``; an image with
-references is not deleted (409 Conflict).  The wait must be at least how
-long the compute nodes' mounts may show a removed name: the FUSE mount's
-``[mount] entry_timeout`` and ``attr_timeout``, or a kernel NFS mount's
-``acregmax``/``acdirmax``.  0 if no Nova uses this store's export.
-"""),
-    cfg.IntOpt("gvfs_store_file_perm", default=0o640, min=0o400, max=0o777,
-               help="Permissions of stored images (octal, e.g. 0o640)."),
-]
 
 
 def _safe_image_id(image_id):
@@ -151,7 +105,7 @@ class Store(driver.Store):
     _CAPABILITIES = (capabilities.BitMasks.READ_RANDOM |
                      capabilities.BitMasks.WRITE_ACCESS |
                      capabilities.BitMasks.DRIVER_REUSABLE)
-    OPTIONS = _OPTS
+    OPTIONS = glance_conf.OPTS
 
     def get_schemes(self):
         return (SCHEME,)
@@ -556,11 +510,3 @@ def _storage_error(error, image_id):
         return exceptions.StorageWriteDenied()
     return exceptions.BackendException(
         "cannot store image %s: %s" % (image_id, error))
-
-
-def list_opts():
-    """The driver's options, as in a glance-api backend group.
-
-    ``[gvfs]`` stands for the group named in ``enabled_backends``.
-    """
-    return [("gvfs", _OPTS)]

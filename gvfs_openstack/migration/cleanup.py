@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a job leaves behind, removed: staged files on both DTNs and, when
 the job is cancelled, the destination images it created and did not finish.
 
@@ -6,7 +7,8 @@ touched; the source images never are.
 """
 
 import asyncio
-import logging
+
+from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh

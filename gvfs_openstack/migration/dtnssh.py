@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SSH to a site's DTN: how the remote copy reaches the destination's files.
 
 SFTP for files, and two commands run on the DTN -- ``ln`` and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The few Images API v2 calls a migration makes, over a keystoneauth session.
 
 Glance's own client would do, but the conductor needs exactly these calls,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stage 2, DTN to DTN, through the Globus Transfer service.
 
 For DTNs registered as Globus collections (``dtn_transfer = globus``):
@@ -14,12 +15,12 @@ it: a runner that restarts (a killed conductor) waits for the same task
 instead of submitting a second copy of the file.
 """
 
-import logging
 import posixpath
 import time
 
 import globus_sdk
 from globus_sdk.scopes import TransferScopes
+from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import jobs

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stage 2, DTN to DTN: a GridFTP third-party transfer.
 
 The conductor only drives the two DTNs' GridFTP servers (``globus-url-copy
@@ -20,9 +21,10 @@ servers compare the whole file's checksums and send it again if they
 differ.
 """
 
-import logging
 import re
 import subprocess
+
+from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import lifeline

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The job store: migration jobs and the stage each of their images reached.
 
 Every stage records its completion here before the image moves on, so a

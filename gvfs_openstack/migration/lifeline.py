@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Processes of a job end with the job's runner.
 
 A runner killed with SIGKILL cannot stop its stage workers or their

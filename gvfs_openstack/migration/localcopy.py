@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stage 1, local copy: the source Glance's bytes onto the source DTN's export.
 
 The DTN paper's best case in user space: the DTN serves NFS, the
@@ -18,11 +19,12 @@ copied at all: the transfer reads it where it is.
 import asyncio
 import functools
 import hashlib
-import logging
 
+from oslo_log import log as logging
+
+from gvfs_openstack.client import nfs as nfs_client
 from gvfs_openstack import exceptions
 from gvfs_openstack import locations
-from gvfs_openstack.nfs import client as nfs_client
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs import nfs3

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the conductor does for its callers: check a request, record the job,
 start its runner; list, show and cancel jobs; resume unfinished jobs.
 
@@ -6,11 +7,12 @@ methods; they hold no RPC knowledge themselves.
 """
 
 import datetime
-import logging
 import os
 import subprocess
 import sys
 import threading
+
+from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import glance as glance_api

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The DTN paper's packing (``--pack tar``): many images, one transfer.
 
 For many small images the fixed cost of each GridFTP transfer (start-up,
@@ -14,8 +15,9 @@ Both DTNs run the two commands over the SSH access the remote copy
 already uses; the archive is removed at both ends once unpacked.
 """
 
-import logging
 import posixpath
+
+from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh

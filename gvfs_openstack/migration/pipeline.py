@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One job's images through the three stages, with the DTN paper's fork().
 
 The paper coordinates a transfer with ``fork()``: the first child does the
@@ -17,7 +18,6 @@ runner resumes from there.
 """
 
 from concurrent import futures
-import logging
 import multiprocessing
 import os
 import signal
@@ -26,6 +26,7 @@ import threading
 import time
 
 from keystoneauth1 import exceptions as ks_exceptions
+from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import cleanup

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stage 3, remote copy: from the destination DTN into the destination Glance.
 
 The image is created at the destination with the source's id and every
@@ -14,9 +15,10 @@ touched.
 """
 
 import hashlib
-import logging
 import posixpath
 import shlex
+
+from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh

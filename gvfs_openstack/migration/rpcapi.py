@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The conductor's RPC API, as its callers (the OSC plugin) use it.
 
 Version history:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The process that runs one job: ``python -m gvfs_openstack.migration.runner
 --config-file ... JOB_ID``.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The conductor as an oslo.messaging RPC service.
 
 A thin shell over :class:`manager.ConductorManager`: the endpoint maps
@@ -7,9 +8,9 @@ default of oslo.messaging 18) and
 runs the periodic resume that takes over orphaned jobs.
 """
 
-import logging
 import threading
 
+from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from gvfs_openstack import exceptions

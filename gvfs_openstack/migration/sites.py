@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The sites a conductor knows: each cloud's Glance and its DTN.
 
 Read once from the configuration into plain values, so that the forked

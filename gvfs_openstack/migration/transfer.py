@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stage 2, DTN to DTN, by the method the sending site is set up for.
 
 ``dtn_transfer = gridftp`` (default): the conductor drives the two DTNs'

@@ -1,6 +1,8 @@
-"""Mounting a DTN export through the local client proxy.
+# SPDX-License-Identifier: Apache-2.0
+"""Mounting a DTN export through the local client proxy, for Glance and Nova.
 
 Two kinds share one interface (:mod:`gvfs_openstack.mount.mounter`): a
-kernel NFSv3 mount through os-brick, and ``gvfs-proxy mount``, a FUSE
-frontend that is itself an NFS client of the proxy.
+kernel NFSv3 mount through os-brick, whose root-only steps are the privsep
+entry points of :mod:`gvfs_openstack.mount.privileged`, and
+``gvfs-proxy mount``, the FUSE NFS client of :mod:`gvfs_openstack.fuse`.
 """

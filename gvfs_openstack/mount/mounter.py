@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One mount interface for the Glance store and the Nova backend.
 
 ``Mounter.ensure(share)`` returns a local path where the share (an export
@@ -19,7 +20,6 @@ or Nova hangs for good.  Two kinds:
 import dataclasses
 import fcntl
 import hashlib
-import logging
 import os
 import shutil
 import subprocess
@@ -27,8 +27,10 @@ import sys
 import threading
 import time
 
+from oslo_log import log as logging
+
 from gvfs_openstack import exceptions
-from gvfs_openstack.mount import fusectl
+from gvfs_openstack.fuse import fusectl
 from gvfs_openstack.mount import mountinfo
 
 LOG = logging.getLogger(__name__)

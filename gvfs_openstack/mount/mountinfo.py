@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What is mounted where, read from ``/proc/self/mountinfo``.
 
 Read, never found by looking at the path: a stat of a mount point calls

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The root-only steps of a kernel NFS mount, behind oslo.privsep.
 
 Two narrow entry points -- mount an NFSv3 share of a local proxy at a
@@ -13,9 +14,11 @@ from oslo_concurrency import processutils
 from oslo_privsep import capabilities
 from oslo_privsep import priv_context
 
+from gvfs_openstack.conf import privileged as privileged_conf
+
 context = priv_context.PrivContext(
     "gvfs_openstack",
-    cfg_section="gvfs_openstack_privileged",
+    cfg_section=privileged_conf.GROUP,
     pypath=__name__ + ".context",
     capabilities=[capabilities.CAP_SYS_ADMIN],
 )

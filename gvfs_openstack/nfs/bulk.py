@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The bulk channel: a private ONC-RPC program between GVFS proxies.
 
 For files whose sidecar says ``whole_file`` (GVFS paper, section 3.2.2:
@@ -27,12 +28,11 @@ users), procedures:
   COMMIT with the verifier is what makes them durable, as for WRITE3.
 
 A zstd chunk is one frame with its content checksum, so a corrupted
-chunk fails to decompress instead of becoming file data.
+chunk fails to decompress instead of becoming file data
+(:mod:`gvfs_openstack.zstd_chunks` makes and checks them).
 """
 
 import enum
-
-import zstandard
 
 from gvfs_openstack.nfs import codec as c
 from gvfs_openstack.nfs import nfs3
@@ -93,23 +93,3 @@ PROCEDURES = {
 
 
 encode_args, decode_args, encode_res, decode_res = nfs3.codecs_for(PROCEDURES)
-
-
-def compress(data, level):
-    """``data`` as one zstd frame, with its size and content checksum."""
-    return zstandard.ZstdCompressor(level=level,
-                                    write_checksum=True).compress(data)
-
-
-def decompress(data, raw_count):
-    """One zstd frame back into at most ``raw_count`` bytes.
-
-    A frame that says its size is decompressed into that much memory at
-    once, whatever the limit: such a frame must not say more.  Raises
-    ``zstandard.ZstdError``.
-    """
-    declared = zstandard.frame_content_size(data)
-    if declared > raw_count:
-        raise zstandard.ZstdError("the frame holds %d bytes" % declared)
-    return zstandard.ZstdDecompressor().decompress(
-        data, max_output_size=raw_count)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Declarative XDR codecs: describe a type once, get both directions.
 
 RFC 1813 defines some sixty structures; writing a packer and an unpacker by

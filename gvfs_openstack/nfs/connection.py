@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sans-IO ONC-RPC over a byte stream: record marking and a connection.
 
 Record marking (RFC 5531 section 11): each record is one or more fragments,
@@ -8,12 +9,12 @@ whose low 31 bits give the fragment length.
 turns records into messages for one side of a conversation (h11-style:
 ``receive_data`` in, ``next_event`` out, ``send`` returns bytes to write).
 No sockets, no threads: the same object serves asyncio code, blocking code
-and tests that pump bytes between two peers.
+and tests that pump bytes between two peers (writing records to a socket
+is :mod:`gvfs_openstack.transport`'s).
 """
 
 import collections
 import enum
-import socket
 import struct
 
 from gvfs_openstack.nfs.errors import LocalProtocolError
@@ -58,41 +59,6 @@ def frame(message):
 def frame_header(length):
     """The record mark for a single-fragment record of ``length`` bytes."""
     return _HEADER.pack(_LAST_FRAGMENT | length)
-
-
-#: Below this size, buffers are joined into one write (one syscall).
-_JOIN_BELOW = 64 * 1024
-
-
-def tune_socket(transport, size=4 * 1024 * 1024):
-    """Large socket buffers, so a 1 MiB record leaves in one ``send``."""
-    sock = transport.get_extra_info("socket")
-    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6,
-                                           socket.AF_UNIX):
-        return
-    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, option, size)
-        except OSError:
-            return  # Not a real socket (e.g. a test double): keep defaults.
-
-
-def write_record(transport, buffers):
-    """Write ``buffers`` as one record; returns the bytes written.
-
-    Small records are joined so that each costs one ``send``; large ones
-    go out buffer by buffer so that a 1 MiB payload is never copied just
-    to prepend four bytes.
-    """
-    total = sum(len(b) for b in buffers)
-    header = frame_header(total)
-    if total < _JOIN_BELOW:
-        transport.write(b"".join((header, *buffers)))
-    else:
-        transport.write(header)
-        for buf in buffers:
-            transport.write(buf)
-    return 4 + total
 
 
 class RecordReader:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Numbers of ONC-RPC (RFC 5531), MOUNTv3 and NFSv3 (RFC 1813)."""
 
 import enum

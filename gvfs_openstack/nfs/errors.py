@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Errors of the NFS protocol core.
 
 Two families, as in h11: :class:`ProtocolError` means the *peer* sent bytes

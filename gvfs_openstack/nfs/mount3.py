@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MOUNTv3 protocol types and procedures (RFC 1813 section 5)."""
 
 from gvfs_openstack.nfs import codec as c

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """NFSv3 data types and the arguments and results of all 22 procedures.
 
 Each type is a frozen dataclass paired with its XDR layout from RFC 1813

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ONC-RPC version 2 messages and authentication (RFC 5531).
 
 ``decode_message`` turns one complete record into a :class:`Call`,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """XDR encoding and decoding (RFC 4506).
 
 Only the primitives ONC-RPC, MOUNTv3 and NFSv3 need.  The decoder works on a

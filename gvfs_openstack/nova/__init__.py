@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Nova's ``gvfs`` image backend: instances cloned from golden images.
 
 Enabled by ``compute_driver = gvfs.GvfsLibvirtDriver`` with nova-compute

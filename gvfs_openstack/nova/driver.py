@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``GvfsLibvirtDriver``: Nova's libvirt driver with the ``gvfs`` backend.
 
 Nova's image backends are a closed list (``[libvirt] images_type``), so
@@ -9,7 +10,6 @@ of vanished disks reconciled with the image cache manager, and image
 pre-caching turned into proxy warming.
 """
 
-import logging
 import os
 import time
 
@@ -17,16 +17,16 @@ from nova import conf as nova_conf
 from nova import exception
 from nova.virt.libvirt import driver as libvirt_driver
 from nova.virt.libvirt import utils as libvirt_utils
+from oslo_log import log as logging
 
 from gvfs_openstack.conf import nova as gvfs_nova_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack import golden
-from gvfs_openstack.gvfs import control
 from gvfs_openstack.nova import export as gvfs_export
 from gvfs_openstack.nova import imagebackend
+from gvfs_openstack.proxy import control
 
 CONF = nova_conf.CONF
-gvfs_nova_conf.register_opts(CONF)
 LOG = logging.getLogger(__name__)
 
 #: A reference younger than this is left alone by reconciliation: its
@@ -37,6 +37,9 @@ RECONCILE_MIN_AGE = 600.0
 class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
     def __init__(self, virtapi, read_only=False):
         super().__init__(virtapi, read_only)
+        # Registered when nova-compute loads the driver, not at import:
+        # a process that only imports this module keeps Nova's options.
+        gvfs_nova_conf.register_opts(CONF)
         if CONF.libvirt.images_type not in ("qcow2", "default") or (
                 CONF.libvirt.images_type == "default" and
                 not CONF.use_cow_images):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The DTN export as a compute node sees it: where golden images are.
 
 Decides which Glance images live on the export (from their locations or
@@ -6,10 +7,11 @@ mounting the export first through the one mount interface the Glance
 store uses too.
 """
 
-import logging
 import os
 import posixpath
 import types
+
+from oslo_log import log as logging
 
 from gvfs_openstack.conf import nova as nova_opts
 from gvfs_openstack.conf import share as share_conf

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ``gvfs`` image backend: qcow2 overlays of golden images on the export.
 
 Nova's ``Qcow2`` backend downloads an image into ``_base`` and makes the
@@ -17,7 +18,6 @@ metadata sidecar stale.  Use is marked by references
 """
 
 import concurrent.futures
-import logging
 import os
 import threading
 import uuid
@@ -30,15 +30,16 @@ from nova.virt import images
 from nova.virt.libvirt import imagebackend
 from nova.virt.libvirt import utils as libvirt_utils
 from oslo_concurrency import processutils
+from oslo_log import log as logging
 from oslo_utils import fileutils
 from oslo_utils.imageutils import format_inspector
 
 from gvfs_openstack import durable
 from gvfs_openstack import golden
-from gvfs_openstack.meta import scan
 from gvfs_openstack.nova import export as gvfs_export
 from gvfs_openstack.nova import inspections
 from gvfs_openstack.nova import lookups
+from gvfs_openstack.sidecar import scan
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -348,7 +349,6 @@ class GvfsBackend(imagebackend.Backend):
             "lookups": lookups.GoldenLookups(
                 image_export.conf.image_lookup_cache_seconds),
             "inspections": inspections.Inspections(_inspect_golden)})
-        for kind, cls in list(self.BACKEND.items()):
-            if cls is imagebackend.Qcow2:
-                self.BACKEND[kind] = bound
-        self.BACKEND["gvfs"] = bound
+        self.BACKEND = {
+            kind: bound if cls is imagebackend.Qcow2 else cls
+            for kind, cls in self.BACKEND.items()}

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What Nova's format inspector found in golden images, kept per file.
 
 Nova inspects an image's data when it downloads it into ``_base``, and

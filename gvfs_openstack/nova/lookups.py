@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Which Glance images are golden images on the export, remembered a while.
 
 Every clone needs to know whether its image lives on the export, which

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The OSC plugin's client: the conductor's RPC API with user-facing errors."""
 
 from osc_lib import exceptions as osc_exceptions

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The hook OpenStackClient loads (``openstack.cli.extension`` entry point).
 
 The commands talk to ``gvfs-conductor`` over its message bus, so the

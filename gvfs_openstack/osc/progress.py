@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """How ``openstack gvfs migrate --wait`` shows a job going on.
 
 Per image: its stage, the stage's bytes of the image's size, the rate

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The devstack deployment under test, as the plugin described it.
 
 ``stack test-config`` writes ``devstack-tests.conf`` (see

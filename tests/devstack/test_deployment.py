@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A devstack deployment with the gvfs plugin works end to end.
 
 The real ``openstack`` CLI against devstack's Glance and Nova: images land

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures that build the loopback lab from real parts."""
 
 import contextlib
@@ -8,10 +9,10 @@ import subprocess
 
 import pytest
 
-from gvfs_openstack.lab import fusemount
-from gvfs_openstack.lab import glance_api
-from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.mount import mounter
+from tests.lab import fusemount
+from tests.lab import glance_api
+from tests.lab.topology import Lab
 
 REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen",
             "globus-url-copy", "globus-gridftp-server", "rabbitmq-server",

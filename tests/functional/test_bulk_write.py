@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Compressed WRITEs of the bulk channel, to a real server proxy.
 
 The server proxy in front of NFS-Ganesha decompresses each chunk and
@@ -11,12 +12,13 @@ import os
 
 import pytest
 
-from gvfs_openstack.lab.topology import FILE_GID
-from gvfs_openstack.lab.topology import FILE_UID
+from gvfs_openstack.client.nfs import NfsClient
+from gvfs_openstack.client.nfs import WriteBatch
 from gvfs_openstack.nfs import bulk
-from gvfs_openstack.nfs.client import NfsClient
-from gvfs_openstack.nfs.client import WriteBatch
+from gvfs_openstack import zstd_chunks
 from tests.functional.test_wholefile import compressible
+from tests.lab.topology import FILE_GID
+from tests.lab.topology import FILE_UID
 
 MIB = 1024 * 1024
 
@@ -84,7 +86,7 @@ def test_incompressible_chunks_go_as_plain_writes(lab):
 
 
 def hostile_chunks():
-    good = bulk.compress(b"x" * MIB, 1)
+    good = zstd_chunks.compress(b"x" * MIB, 1)
     return {
         "garbage": (MIB, bulk.Codec.ZSTD, b"\x28\xb5\x2f\xfd" + b"junk" * 9),
         # Says it holds more than the chunk's size: not decompressed.

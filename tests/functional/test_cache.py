@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The client proxy's block disk cache, on the lab with real Ganesha."""
 
 import asyncio
@@ -7,12 +8,12 @@ import subprocess
 
 import pytest
 
-from gvfs_openstack.lab.topology import FILE_GID
-from gvfs_openstack.lab.topology import FILE_UID
-from gvfs_openstack.nfs.client import NfsClient
+from gvfs_openstack.client.nfs import NfsClient
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
+from tests.lab.topology import FILE_GID
+from tests.lab.topology import FILE_UID
 
 MIB = 1024 * 1024
 

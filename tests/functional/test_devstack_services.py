@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the devstack plugin starts works, on real parts.
 
 ``tests/unit/test_devstack.py`` checks what the plugin writes; here the
@@ -19,9 +20,9 @@ import sys
 
 import pytest
 
-from gvfs_openstack.lab import ganesha
-from gvfs_openstack.lab import process
 from gvfs_openstack.mount import mounter
+from tests.lab import ganesha
+from tests.lab import process
 from tests.unit.test_devstack import Devstack
 
 # Where the stand-in get_python_exec_prefix says devstack put the commands.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``gvfs-proxy mount`` on the lab: a real FUSE mount of the real chain.
 
 mount -> client proxy (cache) -> tunnel -> server proxy -> NFS-Ganesha.
@@ -18,11 +19,11 @@ import time
 
 import pytest
 
-from gvfs_openstack.lab import process
-from gvfs_openstack.mount import fusectl
+from gvfs_openstack.fuse import fusectl
 from gvfs_openstack.mount import mountinfo
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
+from tests.lab import process
 
 MIB = 1024 * 1024
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """End to end: the real ``openstack`` CLI and openstacksdk against a real
 glance-api whose default store is ``gvfs``, mounted by the store itself
 through ``gvfs-proxy mount`` -> client proxy -> server proxy ->
@@ -14,8 +15,8 @@ import urllib.error
 import openstack
 import pytest
 
-from gvfs_openstack.lab import topology
 from tests.functional.conftest import glance_on
+from tests.lab import topology
 
 MIB = 1024 * 1024
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The gvfs glance_store driver on real file systems: the FUSE mount of
 the proxy chain, and disks that refuse writes."""
 

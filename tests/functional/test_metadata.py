@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Metadata sidecars read by a real client proxy from a real Ganesha."""
 
 import asyncio
@@ -7,13 +8,13 @@ import random
 
 import pytest
 
-from gvfs_openstack.lab.topology import FILE_GID
-from gvfs_openstack.lab.topology import FILE_UID
-from gvfs_openstack.meta import format as meta_format
-from gvfs_openstack.meta import scan
-from gvfs_openstack.nfs.client import NfsClient
+from gvfs_openstack.client.nfs import NfsClient
+from gvfs_openstack.sidecar import format as meta_format
+from gvfs_openstack.sidecar import scan
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import sha256
+from tests.lab.topology import FILE_GID
+from tests.lab.topology import FILE_UID
 
 MIB = 1024 * 1024
 PAGE = 4096

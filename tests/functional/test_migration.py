@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Disaster-recovery migration between two loopback clouds.
 
 Real parts end to end: two glance-api servers, an NFS-Ganesha export, a
@@ -18,12 +19,12 @@ import pytest
 from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
-from gvfs_openstack.lab import drlab
-from gvfs_openstack.lab import process
-from gvfs_openstack.lab import rabbitmq
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from tests.functional.conftest import sha256
+from tests.lab import drlab
+from tests.lab import process
+from tests.lab import rabbitmq
 
 MIB = 1024 * 1024
 

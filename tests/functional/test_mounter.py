@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The mount interface's ``fuse`` kind on the lab: mount on demand, and
 find and replace a mount that died or hangs."""
 

@@ -1,10 +1,11 @@
+# SPDX-License-Identifier: Apache-2.0
 """The asyncio NFSv3 client against real NFS-Ganesha (via the proxy)."""
 
 import asyncio
 import os
 
-from gvfs_openstack.nfs.client import NfsClient
-from gvfs_openstack.nfs.client import WriteBatch
+from gvfs_openstack.client.nfs import NfsClient
+from gvfs_openstack.client.nfs import WriteBatch
 
 MIB = 1024 * 1024
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Nova's ``gvfs`` backend end to end: a real glance-api whose ``dtn``
 store is on the DTN export, compute nodes running Nova's real driver and
 image backend that mount the export through their own client proxy
@@ -14,10 +15,10 @@ import urllib.error
 import pytest
 
 from gvfs_openstack import golden
-from gvfs_openstack.lab import compute
-from gvfs_openstack.lab.compute import MIB
 from gvfs_openstack.mount import mounter
 from tests.functional.test_glance_api import wait_for
+from tests.lab import compute
+from tests.lab.compute import MIB
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +212,7 @@ def test_an_image_in_another_store_takes_novas_usual_download(
 
 def clone_on_host(spec):
     return subprocess.Popen(
-        [sys.executable, "-m", "gvfs_openstack.lab.compute"],
+        [sys.executable, "-m", "tests.lab.compute"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True), json.dumps(spec)
 

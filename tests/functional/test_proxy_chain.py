@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """NFS clients -> client proxy -> tunnel -> server proxy -> NFS-Ganesha.
 
 Everything here is real: libnfs's nfs-cp/nfs-ls and our asyncio client on
@@ -13,18 +14,18 @@ import time
 import paramiko
 import pytest
 
-from gvfs_openstack.gvfs import tunnel
-from gvfs_openstack.lab.topology import FILE_GID
-from gvfs_openstack.lab.topology import FILE_UID
-from gvfs_openstack.lab.topology import Proxy
-from gvfs_openstack.nfs.client import NfsClient
+from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import tunnel
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
+from tests.lab.topology import FILE_GID
+from tests.lab.topology import FILE_UID
+from tests.lab.topology import Proxy
 
 MIB = 1024 * 1024
 

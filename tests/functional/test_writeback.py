@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Write-back through the client proxy, on the lab with real Ganesha.
 
 What the client was acknowledged must reach the export: after a flush,
@@ -12,10 +13,10 @@ import time
 
 import pytest
 
-from gvfs_openstack.gvfs import control
-from gvfs_openstack.nfs.client import NfsClient
+from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.proxy import control
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sample arguments and results for every MOUNTv3 and NFSv3 procedure."""
 
 from gvfs_openstack.nfs import const

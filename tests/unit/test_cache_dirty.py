@@ -1,12 +1,13 @@
+# SPDX-License-Identifier: Apache-2.0
 """The dirty extent map against a model: a byte array per write."""
 
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from gvfs_openstack.gvfs.cache.dirty import DirtyFile
-from gvfs_openstack.gvfs.cache.dirty import DirtyMap
-from gvfs_openstack.gvfs.cache.dirty import Extent
+from gvfs_openstack.proxy.cache.dirty import DirtyFile
+from gvfs_openstack.proxy.cache.dirty import DirtyMap
+from gvfs_openstack.proxy.cache.dirty import Extent
 
 SIZE = 256
 

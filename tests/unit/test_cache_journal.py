@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The write-back journal: append, replay, torn tails, corruption."""
 
 import asyncio
@@ -5,8 +6,8 @@ import os
 
 import pytest
 
-from gvfs_openstack.gvfs.cache import journal as journal_mod
-from gvfs_openstack.gvfs.cache.journal import Journal
+from gvfs_openstack.proxy.cache import journal as journal_mod
+from gvfs_openstack.proxy.cache.journal import Journal
 
 CRED = (1, b"\x00\x00\x00\x01cred")
 

@@ -1,18 +1,19 @@
+# SPDX-License-Identifier: Apache-2.0
 """Freshness bookkeeping of the cached READ path (no network)."""
 
 import asyncio
 
 import pytest
 
-from gvfs_openstack.gvfs.cache import exports
-from gvfs_openstack.gvfs.cache import reads
-from gvfs_openstack.gvfs.cache.store import BlockStore
-from gvfs_openstack.gvfs.cache.store import Geometry
-from gvfs_openstack.gvfs.cache import updates
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import reads
+from gvfs_openstack.proxy.cache.store import BlockStore
+from gvfs_openstack.proxy.cache.store import Geometry
+from gvfs_openstack.proxy.cache import updates
 
 T = nfs3.NfsTime
 

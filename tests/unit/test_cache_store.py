@@ -1,11 +1,12 @@
+# SPDX-License-Identifier: Apache-2.0
 import os
 
 import pytest
 
-from gvfs_openstack.gvfs.cache.store import Attrs
-from gvfs_openstack.gvfs.cache.store import BlockStore
-from gvfs_openstack.gvfs.cache.store import fh_digest
-from gvfs_openstack.gvfs.cache.store import Geometry
+from gvfs_openstack.proxy.cache.store import Attrs
+from gvfs_openstack.proxy.cache.store import BlockStore
+from gvfs_openstack.proxy.cache.store import fh_digest
+from gvfs_openstack.proxy.cache.store import Geometry
 
 A1 = Attrs(100, 1, 1)
 BS = 4096

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The conductor's RPC API over oslo.messaging's in-process fake driver:
 calls reach the manager, and the user's errors come back as themselves."""
 

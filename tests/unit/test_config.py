@@ -1,14 +1,19 @@
+# SPDX-License-Identifier: Apache-2.0
+import json
 import os
 import subprocess
 import sys
+import textwrap
 
 from oslo_config import cfg
 import pytest
 
-from gvfs_openstack import conf as gvfs_conf
+from gvfs_openstack.cmd import proxy as proxy_cmd
+from gvfs_openstack.conf import migration as migration_conf
+from gvfs_openstack.conf import nova as nova_conf
 from gvfs_openstack.conf import opts
 from gvfs_openstack import exceptions
-from gvfs_openstack.gvfs import service
+from gvfs_openstack.proxy import service
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -23,7 +28,7 @@ def make_conf():
 
     def make(**sections):
         conf = cfg.ConfigOpts()
-        gvfs_conf.register_opts(conf)
+        proxy_cmd.register_opts(conf)
         for group, values in sections.items():
             for name, value in values.items():
                 conf.set_override(name, value, group)
@@ -36,16 +41,66 @@ def make_conf():
         conf.clear_override(name, group)
 
 
-def test_list_opts_covers_every_registered_group():
-    conf = cfg.ConfigOpts()
-    gvfs_conf.register_opts(conf)
-    listed = {group.name for group, _ in opts.list_opts()}
-    groups = {name for name in conf
-              if isinstance(conf[name], cfg.ConfigOpts.GroupAttr)}
-    assert listed == groups
+def _listed(groups):
+    """{(group name, option name)} of a ``list_opts()`` result."""
+    return {(getattr(group, "name", group), opt.dest)
+            for group, group_opts in groups for opt in group_opts}
+
+
+def _registered(conf):
+    return {(group, opt) for group in conf
+            if isinstance(conf[group], cfg.ConfigOpts.GroupAttr)
+            for opt in conf[group]}
+
+
+def test_each_program_registers_what_its_sample_lists():
+    proxy = cfg.ConfigOpts()
+    proxy_cmd.register_opts(proxy)
+    assert _registered(proxy) == _listed(opts.list_proxy_opts())
+    nova = cfg.ConfigOpts()
+    nova_conf.register_opts(nova)
+    assert _registered(nova) == _listed(opts.list_nova_opts())
+    conductor = cfg.ConfigOpts()
+    migration_conf.register_opts(conductor)
+    assert _registered(conductor) <= _listed(opts.list_conductor_opts())
+
+
+def test_list_opts_holds_every_option_of_the_project():
+    every = _listed(opts.list_opts())
+    for program in (opts.list_proxy_opts, opts.list_glance_opts,
+                    opts.list_nova_opts, opts.list_conductor_opts,
+                    opts.list_privileged_opts):
+        assert _listed(program()) <= every
     for _, group_opts in opts.list_opts():
         for opt in group_opts:
             assert opt.help, "option %s has no help text" % opt.name
+
+
+def test_importing_a_plugin_registers_no_option():
+    """glance-api and nova-compute keep their own options only."""
+    code = textwrap.dedent("""
+        import json
+        from oslo_config import cfg
+        # The services' own modules first: their options are theirs.
+        import glance_store.driver
+        import nova.virt.libvirt.driver
+        import oslo_messaging
+        def registered():
+            return sorted((g, o) for g in cfg.CONF
+                          if isinstance(cfg.CONF[g], cfg.ConfigOpts.GroupAttr)
+                          for o in cfg.CONF[g])
+        before = registered()
+        import gvfs_openstack.glance.store
+        import gvfs_openstack.nova.driver
+        import gvfs_openstack.cmd.proxy
+        import gvfs_openstack.cmd.conductor
+        import gvfs_openstack.osc.plugin
+        print(json.dumps([p for p in registered() if p not in before]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], check=True,
+                         capture_output=True, text=True, cwd=TOP)
+    added = json.loads(out.stdout.splitlines()[-1])
+    assert added == [], added
 
 
 @pytest.mark.parametrize("name", ["gvfs-proxy", "glance-gvfs-store",

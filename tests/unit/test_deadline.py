@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Awaiting with a deadline, on both paths (3.11+ and the 3.10 one)."""
 
 import asyncio

@@ -1,7 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0
 import asyncio
 
-from gvfs_openstack.gvfs.drc import DuplicateRequestCache
-from gvfs_openstack.gvfs.drc import request_key
+from gvfs_openstack.proxy.drc import DuplicateRequestCache
+from gvfs_openstack.proxy.drc import request_key
 
 
 def test_key_depends_on_xid_and_content():

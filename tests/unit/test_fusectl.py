@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Finding a FUSE mount's fusectl connection and setting its limit.
 
 The real fusectl is written by the functional tests (test_fuse_mount.py);
@@ -6,7 +7,7 @@ here a mountinfo file and a connections directory made for the test.
 
 import pytest
 
-from gvfs_openstack.mount import fusectl
+from gvfs_openstack.fuse import fusectl
 from gvfs_openstack.mount import mountinfo
 
 MOUNTINFO = """\

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bounded fuzzing of every decoder: only ProtocolError may escape.
 
 Hypothesis feeds random bytes and mutations of real records (the encoded

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The gvfs glance_store driver through glance_store's own API, on a
 plain directory."""
 

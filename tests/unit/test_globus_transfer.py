@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The DTN-to-DTN stage through the Globus Transfer service, offline.
 
 The real service is unreachable here: globus_sdk.testing's registered

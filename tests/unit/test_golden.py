@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """References to golden images, and deletes that respect them."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The server proxy's file-handle check, with a stand-in NFS server.
 
 The stand-in answers MNT, LOOKUP and READDIRPLUS from a small tree, so
@@ -10,11 +11,6 @@ import asyncio
 
 import pytest
 
-from gvfs_openstack.gvfs import exportguard
-from gvfs_openstack.gvfs import handles
-from gvfs_openstack.gvfs import policy
-from gvfs_openstack.gvfs import roles
-from gvfs_openstack.gvfs.upstream import UpstreamLost
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import MountProc
@@ -23,6 +19,11 @@ from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import exportguard
+from gvfs_openstack.proxy import handles
+from gvfs_openstack.proxy import policy
+from gvfs_openstack.proxy import roles
+from gvfs_openstack.proxy.upstream import UpstreamLost
 
 ROOT, GOLDEN, SUB, DEEP = b"root", b"golden", b"sub", b"deep"
 #: The allowed root's parent, and a file of another export.

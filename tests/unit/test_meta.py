@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Metadata sidecars: the builder against a model, parsing hostile input."""
 
 import hashlib
@@ -10,8 +11,8 @@ from hypothesis import strategies as st
 import pytest
 
 from gvfs_openstack.cmd import meta as meta_cmd
-from gvfs_openstack.meta import format as meta_format
-from gvfs_openstack.meta import scan
+from gvfs_openstack.sidecar import format as meta_format
+from gvfs_openstack.sidecar import scan
 
 GRAIN = meta_format.ZERO_GRAIN
 

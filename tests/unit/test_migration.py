@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The migration conductor's parts that need no server: sites, the job
 store's leases, the GridFTP command, what is copied, and stage retries."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The mount interface without a mount: inode numbers, attribute and
 status translation, and the kernel NFS mount os-brick would run, parsed
 back (no kernel NFS client exists on these machines)."""
@@ -10,9 +11,9 @@ import threading
 import pytest
 
 from gvfs_openstack import exceptions
-from gvfs_openstack.mount import inodes
+from gvfs_openstack.fuse import inodes
+from gvfs_openstack.fuse import nfsattr
 from gvfs_openstack.mount import mounter
-from gvfs_openstack.mount import nfsattr
 from gvfs_openstack.mount import privileged
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs import nfs3
@@ -271,7 +272,7 @@ def test_statfs_asks_the_proxy_once_per_attribute_timeout():
     import asyncio
     import types
 
-    from gvfs_openstack.mount import fusefs
+    from gvfs_openstack.fuse import fusefs
 
     class Session:
         root = b"root-fh"
@@ -305,7 +306,7 @@ def test_directory_names_are_cached_longer_than_file_names():
     """
     import types
 
-    from gvfs_openstack.mount import fusefs
+    from gvfs_openstack.fuse import fusefs
     from gvfs_openstack.nfs import const
     from gvfs_openstack.nfs import nfs3
 
@@ -365,10 +366,11 @@ def test_the_mount_command_does_not_load_the_proxy():
     loaded = subprocess.run(
         [sys.executable, "-c",
          "import sys; import gvfs_openstack.cmd.proxy; "
-         "from gvfs_openstack.mount import fusefs, mounter, session; "
+         "from gvfs_openstack.fuse import fusefs, session; "
+         "from gvfs_openstack.mount import mounter; "
          "print(' '.join(sorted(sys.modules)))"],
         capture_output=True, text=True, check=True).stdout.split()
-    assert "gvfs_openstack.mount.fusefs" in loaded
-    for heavy in ("paramiko", "gvfs_openstack.gvfs.service",
-                  "gvfs_openstack.gvfs.cache.reads"):
+    assert "gvfs_openstack.fuse.fusefs" in loaded
+    for heavy in ("paramiko", "gvfs_openstack.proxy.service",
+                  "gvfs_openstack.proxy.cache.reads"):
         assert heavy not in loaded

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The FUSE operations with a RAM cache, against an in-memory NFS file.
 
 The file's attributes only change when a test says so, as on a server
@@ -9,7 +10,7 @@ import asyncio
 import os
 import types
 
-from gvfs_openstack.mount import fusefs
+from gvfs_openstack.fuse import fusefs
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs import nfs3
 

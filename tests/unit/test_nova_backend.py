@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Nova's ``gvfs`` image backend on a plain directory standing for the
 export, with Nova's real driver loader, image backend and qemu-img.
 
@@ -17,11 +18,11 @@ import threading
 import pytest
 
 from gvfs_openstack import golden
-from gvfs_openstack.lab import compute
-from gvfs_openstack.lab.compute import GIB
-from gvfs_openstack.lab.compute import MIB
 from gvfs_openstack.nova import imagebackend
 from gvfs_openstack.nova import lookups
+from tests.lab import compute
+from tests.lab.compute import GIB
+from tests.lab.compute import MIB
 
 GOLDEN = "5a1f0c2e-7d3b-4e8a-9c6f-0b1d2e3f4a5b"
 OTHER = "6b2a1d3f-8e4c-4f9b-8d7a-1c2e3f4a5b6c"
@@ -486,6 +487,22 @@ def test_deleting_the_instance_drops_its_reference(node, images,
     os.unlink(golden.retire(images, GOLDEN, grace=0))
 
 
+def test_a_disk_whose_reference_cannot_be_read_is_still_deleted(
+        node, images, glance_images, caplog):
+    """Releasing references warns and goes on: Nova's own cleanup runs."""
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance()
+    disk = clone(node, instance)
+    # A qcow2 header qemu-img refuses: the backing file cannot be read.
+    with open(disk.path, "r+b") as f:
+        f.write(b"QFI\xfb\x00\x00\x00\x63")
+    with caplog.at_level("WARNING"):
+        assert node.driver.delete_instance_files(instance)
+    assert not os.path.exists(os.path.dirname(disk.path))
+    assert "Cannot drop the golden image reference of disk" in caplog.text
+
+
 def test_references_of_vanished_disks_are_reconciled(node, images,
                                                      glance_images):
     compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
@@ -507,8 +524,8 @@ def test_references_of_vanished_disks_are_reconciled(node, images,
 def test_a_direct_snapshot_lands_in_the_store_directory(node, images,
                                                         glance_images,
                                                         tmp_path):
-    from gvfs_openstack.meta import format as meta_format
-    from gvfs_openstack.meta import scan
+    from gvfs_openstack.sidecar import format as meta_format
+    from gvfs_openstack.sidecar import scan
 
     compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 64)
     glance_images[GOLDEN] = gvfs_image()

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Golden images are inspected once per file, not once per clone."""
 
 import os

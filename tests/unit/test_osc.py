@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The OSC plugin's parsers and its progress display."""
 
 import io

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``--pack tar``: the archive commands the DTNs run, run here for real.
 
 The argv the conductor sends over SSH is run with this machine's GNU tar

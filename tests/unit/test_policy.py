@@ -1,7 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0
 import pytest
 
-from gvfs_openstack.gvfs import policy
 from gvfs_openstack.nfs.rpc import AuthSys
+from gvfs_openstack.proxy import policy
 
 
 def test_default_is_all_squash_to_the_file_account():

@@ -1,8 +1,9 @@
+# SPDX-License-Identifier: Apache-2.0
 """The FUSE mount's RAM cache: what it keeps, answers and drops."""
 
 import os
 
-from gvfs_openstack.mount import readcache
+from gvfs_openstack.fuse import readcache
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs import nfs3
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The roles' decisions, with a recording stand-in for the upstream pool.
 
 The pool is the only stand-in: real forwarding is covered by the functional
@@ -8,16 +9,16 @@ import asyncio
 
 import pytest
 
-from gvfs_openstack.gvfs import exportguard
-from gvfs_openstack.gvfs import policy
-from gvfs_openstack.gvfs import roles
-from gvfs_openstack.gvfs.upstream import UpstreamLost
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import MountProc
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import exportguard
+from gvfs_openstack.proxy import policy
+from gvfs_openstack.proxy import roles
+from gvfs_openstack.proxy.upstream import UpstreamLost
 
 
 class RecordingPool:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 import struct
 
 import pytest

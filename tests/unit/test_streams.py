@@ -1,7 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0
 """RecordWriter keeps records whole on the wire, relayed or not."""
 
-from gvfs_openstack.gvfs.streams import RecordWriter
 from gvfs_openstack.nfs import connection
+from gvfs_openstack.proxy.streams import RecordWriter
 
 
 class Wire:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The systemd units shipped under ``etc/systemd`` pass
 ``systemd-analyze verify``.
 

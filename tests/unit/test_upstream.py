@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The upstream pool against a real loopback peer that misbehaves."""
 
 import asyncio
@@ -6,9 +7,9 @@ import time
 
 import pytest
 
-from gvfs_openstack.gvfs import tunnel
-from gvfs_openstack.gvfs import upstream
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import tunnel
+from gvfs_openstack.proxy import upstream
 
 
 #: An NFSv3 NULL call, for any XID.
@@ -111,7 +112,7 @@ async def _cutting_peer(second_reply):
 
 def _relay_cut(second_reply):
     """Downstream wire and result of a call whose relayed reply is cut."""
-    from gvfs_openstack.gvfs import streams
+    from gvfs_openstack.proxy import streams
     from tests.unit.test_streams import Wire
 
     async def scenario():
@@ -135,7 +136,7 @@ def _relay_cut(second_reply):
 
 
 def test_a_relayed_reply_cut_part_way_is_finished_by_the_call_sent_again():
-    from gvfs_openstack.gvfs import streams
+    from gvfs_openstack.proxy import streams
     from tests.unit.test_streams import records
 
     wire, result, calls, expected, stats = _relay_cut(
@@ -149,7 +150,7 @@ def test_a_relayed_reply_cut_part_way_is_finished_by_the_call_sent_again():
 
 
 def test_a_different_reply_to_the_call_sent_again_aborts_the_stream():
-    from gvfs_openstack.gvfs import streams
+    from gvfs_openstack.proxy import streams
 
     wire, result, calls, expected, _ = _relay_cut(
         lambda xid: rpc.accepted(xid, results=b"\0\0\0\x46"))  # STALE.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Order of the UNSTABLE WRITEs a :class:`WriteBatch` keeps in flight.
 
 The fake server answers each WRITE only when the test says so, in any
@@ -8,7 +9,7 @@ import asyncio
 
 import pytest
 
-from gvfs_openstack.nfs.client import WriteBatch
+from gvfs_openstack.client.nfs import WriteBatch
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs import nfs3
 

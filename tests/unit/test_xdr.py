@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 import pytest
 
 from gvfs_openstack.nfs.errors import XdrError

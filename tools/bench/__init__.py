@@ -1,1 +1,2 @@
+# SPDX-License-Identifier: Apache-2.0
 """Benchmarks: ``python -m tools.bench SCENARIO [--quick] [--json FILE]``."""

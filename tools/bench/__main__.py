@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run one benchmark scenario and print its table.
 
 Every scenario measures its baseline in the same run and reports ratios
@@ -9,7 +10,7 @@ import json
 import os
 import sys
 
-from gvfs_openstack.lab import fusemount
+from tests.lab import fusemount
 from tools.bench import cache
 from tools.bench import clone
 from tools.bench import glance

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The client cache over an emulated WAN, against plain NFS over it.
 
 One lab, one run: the link between the client side and the DTN goes
@@ -25,10 +26,10 @@ import subprocess
 import tempfile
 import time
 
-from gvfs_openstack.gvfs import control
-from gvfs_openstack.lab import ganesha
-from gvfs_openstack.lab.topology import Lab
-from gvfs_openstack.nfs.client import NfsClient
+from gvfs_openstack.client.nfs import NfsClient
+from gvfs_openstack.proxy import control
+from tests.lab import ganesha
+from tests.lab.topology import Lab
 from tools.bench import charts
 from tools.bench import data
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """matplotlib for the benchmarks' charts, loaded only when one is drawn."""
 
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Cloning instances from a golden image: the GVFS paper's Figure 6.
 
 One lab, one run.  The DTN (Ganesha behind the server proxy) is across an
@@ -35,10 +36,10 @@ import os
 import random
 import tempfile
 
-from gvfs_openstack.lab import compute
-from gvfs_openstack.lab import glance_api
-from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.mount import mounter
+from tests.lab import compute
+from tests.lab import glance_api
+from tests.lab.topology import Lab
 from tools.bench import charts
 
 MIB = 1024 * 1024

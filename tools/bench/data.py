@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Files of incompressible data for the benchmarks."""
 
 import os

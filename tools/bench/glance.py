@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Images through a real glance-api: the gvfs store against Glance's own
 ``file`` store.
 
@@ -19,9 +20,9 @@ import os
 import tempfile
 import time
 
-from gvfs_openstack.lab import glance_api
-from gvfs_openstack.lab.topology import Lab
 from gvfs_openstack.mount import mounter
+from tests.lab import glance_api
+from tests.lab.topology import Lab
 from tools.bench import charts
 from tools.bench import data
 from tools.bench import metadata

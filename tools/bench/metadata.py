@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Metadata sidecars over an emulated WAN link, against block transfer.
 
 One lab, one run; the link between the client side and the DTN goes
@@ -24,10 +25,10 @@ import subprocess
 import tempfile
 import time
 
-from gvfs_openstack.lab.topology import Lab
-from gvfs_openstack.meta import format as meta_format
-from gvfs_openstack.meta import scan
-from gvfs_openstack.nfs.client import NfsClient
+from gvfs_openstack.client.nfs import NfsClient
+from gvfs_openstack.sidecar import format as meta_format
+from gvfs_openstack.sidecar import scan
+from tests.lab.topology import Lab
 from tools.bench import charts
 
 MIB = 1024 * 1024

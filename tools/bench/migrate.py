@@ -1,6 +1,7 @@
+# SPDX-License-Identifier: Apache-2.0
 """Disaster-recovery migration of images between two clouds, in one run.
 
-The two-cloud lab (gvfs_openstack/lab/drlab.py) with its DTN-to-DTN link
+The two-cloud lab (tests/lab/drlab.py) with its DTN-to-DTN link
 emulated by toxiproxy (default 500 Mbit/s, 20 ms RTT).  Four images of
 random data in the source Glance's ``file`` store, so every stage has all
 of its work to do, are migrated:
@@ -29,9 +30,9 @@ import time
 from oslo_config import cfg
 
 from gvfs_openstack.conf import migration as migration_conf
-from gvfs_openstack.lab import drlab
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
+from tests.lab import drlab
 from tools.bench import charts
 from tools.bench import data
 

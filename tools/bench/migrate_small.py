@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Many small images between two clouds: one transfer each, or one archive.
 
 The same two-cloud lab and emulated DTN link as ``migrate``.  32 images

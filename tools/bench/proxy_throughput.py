@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sequential read and write with nfs-cp: direct vs proxies vs tunnels.
 
 All paths are measured in one run on the same machine: directly against
@@ -14,8 +15,8 @@ import subprocess
 import tempfile
 import time
 
-from gvfs_openstack.lab.topology import Lab
-from gvfs_openstack.nfs.client import NfsClient
+from gvfs_openstack.client.nfs import NfsClient
+from tests.lab.topology import Lab
 from tools.bench import charts
 from tools.bench import data
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What resumable GridFTP segments cost on the DTN link, in one run.
 
 The two-cloud lab's DTN link emulated by toxiproxy (default 500 Mbit/s,
@@ -18,9 +19,9 @@ import types
 from oslo_config import cfg
 
 from gvfs_openstack.conf import migration as migration_conf
-from gvfs_openstack.lab import drlab
 from gvfs_openstack.migration import gridftp
 from gvfs_openstack.migration import sites
+from tests.lab import drlab
 from tools.bench import charts
 from tools.bench import data
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``openstack gvfs migrate`` and ``openstack gvfs migration ...``."""
 
 import sys

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The stand-in for devstack's ``iniset``/``inicomment``: one option of an
 INI file set (or commented out), everything else in the file kept."""
 

@@ -1,0 +1,439 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``gvfs-proxy mount``: a FUSE file system that is an NFSv3 client.
+
+Every FUSE request becomes NFS calls to the client proxy, so a mounted
+path gets the proxy's block cache, zero maps, whole-file channel, write
+policy and tunnel without a kernel NFS client (and without root beyond
+FUSE itself).  Built on pyfuse3: it is the maintained binding of libfuse
+3 (by libfuse's own maintainers), its low-level API is inode-based like
+NFS is handle-based, and its asyncio mode runs on the same event loop as
+the project's NFS client.  pyfuse3 has no ``lseek`` handler, so
+SEEK_DATA/SEEK_HOLE on the mount see one data extent (the kernel's
+default); holes are still made by writing sparse files and kept by
+``truncate``.
+"""
+
+import asyncio
+import errno
+import itertools
+import math
+import os
+import signal
+import time
+
+from oslo_log import log as logging
+import pyfuse3
+import pyfuse3.asyncio
+
+from gvfs_openstack.fuse import fusectl
+from gvfs_openstack.fuse import inodes
+from gvfs_openstack.fuse import nfsattr
+from gvfs_openstack.fuse import readcache
+from gvfs_openstack.fuse import session as nfs_session
+from gvfs_openstack.nfs import const
+
+LOG = logging.getLogger(__name__)
+
+pyfuse3.asyncio.enable()
+
+_DOTS = (".", "..")
+
+
+def _name(raw):
+    """A FUSE name (bytes) as the str the NFS codec carries."""
+    return os.fsdecode(raw)
+
+
+class _Failures:
+    """Turns session errors into the FUSEError the kernel understands."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if isinstance(error, nfs_session.OperationFailed):
+            raise pyfuse3.FUSEError(error.errno) from error
+        if isinstance(error, inodes.StaleInode):
+            raise pyfuse3.FUSEError(errno.ESTALE) from error
+        return False
+
+
+class GvfsFuse(pyfuse3.Operations):
+    """The FUSE operations of one mounted export."""
+
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+
+    def __init__(self, session, attr_timeout=1.0, entry_timeout=1.0,
+                 write_buffer_bytes=64 * 1024 * 1024,
+                 dir_entry_timeout=None, read_cache_bytes=0):
+        super().__init__()
+        self.session = session
+        self.attr_timeout = attr_timeout
+        self.entry_timeout = entry_timeout
+        self.dir_entry_timeout = entry_timeout \
+            if dir_entry_timeout is None else dir_entry_timeout
+        self.write_buffer_bytes = write_buffer_bytes
+        self.inodes = inodes.InodeTable(session.root)
+        self._handles = itertools.count(1)
+        self._open = {}        # file handle -> (inode, FileWriter or None)
+        self._listings = {}    # directory handle -> entries
+        self._fsstat = None    # (FSSTAT result, when it was asked)
+        self.read_cache = readcache.ReadCache(read_cache_bytes) \
+            if read_cache_bytes else None
+
+    # --- helpers -----------------------------------------------------------
+
+    def _entry(self, fattr, ino):
+        if self.read_cache is not None:
+            self.read_cache.observe(ino, fattr)
+        entry = pyfuse3.EntryAttributes()
+        for field, value in nfsattr.stat_fields(
+                fattr, ino, self.session.client.rsize).items():
+            setattr(entry, field, value)
+        entry.attr_timeout = self.attr_timeout
+        entry.entry_timeout = self.dir_entry_timeout \
+            if fattr.type == const.FileType.NF3DIR else self.entry_timeout
+        return entry
+
+    async def _attrs_of(self, fh, fattr=None):
+        if fattr is None:
+            fattr = await self.session.call("getattr", fh)
+        return fattr
+
+    async def _new_entry(self, fh, fattr=None):
+        """Attributes of a file the kernel now holds a reference to."""
+        known = self.inodes.known(fh)
+        if known is not None and await self._settle_writes(known):
+            fattr = None    # Asked before the writes were answered.
+        fattr = await self._attrs_of(fh, fattr)
+        return self._entry(fattr, self.inodes.remember(fh))
+
+    async def _settle_writes(self, inode):
+        """Wait out the WRITEs of ``inode`` in flight; whether there were.
+
+        Attributes asked meanwhile would show the size and mtime from
+        before them, and the kernel would believe them: to it the writes
+        were over when this daemon took them.
+        """
+        writers = [writer for writer in self._writers_of(inode)
+                   if writer.in_flight]
+        for writer in writers:
+            await writer.settle(0, math.inf)
+        return bool(writers)
+
+    def _fh(self, ino):
+        return self.inodes.handle(ino)
+
+    # --- names ---------------------------------------------------------------
+
+    async def lookup(self, parent_inode, name, ctx=None):
+        with _Failures():
+            ok = await self.session.call("lookup", self._fh(parent_inode),
+                                         _name(name))
+            return await self._new_entry(ok.object, ok.obj_attributes)
+
+    def forget(self, inode_list):
+        for ino, count in inode_list:
+            if self.inodes.forget(ino, count) and \
+                    self.read_cache is not None:
+                self.read_cache.forget(ino)
+
+    async def getattr(self, inode, ctx=None):
+        with _Failures():
+            fh = self._fh(inode)
+            await self._settle_writes(inode)
+            return self._entry(await self.session.call("getattr", fh),
+                               inode)
+
+    async def setattr(self, inode, attr, fields, fh, ctx):
+        with _Failures():
+            nfs_fh = self._fh(inode)
+            if fields.update_size:
+                await self._commit_inode(inode)
+                if self.read_cache is not None:
+                    self.read_cache.invalidate(inode)
+            new = nfsattr.sattr(
+                {"mode": fields.update_mode, "uid": fields.update_uid,
+                 "gid": fields.update_gid, "size": fields.update_size,
+                 "atime": fields.update_atime,
+                 "mtime": fields.update_mtime},
+                {"st_mode": attr.st_mode, "st_uid": attr.st_uid,
+                 "st_gid": attr.st_gid, "st_size": attr.st_size,
+                 "st_atime_ns": attr.st_atime_ns,
+                 "st_mtime_ns": attr.st_mtime_ns})
+            wcc = await self.session.call("setattr", nfs_fh, new)
+            return self._entry(await self._attrs_of(
+                nfs_fh, wcc.obj_wcc.after), inode)
+
+    async def readlink(self, inode, ctx):
+        with _Failures():
+            return os.fsencode(await self.session.call(
+                "readlink", self._fh(inode)))
+
+    async def mkdir(self, parent_inode, name, mode, ctx):
+        with _Failures():
+            fh, fattr = await self.session.call(
+                "mkdir", self._fh(parent_inode), _name(name), mode & 0o7777,
+                attributes=True, idempotent=False)
+            return await self._new_entry(fh, fattr)
+
+    async def symlink(self, parent_inode, name, target, ctx):
+        with _Failures():
+            fh, fattr = await self.session.call(
+                "symlink", self._fh(parent_inode), _name(name),
+                os.fsdecode(target), attributes=True, idempotent=False)
+            return await self._new_entry(fh, fattr)
+
+    async def link(self, inode, new_parent_inode, new_name, ctx):
+        with _Failures():
+            fh = self._fh(inode)
+            await self.session.call(
+                "link", fh, self._fh(new_parent_inode), _name(new_name),
+                idempotent=False)
+            return await self._new_entry(fh)
+
+    async def unlink(self, parent_inode, name, ctx):
+        with _Failures():
+            await self.session.call("remove", self._fh(parent_inode),
+                                    _name(name), idempotent=False)
+
+    async def rmdir(self, parent_inode, name, ctx):
+        with _Failures():
+            await self.session.call("rmdir", self._fh(parent_inode),
+                                    _name(name), idempotent=False)
+
+    async def rename(self, parent_inode_old, name_old, parent_inode_new,
+                     name_new, flags, ctx):
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            # NFSv3 has no atomic exchange.
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        with _Failures():
+            old_dir = self._fh(parent_inode_old)
+            new_dir = self._fh(parent_inode_new)
+            if flags & pyfuse3.RENAME_NOREPLACE:
+                await self._refuse_existing(new_dir, _name(name_new))
+            await self.session.call("rename", old_dir, _name(name_old),
+                                    new_dir, _name(name_new),
+                                    idempotent=False)
+
+    async def _refuse_existing(self, dir_fh, name):
+        try:
+            await self.session.call("lookup", dir_fh, name)
+        except nfs_session.OperationFailed as e:
+            if e.errno == errno.ENOENT:
+                return
+            raise
+        raise pyfuse3.FUSEError(errno.EEXIST)
+
+    # --- directories -------------------------------------------------------
+
+    async def opendir(self, inode, ctx):
+        with _Failures():
+            entries = [e for e in await self.session.call(
+                "readdirplus", self._fh(inode)) if e.name not in _DOTS]
+        handle = next(self._handles)
+        self._listings[handle] = (inode, entries)
+        return handle
+
+    async def readdir(self, fh, start_id, token):
+        dir_inode, entries = self._listings[fh]
+        for index in range(start_id, len(entries)):
+            entry = entries[index]
+            with _Failures():
+                nfs_fh = entry.name_handle
+                if nfs_fh is None:
+                    nfs_fh = (await self.session.call(
+                        "lookup", self._fh(dir_inode), entry.name)).object
+                fattr = await self._attrs_of(nfs_fh, entry.name_attributes)
+            attrs = self._entry(fattr, self.inodes.inode(nfs_fh))
+            if not pyfuse3.readdir_reply(token, os.fsencode(entry.name),
+                                         attrs, index + 1):
+                return
+            self.inodes.remember(nfs_fh)
+
+    async def releasedir(self, fh):
+        self._listings.pop(fh, None)
+
+    # --- files ---------------------------------------------------------------
+
+    async def open(self, inode, flags, ctx):
+        with _Failures():
+            fh = self._fh(inode)
+            if self.read_cache is not None:
+                # Close-to-open: what another host changed since shows
+                # from this open on.
+                await self._settle_writes(inode)
+                self.read_cache.observe(
+                    inode, await self.session.call("getattr", fh))
+        handle = next(self._handles)
+        self._open[handle] = [inode, None]
+        return pyfuse3.FileInfo(fh=handle)
+
+    async def create(self, parent_inode, name, mode, flags, ctx):
+        with _Failures():
+            fh, fattr = await self.session.call(
+                "create", self._fh(parent_inode), _name(name),
+                mode & 0o7777, bool(flags & os.O_EXCL), attributes=True,
+                idempotent=False)
+            entry = await self._new_entry(fh, fattr)
+        handle = next(self._handles)
+        self._open[handle] = [entry.st_ino, None]
+        return pyfuse3.FileInfo(fh=handle), entry
+
+    async def read(self, fh, off, size):
+        inode = self._open[fh][0]
+        with _Failures():
+            for writer in self._writers_of(inode):
+                await writer.settle(off, off + size)
+            if self.read_cache is None:
+                return await self._fetch(inode, off, size)
+            data = self.read_cache.get(inode, off, size)
+            if data is None:
+                start, end = self.read_cache.span(off, size)
+                data = await self._fetch(inode, start, end - start)
+                data = data[off - start:off - start + size]
+            return data
+
+    async def _fetch(self, inode, off, size):
+        """READs of [off, +size) until all of it or the end of the file.
+
+        What they bring back is offered to the RAM cache.
+        """
+        nfs_fh = self._fh(inode)
+        chunks = []
+        while size > 0:
+            if self.read_cache is not None:
+                token = self.read_cache.begin(inode)
+            ok = await self.session.call(
+                "read", nfs_fh, off, min(size, self.session.client.rsize))
+            if self.read_cache is not None:
+                self.read_cache.store(inode, token, ok.file_attributes, off,
+                                      ok.data)
+            chunks.append(ok.data)
+            off += len(ok.data)
+            size -= len(ok.data)
+            if ok.eof or not ok.data:
+                break
+        return b"".join(chunks)
+
+    async def write(self, fh, off, buf):
+        state = self._open[fh]
+        if self.read_cache is not None:
+            self.read_cache.invalidate(state[0], off, off + len(buf))
+        with _Failures():
+            if state[1] is None:
+                state[1] = nfs_session.FileWriter(
+                    self.session, self._fh(state[0]),
+                    self.write_buffer_bytes)
+            await state[1].write(off, bytes(buf))
+        return len(buf)
+
+    async def _commit_handle(self, fh):
+        writer = self._open[fh][1]
+        if writer is not None and (writer.pending or writer.broken):
+            await writer.commit()
+
+    def _writers_of(self, inode):
+        return [writer for ino, writer in list(self._open.values())
+                if ino == inode and writer is not None]
+
+    async def _commit_inode(self, inode):
+        for handle, (ino, _) in list(self._open.items()):
+            if ino == inode:
+                await self._commit_handle(handle)
+
+    async def flush(self, fh):
+        with _Failures():
+            await self._commit_handle(fh)
+
+    async def fsync(self, fh, datasync):
+        with _Failures():
+            await self._commit_handle(fh)
+
+    async def release(self, fh):
+        try:
+            with _Failures():
+                await self._commit_handle(fh)
+        finally:
+            self._open.pop(fh, None)
+
+    async def statfs(self, ctx):
+        """The export's usage, asked at most once per ``attr_timeout``.
+
+        The kernel does not cache statfs, and qemu and df ask for it at
+        every open; each ask is a round trip to the DTN.
+        """
+        now = time.monotonic()
+        if self._fsstat is not None and \
+                now - self._fsstat[1] < self.attr_timeout:
+            ok = self._fsstat[0]
+        else:
+            with _Failures():
+                ok = await self.session.call("fsstat")
+            self._fsstat = (ok, now)
+        block = 4096
+        stats = pyfuse3.StatvfsData()
+        stats.f_bsize = self.session.client.wsize
+        stats.f_frsize = block
+        stats.f_blocks = ok.tbytes // block
+        stats.f_bfree = ok.fbytes // block
+        stats.f_bavail = ok.abytes // block
+        stats.f_files = ok.tfiles
+        stats.f_ffree = ok.ffiles
+        stats.f_favail = ok.afiles
+        stats.f_namemax = 255
+        return stats
+
+
+def _terminate():
+    try:
+        pyfuse3.terminate()
+    except asyncio.InvalidStateError:
+        # pyfuse3's asyncio shim trips over a read that completed in the
+        # same loop iteration; the next iteration is clean.
+        asyncio.get_running_loop().call_soon(_terminate)
+
+
+async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
+                write_buffer_bytes=64 * 1024 * 1024, allow_other=False,
+                max_background=0, dir_entry_timeout=None,
+                read_cache_bytes=0):
+    """MNT through ``session``, mount at ``mountpoint``, serve until
+    SIGTERM/SIGINT or an external unmount, then unmount.
+
+    The MNT comes first so that a wrong export or an unreachable proxy is
+    an error at start, not an empty directory.
+    """
+    await session.start()
+    ops = GvfsFuse(session, attr_timeout, entry_timeout, write_buffer_bytes,
+                   dir_entry_timeout, read_cache_bytes)
+    options = set(pyfuse3.default_options)
+    options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
+    if allow_other:
+        options.add("allow_other")
+    pyfuse3.init(ops, mountpoint, options)
+    if max_background:
+        try:
+            fusectl.tune(mountpoint, max_background)
+            LOG.info("up to %d requests in flight to %s", max_background,
+                     mountpoint)
+        except fusectl.FusectlError as e:
+            LOG.warning("the kernel keeps its own limit of requests in "
+                        "flight to %s, not [mount] max_background = %d: "
+                        "%s", mountpoint, max_background, e)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, _terminate)
+    LOG.info("mounted %s at %s", session.where, mountpoint)
+    try:
+        await pyfuse3.main()
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        pyfuse3.close(unmount=True)
+        session.close()
+        if ops.read_cache is not None:
+            LOG.info("RAM cache of %s: %d reads answered, %d fetched",
+                     mountpoint, ops.read_cache.hits, ops.read_cache.misses)
+        LOG.info("unmounted %s", mountpoint)

@@ -1,1 +1,0 @@
-"""The loopback lab: real NFS-Ganesha, sshd, toxiproxy and proxies."""

@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Finding and loading the metadata sidecar of each file a proxy reads.
+
+NFS reads name a file by its handle, but a sidecar is found by name
+(``.gvfs-meta.<name>`` in the same directory), so the proxy remembers
+the directory and name of the handles that LOOKUP replies give it.  At
+the first READ of a file it looks the sidecar up and reads it, with the
+reader's own credential, once: concurrent first READs share the load,
+and the result (a sidecar, or none) is kept per handle for as long as
+the file's size and mtime stay the same.  Where there was none, the
+proxy looks again after ``recheck_after`` seconds.
+
+A sidecar made for another size or mtime is stale and ignored; a
+malformed or hostile one is ignored with one warning.  Either way the
+file is read block by block as if there were none: a sidecar can save
+traffic, never change the bytes a client gets.
+"""
+
+import asyncio
+import collections
+import time
+
+from oslo_log import log as logging
+
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.proxy.cache.reads import Fallback
+from gvfs_openstack.proxy.cache.reads import version_key
+from gvfs_openstack.sidecar import format as meta_format
+
+LOG = logging.getLogger(__name__)
+
+MAX_FILES = 65536
+
+
+class Sidecars:
+    def __init__(self, reads, stats, recheck_after=60.0,
+                 clock=time.monotonic):
+        self.reads = reads
+        self.stats = stats
+        self.recheck_after = recheck_after
+        self.clock = clock
+        self._names = collections.OrderedDict()
+        #: fh -> (Sidecar or None, (size, mtime_ns), when loaded)
+        self._loaded = collections.OrderedDict()
+        self._loading = {}
+        for key in ("sidecars_loaded", "sidecars_stale", "sidecars_invalid"):
+            stats.setdefault(key, 0)
+
+    @staticmethod
+    def _remember(table, key, value):
+        table[key] = value
+        table.move_to_end(key)
+        if len(table) > MAX_FILES:
+            table.popitem(last=False)
+
+    def learn(self, dir_fh, name, fh):
+        """A LOOKUP said ``name`` in ``dir_fh`` is ``fh``."""
+        if fh and not meta_format.is_sidecar(name):
+            self._remember(self._names, bytes(fh), (bytes(dir_fh), name))
+
+    async def sidecar_of(self, call, state):
+        """The sidecar that describes the file of ``state`` now, or None."""
+        fh = state.fh
+        key = version_key(state.fattr)
+        found = self._loaded.get(fh)
+        if found is not None and found[1] == key and (
+                found[0] is not None or
+                self.clock() - found[2] < self.recheck_after):
+            return found[0]
+        where = self._names.get(fh)
+        if where is None:
+            return None
+        loading = self._loading.get(fh)
+        if loading is None:
+            loading = self._loading[fh] = asyncio.ensure_future(
+                self._load(call, where, key))
+            loading.add_done_callback(
+                lambda _: self._loading.pop(fh, None))
+        sidecar = await asyncio.shield(loading)
+        self._remember(self._loaded, fh, (sidecar, key, self.clock()))
+        return sidecar
+
+    async def _load(self, call, where, key):
+        dir_fh, name = where
+        try:
+            data = await self._read(call, dir_fh,
+                                    meta_format.sidecar_name(name))
+            if data is None:
+                return None
+            sidecar = meta_format.parse(data)
+        except meta_format.SidecarError as e:
+            self.stats["sidecars_invalid"] += 1
+            LOG.warning("ignoring the metadata sidecar of %r: %s", name, e)
+            return None
+        except Fallback:
+            return None  # Unreadable now: block reads, look again later.
+        if not sidecar.matches(*key):
+            self.stats["sidecars_stale"] += 1
+            LOG.info("ignoring the stale metadata sidecar of %r (made for "
+                     "another size or mtime)", name)
+            return None
+        self.stats["sidecars_loaded"] += 1
+        return sidecar
+
+    async def _read(self, call, dir_fh, sidecar_name):
+        """The sidecar's bytes, or None if there is none."""
+        res = await self.reads.upstream(call, Nfs3Proc.LOOKUP,
+                                        nfs3.LookupArgs(nfs3.DirOpArgs(
+                                            dir_fh, sidecar_name)))
+        if res.status == const.NfsStat.NFS3ERR_NOENT:
+            return None
+        if not res.ok:
+            raise Fallback()
+        attrs = res.body.obj_attributes
+        if attrs is not None and (attrs.type != const.FileType.NF3REG or
+                                  attrs.size > meta_format.MAX_BYTES):
+            raise meta_format.SidecarError(
+                "not a regular file of at most %d bytes"
+                % meta_format.MAX_BYTES)
+        fh = res.body.object
+        data = bytearray()
+        while len(data) <= meta_format.MAX_BYTES:
+            read = await self.reads.upstream(call, Nfs3Proc.READ,
+                                             nfs3.ReadArgs(
+                                                 fh, len(data),
+                                                 self.reads.max_read))
+            if not read.ok:
+                raise Fallback()
+            data += read.body.data
+            if read.body.eof or not read.body.data:
+                return bytes(data)
+        raise meta_format.SidecarError("larger than %d bytes"
+                                       % meta_format.MAX_BYTES)

@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What replies passing through the proxy tell the cache.
+
+Writes and attribute changes that go through this proxy must reach the
+cache (write-through): written blocks are discarded, and the new file
+attributes are recorded as this proxy's own change so that the file's
+other cached blocks stay valid.  GETATTR replies refresh what the proxy
+knows of a file; LOOKUP replies say where to look for a file's metadata
+sidecar, and their attributes are as fresh as a GETATTR's: a client that
+looks a file up and then opens and reads it (every first access) is not
+made to wait for one more round trip to the server for attributes the
+proxy has just seen.  Not those of a file with dirty bytes here: the
+server's attributes are behind what write-back holds.
+"""
+
+
+from oslo_log import log as logging
+
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import MountProc
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import mount3
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.nfs.xdr import Unpacker
+
+LOG = logging.getLogger(__name__)
+
+_WATCHED = (Nfs3Proc.WRITE, Nfs3Proc.SETATTR, Nfs3Proc.GETATTR,
+            Nfs3Proc.LOOKUP, Nfs3Proc.CREATE, Nfs3Proc.MKDIR)
+
+
+def _write_range(args):
+    """fh, offset and count of WRITE args, without copying the data."""
+    u = Unpacker(args)
+    return (u.unpack_opaque(const.NFS3_FHSIZE), u.unpack_uhyper(),
+            u.unpack_uint())
+
+
+def observe_mount(cache, call, reply_message):
+    """An MNT reply names the root handle of an export."""
+    if call.proc != MountProc.MNT:
+        return
+    try:
+        results = rpc.results_of(reply_message)
+        if results is None:
+            return
+        res = mount3.decode_res(MountProc.MNT, results)
+        if res.ok:
+            path = mount3.decode_args(MountProc.MNT, call.args).dirpath
+            cache.policies.learn_root(res.body.fhandle, path)
+    except ProtocolError as e:
+        LOG.warning("cannot learn from an MNT reply: %s", e)
+
+
+def observe_reply(cache, call, reply_message, dirty=()):
+    """What ``reply_message`` to ``call`` tells ``cache``.
+
+    ``dirty``: handles of files with bytes written back here only.
+    """
+    if call.proc not in _WATCHED:
+        return
+    try:
+        if call.proc == Nfs3Proc.WRITE:
+            fh, offset, count = _write_range(call.args)
+            # Whatever the outcome, those bytes may have changed.
+            cache.discard_range(fh, offset, count)
+        results = rpc.results_of(reply_message)
+        if results is None:
+            return
+        res = nfs3.decode_res(call.proc, results)
+        if call.proc == Nfs3Proc.WRITE:
+            cache.observe_own_change(
+                fh, res.body.file_wcc if res.ok else res.body.obj_wcc)
+        elif call.proc == Nfs3Proc.SETATTR:
+            fh = nfs3.decode_args(Nfs3Proc.SETATTR, call.args).object
+            cache.observe_own_change(fh, res.body.obj_wcc, reset=True)
+        elif call.proc == Nfs3Proc.GETATTR and res.ok:
+            fh = nfs3.decode_args(Nfs3Proc.GETATTR, call.args).object
+            cache.observe(fh, res.body.obj_attributes)
+        elif call.proc == Nfs3Proc.LOOKUP and res.ok:
+            args = nfs3.decode_args(Nfs3Proc.LOOKUP, call.args)
+            cache.policies.learn_child(args.what.dir, res.body.object)
+            if res.body.object not in dirty:
+                cache.observe(res.body.object, res.body.obj_attributes)
+            if cache.sidecars is not None:
+                cache.sidecars.learn(args.what.dir, args.what.name,
+                                     res.body.object)
+        elif res.ok and res.body.obj:
+            # CREATE and MKDIR: the new object lives in its directory's
+            # export.
+            where = nfs3.decode_args(call.proc, call.args).where
+            cache.policies.learn_child(where.dir, res.body.obj)
+    except ProtocolError as e:
+        LOG.warning("cannot learn from a %s reply: %s",
+                    Nfs3Proc(call.proc).name, e)

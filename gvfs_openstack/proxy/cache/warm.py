@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Warming: fetch one file into the cache ahead of its readers.
+
+Used before a burst of clones (and by Nova's image pre-caching later): the
+proxy resolves the path through its next hop (EXPORT, MNT, LOOKUP), then
+fetches the blocks it does not hold yet, no faster than a cap, so that
+warming many compute nodes at once cannot flood the DTN.
+"""
+
+import asyncio
+import posixpath
+import time
+
+from gvfs_openstack import exceptions
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import MountProc
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import mount3
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+
+MIB = 1024 * 1024
+
+
+class WarmError(exceptions.GvfsError):
+    message = "Cannot warm %(path)s: %(reason)s"
+
+
+class Warmer:
+    def __init__(self, reads, pool, default_rate_mib):
+        self.reads = reads
+        self.pool = pool
+        self.default_rate_mib = default_rate_mib
+        # Warming acts as root on this host; the server proxy maps that
+        # to the export's file account like any other identity.
+        self.cred = rpc.AuthSys(0, 0, (), "gvfs-proxy-warm").to_opaque()
+
+    async def _call(self, prog, proc, args):
+        record = await self.pool.call(
+            rpc.call_builder(prog, 3, proc, self.cred, args=args), True)
+        results = rpc.results_of(record)
+        if results is None:
+            raise ProtocolError("call refused upstream")
+        return results
+
+    async def _resolve(self, path):
+        exports = mount3.decode_res(MountProc.EXPORT, await self._call(
+            const.MOUNT_PROGRAM, MountProc.EXPORT, b""))
+        matches = [e.directory for e in exports.exports
+                   if path == e.directory or path.startswith(
+                       e.directory.rstrip("/") + "/")]
+        if not matches:
+            raise WarmError(path=path, reason="it is not under an export "
+                                              "the next hop serves")
+        export = max(matches, key=len)
+        res = mount3.decode_res(MountProc.MNT, await self._call(
+            const.MOUNT_PROGRAM, MountProc.MNT,
+            mount3.encode_args(MountProc.MNT, mount3.MntArgs(export))))
+        if not res.ok:
+            raise WarmError(path=path, reason="MNT of %s refused (%s)" % (
+                export, const.status_name(res.status)))
+        fh = res.body.fhandle
+        self.reads.policies.learn_root(fh, export)
+        for name in path[len(export):].split("/"):
+            if not name:
+                continue
+            res = nfs3.decode_res(Nfs3Proc.LOOKUP, await self._call(
+                const.NFS_PROGRAM, Nfs3Proc.LOOKUP, nfs3.encode_args(
+                    Nfs3Proc.LOOKUP, nfs3.LookupArgs(
+                        nfs3.DirOpArgs(fh, name)))))
+            if not res.ok:
+                raise WarmError(path=path, reason="%s: %s" % (
+                    name, const.status_name(res.status)))
+            self.reads.policies.learn_child(fh, res.body.object)
+            if self.reads.sidecars is not None:
+                self.reads.sidecars.learn(fh, name, res.body.object)
+            fh = res.body.object
+        return fh
+
+    async def warm(self, path, rate_mib=None):
+        """Fetch ``path`` into the cache; returns what was done."""
+        if not path.startswith("/") or ".." in path.split("/"):
+            raise WarmError(path=path, reason="give an absolute path "
+                                              "without '..'")
+        path = posixpath.normpath(path)
+        rate = (rate_mib or self.default_rate_mib) * MIB
+        try:
+            fh = bytes(await self._resolve(path))
+        except ProtocolError as e:
+            raise WarmError(path=path, reason=str(e)) from e
+        reads = self.reads
+        call = rpc.Call(0, const.NFS_PROGRAM, 3, Nfs3Proc.READ, self.cred)
+        reads.forget(fh)
+        state = await reads.state_of(call, fh)
+        if state.fattr.type != const.FileType.NF3REG:
+            raise WarmError(path=path, reason="not a regular file")
+        # Zero blocks by the file's sidecar count as present.
+        await reads.load_zeros(call, state)
+        bs = reads.store.geometry.block_size
+        size = state.fattr.size
+        missing = [b for b in range(-(-size // bs))
+                   if not reads.in_flight(state, b) and
+                   not reads.present(state, b, min(bs, size - b * bs))]
+        start = time.monotonic()
+        fetched = 0
+        for first, count in reads.runs(missing):
+            futures = reads.fetch(call, state, first, count)
+            for future in futures.values():
+                chunk, _ = await future
+                fetched += len(chunk)
+            # Keep the average at or under the cap.
+            ahead = fetched / rate - (time.monotonic() - start)
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+        return {"path": path, "size": size, "fetched": fetched,
+                "already_cached": size - fetched,
+                "seconds": round(time.monotonic() - start, 3)}

@@ -1,0 +1,556 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Write-back: WRITEs answered from a local journal, sent upstream later.
+
+Over a WAN every WRITE costs a round trip and the link's bandwidth; on an
+export whose policy is write-back the client proxy answers it as soon as
+the bytes are in the :class:`Journal` on local disk (GVFS paper, section
+3.2.1).  The rules that keep this from losing or hiding data:
+
+* COMMIT (and a WRITE asking for DATA_SYNC/FILE_SYNC) is answered only
+  once the journal is on stable storage.
+* The write verifier is new in every proxy process.  A client holding
+  UNSTABLE writes that a crash could have lost sees it change at its next
+  COMMIT and sends them again, as it would to a rebooted server.
+* READ and GETATTR of a file with dirty bytes are answered here, with the
+  dirty bytes laid over the server's and the size they imply; a SETATTR
+  first flushes the file (a truncate must not be undone by a later flush).
+* Dirty bytes go upstream (UNSTABLE WRITEs in a window, then COMMIT, sent
+  again if the server's verifier changed) on request, when the proxy has
+  been idle, when the journal grows past a threshold, and at a clean
+  shutdown; after a crash the journal is replayed and flushed.
+* When the journal's disk is full or the journal reaches its limit, WRITEs
+  fall back to write-through (FILE_SYNC upstream), replacing whatever
+  older dirty bytes they cover: the client's data is never refused for
+  want of local disk.
+"""
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import time
+
+from oslo_log import log as logging
+
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs.const import NfsStat
+from gvfs_openstack.nfs.const import StableHow
+from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.cache.dirty import DirtyMap
+from gvfs_openstack.proxy.cache.dirty import Extent
+from gvfs_openstack.proxy.cache import flush as flush_mod
+from gvfs_openstack.proxy.cache.flush import FlushError
+from gvfs_openstack.proxy.cache.reads import Fallback
+from gvfs_openstack.proxy.cache.reads import read_reply
+from gvfs_openstack.proxy.cache import updates as cache_updates
+from gvfs_openstack.proxy.upstream import UpstreamError
+
+LOG = logging.getLogger(__name__)
+
+_HANDLED = frozenset({Nfs3Proc.WRITE, Nfs3Proc.COMMIT, Nfs3Proc.READ,
+                      Nfs3Proc.GETATTR, Nfs3Proc.SETATTR, Nfs3Proc.CREATE})
+
+
+def _reply(xid, proc, result):
+    return rpc.accepted(xid, results=nfs3.encode_res(proc, result))
+
+
+def _ok_result(proc, reply):
+    """The decoded result of a successful reply message, else None."""
+    try:
+        results = rpc.results_of(reply)
+        if results is None:
+            return None
+        res = nfs3.decode_res(proc, results)
+    except ProtocolError:
+        return None
+    return res if res.ok else None
+
+
+def _wcc_attr(fattr):
+    return nfs3.WccAttr(fattr.size, fattr.mtime, fattr.ctime)
+
+
+class WriteBack:
+    def __init__(self, journal, reads, stats, max_bytes, flush_bytes,
+                 idle_seconds, wsize=1024 * 1024, window=16,
+                 clock=time.monotonic):
+        self.journal = journal
+        self.reads = reads
+        self.stats = stats
+        self.max_bytes = max_bytes
+        self.flush_bytes = flush_bytes
+        self.idle_seconds = idle_seconds
+        self.sender = flush_mod.Sender(journal, reads, wsize, window)
+        self.clock = clock
+        self.dirty = DirtyMap()
+        #: New in every process: see the module docstring.
+        self.verifier = os.urandom(const.NFS3_WRITEVERFSIZE)
+        #: fh -> [lock, users]: a flush of a file excludes write-through
+        #: WRITEs, SETATTRs and partly dirty READs of it.
+        self._locks = {}
+        #: Base attributes (the server's) of dirty files.
+        self._bases = {}
+        self._flushing = None
+        self._background = None
+        self._falling_back = False
+        self._timer = None
+        self.last_write = clock()
+        for key in ("writeback_writes", "writeback_bytes",
+                    "writeback_commits", "writeback_fallbacks",
+                    "writeback_flushes", "writeback_flushed_bytes",
+                    "writeback_flush_errors", "writeback_discarded_bytes",
+                    "journal_replayed_records", "journal_replayed_bytes",
+                    "journal_corrupt_records", "journal_lost_bytes"):
+            stats.setdefault(key, 0)
+
+    # --- start and stop ------------------------------------------------------
+
+    def replay(self):
+        """Rebuild the dirty map from the journal left by the last run."""
+        for record in self.journal.replay():
+            self.dirty.add(record.fh, record.cred, Extent(
+                record.offset, record.length, record.segment,
+                record.position, record.record), time.time_ns())
+        report = self.journal.report
+        self.stats["journal_replayed_records"] += report.records
+        self.stats["journal_replayed_bytes"] += report.bytes
+        self.stats["journal_corrupt_records"] += report.corrupt_records
+        self.stats["journal_lost_bytes"] += report.lost_bytes
+        if report.records:
+            LOG.info("write-back journal replayed: %d writes, %d dirty "
+                     "bytes in %d files to write back", report.records,
+                     self.dirty.dirty_bytes, len(self.dirty))
+        self.journal.release(self.dirty.segments())
+
+    def start(self):
+        if self.idle_seconds > 0:
+            self._timer = asyncio.ensure_future(self._idle_timer())
+
+    async def close(self, timeout):
+        """Flush for at most ``timeout`` seconds, then close the journal.
+
+        Whatever is still dirty stays in the journal for the next start.
+        """
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.dirty:
+            try:
+                await asyncio.wait_for(self.flush(), timeout)
+            except (FlushError, asyncio.TimeoutError) as e:
+                LOG.warning("stopping with %d dirty bytes not written back "
+                            "(%s); they stay in the journal and are written "
+                            "back when the proxy starts again",
+                            self.dirty.dirty_bytes,
+                            e or "timed out after %ss" % timeout)
+        self.journal.close()
+
+    async def _idle_timer(self):
+        while True:
+            await asyncio.sleep(min(1.0, self.idle_seconds / 4))
+            if self.dirty and self._flushing is None and \
+                    self.clock() - self.last_write >= self.idle_seconds:
+                self.start_flush("idle")
+
+    # --- which calls are ours ----------------------------------------------
+
+    def takes(self, fh):
+        """Whether WRITE and COMMIT of ``fh`` are answered here."""
+        return fh in self.dirty or self.reads.policies.writes_back(fh)
+
+    def relays(self, fh):
+        """Whether a WRITE to ``fh`` may go upstream while it arrives.
+
+        Only when it is not written back.
+        """
+        return not self.takes(fh)
+
+    async def handle(self, call):
+        """The reply to ``call`` if write-back answers it, else None."""
+        if call.proc not in _HANDLED or (
+                not self.dirty and call.proc not in (Nfs3Proc.WRITE,
+                                                     Nfs3Proc.COMMIT)):
+            return None
+        try:
+            args = nfs3.decode_args(call.proc, call.args)
+        except ProtocolError:
+            return None  # Forwarded: the server answers GARBAGE_ARGS.
+        if call.proc == Nfs3Proc.WRITE:
+            return await self._write(call, args)
+        if call.proc == Nfs3Proc.COMMIT:
+            return await self._commit(call, args)
+        if call.proc == Nfs3Proc.CREATE:
+            return await self._before_create(call, args)
+        fh = bytes(args.file if call.proc == Nfs3Proc.READ else
+                   args.object)
+        if fh not in self.dirty:
+            return None
+        if call.proc == Nfs3Proc.READ:
+            return await self._read(call, args, fh)
+        if call.proc == Nfs3Proc.GETATTR:
+            shown = await self.shown_attrs(call, fh)
+            if shown is None:
+                return None
+            return _reply(call.xid, call.proc,
+                          nfs3.Result(0, nfs3.GetattrOk(shown)))
+        # SETATTR: the server must see the dirty bytes before it.
+        try:
+            await self.flush_file(fh)
+        except (FlushError, UpstreamError) as e:
+            LOG.warning("SETATTR of a dirty file refused: %s", e)
+            return _reply(call.xid, call.proc, nfs3.Result(
+                NfsStat.NFS3ERR_IO, nfs3.WccData()))
+        return None
+
+    # --- attributes ----------------------------------------------------------
+
+    async def _base(self, call, fh):
+        """The server's attributes of ``fh`` (None if it cannot say)."""
+        base = self._bases.get(fh)
+        if base is not None:
+            return base
+        try:
+            state = await self.reads.state_of(call, fh)
+        except Fallback:
+            return None
+        if fh in self.dirty:
+            self._bases[fh] = state.fattr
+        return state.fattr
+
+    def _learn_base(self, fh, fattr):
+        """The server reported ``fattr`` for a dirty file.
+
+        Replies to concurrent WRITEs may arrive out of order: the size
+        never goes back while the file is dirty here (a truncate writes
+        the file back first, so it cannot be what shrank it).
+        """
+        if fattr is None or fh not in self.dirty:
+            return
+        known = self._bases.get(fh)
+        if known is not None and known.size > fattr.size:
+            fattr = dataclasses.replace(fattr, size=known.size)
+        self._bases[fh] = fattr
+
+    def _shown(self, fh, base):
+        dirty = self.dirty.get(fh)
+        if not dirty:
+            return base
+        size = max(base.size, dirty.end)
+        when = nfs3.NfsTime(dirty.written_ns // 10 ** 9,
+                            dirty.written_ns % 10 ** 9)
+        return dataclasses.replace(base, size=size,
+                                   used=max(base.used, size), mtime=when,
+                                   ctime=when)
+
+    async def shown_attrs(self, call, fh):
+        """Attributes of ``fh`` as clients must see them: dirty bytes
+        included."""
+        base = await self._base(call, fh)
+        return None if base is None else self._shown(fh, base)
+
+    def patch_reply(self, call, reply):
+        """``reply`` (forwarded) with dirty files' attributes as shown.
+
+        LOOKUP and READDIRPLUS replies carry the server's attributes of
+        files that may have dirty bytes here; a client must not see such
+        a file shrink back to its size upstream.
+        """
+        if not self.dirty or call.proc not in (Nfs3Proc.LOOKUP,
+                                               Nfs3Proc.READDIRPLUS):
+            return reply
+        res = _ok_result(call.proc, reply)
+        if res is None:
+            return reply
+        body = res.body
+        if call.proc == Nfs3Proc.LOOKUP:
+            if body.object not in self.dirty or body.obj_attributes is None:
+                return reply
+            body = dataclasses.replace(body, obj_attributes=self._shown(
+                bytes(body.object), body.obj_attributes))
+        else:
+            entries = tuple(
+                dataclasses.replace(e, name_attributes=self._shown(
+                    bytes(e.name_handle), e.name_attributes))
+                if e.name_handle and e.name_handle in self.dirty and
+                e.name_attributes is not None else e
+                for e in body.entries)
+            if entries == body.entries:
+                return reply
+            body = dataclasses.replace(body, entries=entries)
+        return _reply(call.xid, call.proc, nfs3.Result(0, body))
+
+    async def _before_create(self, call, args):
+        """A CREATE that truncates may hit a dirty file: write back first.
+
+        The reply names the file only afterwards, so every dirty file is
+        written back; such CREATEs (not open(O_TRUNC), which is a SETATTR)
+        are rare.
+        """
+        how = args.how
+        if how.mode != const.CreateMode.EXCLUSIVE and \
+                how.attributes is not None and \
+                how.attributes.size is not None:
+            try:
+                await self.flush()
+            except FlushError as e:
+                LOG.warning("refusing a truncating CREATE: dirty data "
+                            "could not be written back first: %s", e)
+                return _reply(call.xid, call.proc, nfs3.Result(
+                    NfsStat.NFS3ERR_IO, nfs3.WccData()))
+        return None
+
+    # --- WRITE and COMMIT ----------------------------------------------------
+
+    async def _write(self, call, args):
+        fh = bytes(args.file)
+        data = memoryview(args.data)[:args.count]
+        if not self.takes(fh) or len(data) != args.count:
+            return None
+        base = await self._base(call, fh)
+        if base is None or base.type != const.FileType.NF3REG:
+            return None  # The server answers (STALE, ISDIR, ...).
+        before = self._shown(fh, base)
+        self.last_write = self.clock()
+        if self.journal.size + len(data) > self.max_bytes:
+            self._falls_back("the journal reached writeback_max_mb")
+            return await self._write_through(call, args, fh)
+        cred = (call.cred.flavor, call.cred.body)
+        try:
+            segment, position, record = self.journal.append(
+                fh, cred, args.offset, data)
+        except OSError as e:
+            self._falls_back("the journal's disk refused a write: %s" % e)
+            return await self._write_through(call, args, fh)
+        if self._falling_back:
+            self._falling_back = False
+            LOG.info("journalling WRITEs again")
+        self.dirty.add(fh, cred, Extent(args.offset, len(data), segment,
+                                        position, record), time.time_ns())
+        self._bases.setdefault(fh, base)
+        self.stats["writeback_writes"] += 1
+        self.stats["writeback_bytes"] += len(data)
+        if self.journal.size >= self.flush_bytes:
+            self.start_flush("the journal passed its flush threshold")
+        committed = StableHow.UNSTABLE
+        if args.stable != StableHow.UNSTABLE:
+            if not await self._sync():
+                return _reply(call.xid, call.proc, nfs3.Result(
+                    NfsStat.NFS3ERR_IO, nfs3.WccData()))
+            committed = StableHow.FILE_SYNC
+        return _reply(call.xid, call.proc, nfs3.Result(0, nfs3.WriteOk(
+            nfs3.WccData(_wcc_attr(before), self._shown(fh, base)),
+            len(data), committed, self.verifier)))
+
+    def _falls_back(self, reason):
+        """Say once per episode that WRITEs are written through."""
+        if not self._falling_back:
+            self._falling_back = True
+            LOG.warning("writing WRITEs through until the journal has "
+                        "room: %s", reason)
+        self.start_flush(reason)
+
+    async def _sync(self):
+        try:
+            await self.journal.sync()
+            return True
+        except OSError as e:
+            LOG.error("cannot make the write-back journal durable: %s", e)
+            return False
+
+    async def _commit(self, call, args):
+        fh = bytes(args.file)
+        if not self.takes(fh):
+            return None
+        self.stats["writeback_commits"] += 1
+        if not await self._sync():
+            return _reply(call.xid, call.proc, nfs3.Result(
+                NfsStat.NFS3ERR_IO, nfs3.WccData()))
+        shown = await self.shown_attrs(call, fh)
+        return _reply(call.xid, call.proc, nfs3.Result(0, nfs3.CommitOk(
+            nfs3.WccData(None, shown), self.verifier)))
+
+    async def _write_through(self, call, args, fh):
+        """Send the WRITE upstream as FILE_SYNC; it replaces older dirty
+        bytes of its range."""
+        self.stats["writeback_fallbacks"] += 1
+        async with self._exclusive(fh):
+            newest = self.journal.last_record
+            body = nfs3.encode_args(Nfs3Proc.WRITE, dataclasses.replace(
+                args, stable=StableHow.FILE_SYNC))
+            record = await self.reads.pool.call(rpc.call_builder(
+                const.NFS_PROGRAM, const.NFS_V3, Nfs3Proc.WRITE, call.cred,
+                call.verf, body), True)
+            reply = rpc.set_xid(record, call.xid)
+            cache_updates.observe_reply(self.reads, call, reply)
+            res = _ok_result(Nfs3Proc.WRITE, reply)
+            if res is None:
+                return reply
+            dirty = self.dirty.get(fh)
+            if dirty:
+                dirty.forget_range(args.offset, args.offset + res.body.count,
+                                   before_record=newest + 1)
+                self._learn_base(fh, res.body.file_wcc.after)
+                self._prune(fh)
+            return _reply(call.xid, Nfs3Proc.WRITE, nfs3.Result(
+                0, dataclasses.replace(res.body, verf=self.verifier)))
+
+    # --- READ ----------------------------------------------------------------
+
+    async def _read(self, call, args, fh):
+        shown = await self.shown_attrs(call, fh)
+        dirty = self.dirty.get(fh)
+        if shown is None or not dirty:
+            return None  # Flushed meanwhile: the normal path serves it.
+        start = args.offset
+        end = min(start + min(args.count, self.reads.max_read), shown.size)
+        data = bytearray(max(0, end - start))
+        if data and not dirty.covers(start, end):
+            # Hold off a flush of the file: its bytes must not leave the
+            # dirty map between reading the server's copy and laying the
+            # dirty bytes over it.
+            async with self._exclusive(fh):
+                if not self.dirty.get(fh):
+                    return None
+                await self._read_upstream(call, fh, start, end, data)
+                self._overlay(fh, start, end, data)
+                shown = await self.shown_attrs(call, fh)
+        else:
+            self._overlay(fh, start, end, data)
+        return read_reply(call.xid, shown, len(data), end >= shown.size,
+                          (data,))
+
+    async def _read_upstream(self, call, fh, start, end, data):
+        """Fill ``data`` with the server's bytes of [start, end)."""
+        state = await self.reads.state_of(call, fh)
+        upstream_end = min(end, state.fattr.size)
+        if upstream_end <= start:
+            return
+        pieces = await self.reads.blocks(call, state, start, upstream_end)
+        position = 0
+        for piece in pieces:
+            data[position:position + len(piece)] = piece
+            position += len(piece)
+
+    def _overlay(self, fh, start, end, data):
+        dirty = self.dirty.get(fh)
+        if not dirty:
+            return
+        for extent in dirty.overlapping(start, end):
+            data[extent.offset - start:extent.end - start] = \
+                self.journal.read(extent.segment, extent.position,
+                                  extent.length)
+
+    # --- flushing ----------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self, fh):
+        """Hold the file's lock; the lock is forgotten with its last user."""
+        entry = self._locks.get(fh)
+        if entry is None:
+            entry = self._locks[fh] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if not entry[1]:
+                del self._locks[fh]
+
+    def _prune(self, fh):
+        self.dirty.prune(fh)
+        if fh not in self.dirty:
+            self._bases.pop(fh, None)
+
+    def start_flush(self, reason):
+        """Flush in the background (errors are logged, data stays)."""
+        if self._background is not None and not self._background.done() \
+                or not self.dirty:
+            return
+        LOG.info("writing back %d dirty bytes: %s", self.dirty.dirty_bytes,
+                 reason)
+        self._background = asyncio.ensure_future(self.flush())
+        self._background.add_done_callback(_log_failure)
+
+    async def flush(self):
+        """Write every byte dirty now upstream; returns what was done.
+
+        Raises FlushError if some could not be (they stay journalled).
+        """
+        newest = self.journal.last_record
+        started = self.clock()
+        flushed = self.stats["writeback_flushed_bytes"]
+        while any(e.record <= newest for f in self.dirty.files()
+                  for e in f.extents()):
+            if self._flushing is None:
+                self._flushing = asyncio.ensure_future(self._flush_pass())
+            try:
+                await asyncio.shield(self._flushing)
+            finally:
+                if self._flushing is not None and self._flushing.done():
+                    self._flushing = None
+        return {"flushed_bytes": self.stats["writeback_flushed_bytes"] -
+                flushed,
+                "seconds": round(self.clock() - started, 3),
+                "dirty_bytes": self.dirty.dirty_bytes}
+
+    async def _flush_pass(self):
+        self.stats["writeback_flushes"] += 1
+        failures = []
+        for dirty in self.dirty.files():
+            try:
+                await self.flush_file(dirty.fh)
+            except (FlushError, UpstreamError) as e:
+                failures.append(str(e))
+        self.journal.release(self.dirty.segments())
+        if failures:
+            self.stats["writeback_flush_errors"] += len(failures)
+            raise FlushError("%d file(s) not written back: %s" % (
+                len(failures), "; ".join(failures[:3])))
+
+    async def flush_file(self, fh):
+        async with self._exclusive(fh):
+            dirty = self.dirty.get(fh)
+            extents = dirty.extents() if dirty else []
+            if not extents:
+                return
+            try:
+                commit = await self.sender.send(dirty, extents)
+            except flush_mod.Gone:
+                lost = self.dirty.discard(fh)
+                self._bases.pop(fh, None)
+                self.stats["writeback_discarded_bytes"] += lost
+                LOG.warning("%d dirty bytes of a file that no longer exists "
+                            "on the server were dropped", lost)
+                return
+            dirty.remove_records({e.record for e in extents})
+            self.stats["writeback_flushed_bytes"] += sum(
+                e.length for e in extents)
+            for extent in extents:
+                self.reads.discard_range(fh, extent.offset, extent.length)
+            # The server's attributes changed: ask again before trusting
+            # blocks cached under the old ones.
+            self.reads.forget(fh)
+            self._learn_base(fh, commit.file_wcc.after)
+            self._prune(fh)
+
+    # --- what stats shows -------------------------------------------------
+
+    def dirty_by_export(self):
+        totals = {}
+        for dirty in self.dirty.files():
+            export = self.reads.policies.export_of(dirty.fh) or "?"
+            totals[export] = totals.get(export, 0) + dirty.dirty_bytes
+        return totals
+
+
+def _log_failure(task):
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        LOG.warning("write-back flush failed; the data stays in the "
+                    "journal and is tried again later: %s", error)

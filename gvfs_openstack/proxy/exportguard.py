@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The server proxy's file-handle check: only handles of allowed exports.
+
+:mod:`handles` keeps the handles this proxy has seen come down from an
+allowed root.  That set lives in memory, so after a restart of the proxy
+(or once a handle is dropped as least recently used) clients present
+handles it does not hold -- legitimately: NFSv3 handles outlive server
+and proxy restarts.  An unknown handle is therefore looked for by walking
+the allowed exports from their roots (MNT, then READDIRPLUS down every
+directory) as the file account, at most once per ``rescan_interval``;
+only a handle still not found is refused.  A walk is shared by every
+call waiting on it.
+"""
+
+import asyncio
+import time
+
+from oslo_log import log as logging
+
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import MountProc
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import mount3
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import handles as handles_mod
+
+LOG = logging.getLogger(__name__)
+
+#: READDIRPLUS sizes of the walk: a few hundred entries per call.
+_DIRCOUNT = 16 * 1024
+_MAXCOUNT = 64 * 1024
+
+
+class ExportGuard:
+    def __init__(self, nfs_pool, mount_pool, exports, cred, stats,
+                 limit=262144, rescan_interval=10.0, clock=time.monotonic):
+        self.nfs_pool = nfs_pool
+        self.mount_pool = mount_pool
+        self.exports = exports
+        #: The credential the walk reads directories with (the file
+        #: account), as an OpaqueAuth.
+        self.cred = cred
+        self.stats = stats
+        self.handles = handles_mod.AdmittedHandles(limit)
+        self.rescan_interval = rescan_interval
+        self.clock = clock
+        self._walk = None
+        self._walked_at = None
+        self._warned_at = None
+        for key in ("handles_refused", "handle_walks",
+                    "handles_found_by_walk"):
+            stats.setdefault(key, 0)
+
+    # --- the check -----------------------------------------------------------
+
+    def admits(self, fhs):
+        """Whether every handle in ``fhs`` is known, without looking."""
+        return all(self.handles.admits(fh) for fh in fhs)
+
+    async def admit(self, what, fhs):
+        """Whether the handles ``fhs`` of call ``what`` are of allowed exports.
+
+        Walks the exports first if one is unknown and no walk ran within
+        ``rescan_interval``.  Raises what the walk's upstream calls raise
+        (the caller answers SYSTEM_ERR: the NFS server is not answering).
+        """
+        if self.admits(fhs):
+            return True
+        await self._walk_if_due()
+        if self.admits(fhs):
+            return True
+        self.stats["handles_refused"] += 1
+        now = self.clock()
+        if self._warned_at is None or \
+                now - self._warned_at >= self.rescan_interval:
+            self._warned_at = now
+            LOG.warning("refusing %s of a file handle not under an allowed "
+                        "export (%s); %d refused so far", what,
+                        next(fh for fh in fhs
+                             if not self.handles.admits(fh)).hex(),
+                        self.stats["handles_refused"])
+        return False
+
+    # --- learning from replies -----------------------------------------------
+
+    def learn(self, proc, args, reply):
+        """Admit the handles that a forwarded reply hands out."""
+        if proc not in handles_mod.HANDING_OUT or reply is None:
+            return
+        try:
+            results = rpc.results_of(reply)
+        except ProtocolError:
+            return
+        if results is not None:
+            for fh in handles_mod.handed_out(proc, args, results):
+                self.handles.add(fh)
+
+    def learn_root(self, path, reply):
+        """Admit the root handle of a MNT reply for allowed ``path``."""
+        try:
+            results = rpc.results_of(reply)
+            if results is None:
+                return
+            res = mount3.decode_res(MountProc.MNT, results)
+        except ProtocolError:
+            return
+        if res.ok:
+            self.handles.add(res.body.fhandle, root=True)
+            LOG.debug("root handle of %s admitted", path)
+
+    # --- the walk ------------------------------------------------------------
+
+    async def _walk_if_due(self):
+        if self._walk is None:
+            now = self.clock()
+            if self._walked_at is not None and \
+                    now - self._walked_at < self.rescan_interval:
+                return
+            self._walked_at = now
+            self._walk = asyncio.ensure_future(self._run_walk())
+            self._walk.add_done_callback(self._walk_done)
+        # Shielded: a caller that goes away does not stop the walk the
+        # others wait for.
+        await asyncio.shield(self._walk)
+
+    def _walk_done(self, walk):
+        self._walk = None
+        if walk.cancelled() or walk.exception() is not None:
+            # Failed (the server is down): the next unknown handle may
+            # try again at once.
+            self._walked_at = None
+
+    async def _run_walk(self):
+        before = len(self.handles)
+        started = self.clock()
+        self.stats["handle_walks"] += 1
+        for path in self.exports.exports:
+            root = await self._mount(path)
+            if root is None:
+                continue
+            self.handles.add(root, root=True)
+            await self._walk_tree(root)
+        found = max(0, len(self.handles) - before)
+        self.stats["handles_found_by_walk"] += found
+        LOG.info("walked the allowed exports in %.1f s: %d handles "
+                 "admitted, %d new", self.clock() - started,
+                 len(self.handles), found)
+
+    async def _walk_tree(self, root):
+        directories = [root]
+        while directories:
+            if self.handles.full:
+                LOG.warning("the allowed exports hold more than %d files: "
+                            "the walk stopped there (raise [server] "
+                            "max_admitted_handles)", self.handles.limit)
+                return
+            for entry in await self._list(directories.pop()):
+                self.handles.add(entry.name_handle)
+                attrs = entry.name_attributes
+                if attrs is not None and attrs.type == const.FileType.NF3DIR:
+                    directories.append(entry.name_handle)
+
+    async def _mount(self, path):
+        """The root handle of ``path``, or None if the server refuses."""
+        res = await self._call(
+            self.mount_pool, const.MOUNT_PROGRAM, MountProc.MNT,
+            mount3.encode_args(MountProc.MNT, mount3.MntArgs(path)),
+            mount3.decode_res)
+        if res is None or not res.ok:
+            LOG.warning("walking the allowed exports: the NFS server "
+                        "refused MNT of %s (%s)", path,
+                        "garbled reply" if res is None else res.status)
+            return None
+        return res.body.fhandle
+
+    async def _list(self, directory):
+        """The entries of ``directory`` with handles, "." and ".." left out.
+
+        An error (permissions, a directory removed meanwhile) lists
+        nothing: its files stay unknown until a client looks them up.
+        """
+        entries, cookie, verifier = [], 0, b"\0" * const.NFS3_COOKIEVERFSIZE
+        while True:
+            res = await self._call(
+                self.nfs_pool, const.NFS_PROGRAM, Nfs3Proc.READDIRPLUS,
+                nfs3.encode_args(Nfs3Proc.READDIRPLUS, nfs3.ReaddirplusArgs(
+                    directory, cookie, verifier, _DIRCOUNT, _MAXCOUNT)),
+                nfs3.decode_res)
+            if res is None or not res.ok:
+                LOG.debug("walk: READDIRPLUS failed: %s",
+                          None if res is None else res.status)
+                return entries
+            entries.extend(
+                e for e in res.body.entries
+                if e.name_handle and e.name not in handles_mod.NOT_DOWN)
+            if res.body.eof or not res.body.entries:
+                return entries
+            cookie = res.body.entries[-1].cookie
+            verifier = res.body.cookieverf
+
+    async def _call(self, pool, prog, proc, args, decode_res):
+        """One call as the file account; its result, None if garbled."""
+        vers = const.NFS_V3 if prog == const.NFS_PROGRAM else 3
+        record = await pool.call(rpc.call_builder(prog, vers, proc,
+                                                  self.cred, args=args),
+                                 True)
+        try:
+            results = rpc.results_of(record)
+            return None if results is None else decode_res(proc, results)
+        except ProtocolError:
+            return None

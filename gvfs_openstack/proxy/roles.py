@@ -1,0 +1,391 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What a proxy does with each call: the server role and the client role.
+
+Both roles answer what they can locally (wrong RPC version, unknown
+program) and forward the rest through an :class:`UpstreamPool`, keeping a
+duplicate request cache so that a non-idempotent call re-sent by the hop
+below after a tunnel failure is executed once.
+
+* The **server role** sits on the DTN in front of its NFS server.  It
+  replaces every AUTH_SYS credential with the mapped file account, refuses
+  MOUNT of paths outside the allowlist and hides them from EXPORT lists,
+  and refuses file handles that are not of an allowed export (see
+  :mod:`exportguard`).  It also serves the bulk channel (compressed
+  whole-file chunks) from its NFS server.
+* The **client role** sits on a controller or compute node and forwards
+  calls unchanged to the next proxy (a server proxy or a LAN proxy).
+"""
+
+
+from oslo_log import log as logging
+
+from gvfs_openstack.nfs import bulk
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import AcceptStat
+from gvfs_openstack.nfs.const import MountProc
+from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import mount3
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.nfs.xdr import Unpacker
+from gvfs_openstack.proxy import bulk_server
+from gvfs_openstack.proxy.cache.reads import Fallback
+from gvfs_openstack.proxy.cache import updates as cache_updates
+from gvfs_openstack.proxy import drc as drc_mod
+from gvfs_openstack.proxy import handles
+from gvfs_openstack.proxy import streams
+from gvfs_openstack.proxy.upstream import UpstreamError
+
+LOG = logging.getLogger(__name__)
+
+_VERSIONS = {const.NFS_PROGRAM: (3, 3), const.MOUNT_PROGRAM: (3, 3),
+             bulk.BULK_PROGRAM: (bulk.BULK_VERSION, bulk.BULK_VERSION)}
+_PROGRAMS = {const.NFS_PROGRAM: ("nfs", const.Nfs3Proc),
+             const.MOUNT_PROGRAM: ("mount", const.MountProc),
+             bulk.BULK_PROGRAM: ("bulk", bulk.BulkProc)}
+
+
+def denied(xid, reject_stat, auth_stat=None, mismatch=None):
+    return rpc.encode_message(rpc.Denied(xid, reject_stat, auth_stat,
+                                         mismatch))
+
+
+def proc_name(prog, proc):
+    prefix, enum_type = _PROGRAMS[prog]
+    try:
+        return "%s_%s" % (prefix, enum_type(proc).name.lower())
+    except ValueError:
+        return "unknown"
+
+
+class Role:
+    """Shared call handling; subclasses choose the pool and the message."""
+
+    name = None
+
+    def __init__(self, stats, drc=None):
+        self.stats = stats
+        self.stats.setdefault("calls", {})
+        self.drc = drc or drc_mod.DuplicateRequestCache()
+
+    async def handle(self, call, record, writer=None, relay=None):
+        """The reply message (unframed) for ``call``, or None for none.
+
+        The message is bytes, or a tuple of buffers to write in order.
+
+        ``writer`` is the caller's :class:`streams.RecordWriter`: a large
+        reply may be relayed into it as it arrives, and then None is
+        returned.  ``relay`` is the :class:`CallRelay` that already sent
+        the call upstream while it arrived (see :meth:`relay_call`).
+        """
+        if call.rpcvers != const.RPC_VERSION:
+            return denied(call.xid, const.RejectStat.RPC_MISMATCH,
+                          mismatch=(const.RPC_VERSION, const.RPC_VERSION))
+        versions = _VERSIONS.get(call.prog)
+        if versions is None:
+            return rpc.accepted(call.xid, AcceptStat.PROG_UNAVAIL)
+        if not versions[0] <= call.vers <= versions[1]:
+            return rpc.accepted(call.xid, AcceptStat.PROG_MISMATCH,
+                                mismatch=versions)
+        name = proc_name(call.prog, call.proc)
+        if name == "unknown":
+            return rpc.accepted(call.xid, AcceptStat.PROC_UNAVAIL)
+        calls = self.stats["calls"]
+        calls[name] = calls.get(name, 0) + 1
+        try:
+            if relay is not None:
+                reply = self._reply(await relay.wait(), call)
+                self.after(call, reply)
+                return reply
+            return await self.dispatch(call, record, writer)
+        except UpstreamError as e:
+            LOG.warning("%s call xid %#x failed upstream: %s", name,
+                        call.xid, e)
+            return rpc.accepted(call.xid, AcceptStat.SYSTEM_ERR)
+        except Exception:
+            # A bug must cost one call an error reply, not leave the
+            # client waiting for a reply that never comes.
+            LOG.exception("%s call xid %#x failed in the proxy", name,
+                          call.xid)
+            return rpc.accepted(call.xid, AcceptStat.SYSTEM_ERR)
+
+    async def dispatch(self, call, record, writer):
+        raise NotImplementedError
+
+    def after(self, call, reply):
+        """See every forwarded reply (None if it was relayed)."""
+
+    def relay_call(self, buffer, filled, writer):
+        """Start forwarding a large call whose record is still arriving.
+
+        Only idempotent NFSv3 calls qualify (in practice WRITE); returns a
+        :class:`CallRelay` or None, in which case the call takes the
+        normal path once complete.
+        """
+        try:
+            call, args_at = rpc.decode_call_header(
+                memoryview(buffer)[:filled])
+        except ProtocolError:
+            return None  # The normal path reports it.
+        if call.rpcvers != const.RPC_VERSION or \
+                call.prog != const.NFS_PROGRAM or call.vers != 3 or \
+                call.proc in const.NON_IDEMPOTENT or \
+                call.proc not in const.Nfs3Proc.__members__.values():
+            return None
+        return self._relay(call, buffer, args_at, filled,
+                           streams.RelayTarget(writer, call.xid))
+
+    def _relay(self, call, buffer, args_at, filled, relay_to):
+        raise NotImplementedError
+
+    async def forward(self, pool, call, build_message, replayable,
+                      writer=None):
+        """Forward through ``pool``; non-idempotent calls go via the DRC.
+
+        Replies of other calls may be relayed straight into ``writer``.
+        """
+        if call.prog == const.NFS_PROGRAM and \
+                call.proc in const.NON_IDEMPOTENT:
+            key = drc_mod.request_key(call.xid, call.prog, call.proc,
+                                      call.cred.body, call.args)
+            future, is_new = self.drc.lookup_or_reserve(key)
+            if not is_new:
+                self.stats["drc_hits"] = self.stats.get("drc_hits", 0) + 1
+                LOG.info("answering repeated xid %#x from the duplicate "
+                         "request cache", call.xid)
+                return await future
+            try:
+                reply = await self._forward(pool, call, build_message,
+                                            replayable, None)
+            except BaseException:
+                future.cancel()
+                raise
+            future.set_result(reply)
+            return reply
+        relay_to = streams.RelayTarget(writer, call.xid) \
+            if writer is not None else None
+        return await self._forward(pool, call, build_message, replayable,
+                                   relay_to)
+
+    @staticmethod
+    async def _forward(pool, call, build_message, replayable, relay_to):
+        reply = await pool.call(build_message, replayable, relay_to)
+        return Role._reply(reply, call)
+
+    @staticmethod
+    def _reply(reply, call):
+        if reply is streams.RELAYED:
+            return None
+        return rpc.set_xid(reply, call.xid)
+
+
+class ClientRole(Role):
+    """Forwards calls to the next proxy, through its cache if it has one.
+
+    With a cache, READs (and GETATTRs of files in ``immutable``
+    exports) are served from it; with write-back, WRITE and
+    COMMIT of written-back files (and READ, GETATTR, SETATTR of files
+    with dirty bytes) are answered by it.  Everything else goes upstream
+    unchanged.
+    """
+
+    name = "client"
+
+    def __init__(self, pool, stats, drc=None, cache=None, writeback=None):
+        super().__init__(stats, drc)
+        self.pool = pool
+        self.cache = cache
+        self.writeback = writeback
+
+    async def dispatch(self, call, record, writer):
+        if self.cache is not None and call.prog == const.NFS_PROGRAM:
+            if self.writeback is not None:
+                reply = await self.writeback.handle(call)
+                if reply is not None:
+                    return reply
+            try:
+                if call.proc == const.Nfs3Proc.READ:
+                    return await self.cache.read(call)
+                if call.proc == const.Nfs3Proc.GETATTR:
+                    return self.cache.attributes(call)
+            except Fallback:
+                pass  # Not cacheable (a directory, an error, too old).
+        # The next hop is a proxy with its own duplicate request cache, so
+        # every call may be re-sent with its XID after a tunnel failure.
+        reply = await self.forward(self.pool, call,
+                                   lambda xid: (rpc.set_xid(record, xid),),
+                                   True, writer)
+        self.after(call, reply)
+        if self.writeback is not None and reply is not None and \
+                call.prog == const.NFS_PROGRAM:
+            return self.writeback.patch_reply(call, reply)
+        return reply
+
+    def after(self, call, reply):
+        if self.cache is None or reply is None or isinstance(reply, tuple):
+            return
+        if call.prog == const.NFS_PROGRAM:
+            cache_updates.observe_reply(
+                self.cache, call, reply,
+                self.writeback.dirty if self.writeback is not None else ())
+        else:
+            cache_updates.observe_mount(self.cache, call, reply)
+
+    def _relay(self, call, buffer, args_at, filled, relay_to):
+        if self.writeback is not None and \
+                call.proc == const.Nfs3Proc.WRITE:
+            try:
+                fh = Unpacker(memoryview(buffer)[args_at:filled]) \
+                    .unpack_opaque(const.NFS3_FHSIZE)
+            except ProtocolError:
+                return None
+            if not self.writeback.relays(fh):
+                return None  # Written back: it must arrive whole.
+
+        def prefix(xid):
+            rpc.set_xid(buffer, xid)
+            return b""
+
+        return self.pool.start_relay(prefix, buffer, 0, filled, relay_to)
+
+
+class ServerRole(Role):
+    """Authenticates, maps identities and guards exports on the DTN."""
+
+    name = "server"
+
+    def __init__(self, nfs_pool, mount_pool, identity, exports, guard,
+                 stats, drc=None, max_chunk=bulk.MAX_CHUNK, zstd_level=1):
+        super().__init__(stats, drc)
+        self.nfs_pool = nfs_pool
+        self.mount_pool = mount_pool
+        self.identity = identity
+        self.exports = exports
+        #: The :class:`exportguard.ExportGuard` every file handle passes.
+        self.guard = guard
+        self.bulk = bulk_server.BulkServer(nfs_pool, stats, max_chunk,
+                                           level=zstd_level)
+
+    def _credential(self, call):
+        """Mapped credential, or a denial message for the caller."""
+        if call.proc == 0:
+            return rpc.AUTH_NONE, None
+        if call.cred.flavor != const.AuthFlavor.AUTH_SYS:
+            return None, denied(call.xid, const.RejectStat.AUTH_ERROR,
+                                const.AuthStat.AUTH_TOOWEAK)
+        try:
+            cred = rpc.AuthSys.from_opaque(call.cred)
+        except ProtocolError:
+            return None, denied(call.xid, const.RejectStat.AUTH_ERROR,
+                                const.AuthStat.AUTH_BADCRED)
+        return self.identity.map(cred).to_opaque(), None
+
+    async def dispatch(self, call, record, writer):
+        cred, refusal = self._credential(call)
+        if refusal is not None:
+            self.stats["auth_refused"] = self.stats.get("auth_refused", 0) + 1
+            return refusal
+
+        def build(xid):
+            header = rpc.encode_message(rpc.Call(
+                xid, call.prog, call.vers, call.proc, cred, rpc.AUTH_NONE))
+            return header, call.args
+
+        if call.prog == const.MOUNT_PROGRAM:
+            return await self._mount(call, build)
+        refused = await self._check_handles(call)
+        if refused is not None:
+            return refused
+        if call.prog == bulk.BULK_PROGRAM:
+            return await self.bulk.serve(call, cred)
+        replayable = call.proc not in const.NON_IDEMPOTENT
+        # A reply that hands out handles is read here, so not relayed.
+        handing_out = call.proc in handles.HANDING_OUT
+        reply = await self.forward(self.nfs_pool, call, build, replayable,
+                                   None if handing_out else writer)
+        if handing_out:
+            self.guard.learn(call.proc, call.args, reply)
+        return reply
+
+    async def _check_handles(self, call):
+        """None if the call's handles are of allowed exports, else a reply.
+
+        An NFS call gets NFS3ERR_STALE (as from an NFS server for a handle
+        of nothing it exports), a bulk READ or WRITE the same in its own
+        result.
+        """
+        if call.proc == 0:
+            return None
+        try:
+            if call.prog == bulk.BULK_PROGRAM:
+                fhs = (bulk.decode_args(call.proc, call.args).file,)
+            else:
+                fhs = handles.named_handles(call.proc, call.args)
+        except ProtocolError:
+            return rpc.accepted(call.xid, AcceptStat.GARBAGE_ARGS)
+        if await self.guard.admit(proc_name(call.prog, call.proc), fhs):
+            return None
+        if call.prog == bulk.BULK_PROGRAM:
+            body = nfs3.WccBody(nfs3.WccData()) \
+                if call.proc == bulk.BulkProc.WRITE else nfs3.AttrBody(None)
+            result = bulk.encode_res(call.proc, nfs3.Result(
+                const.NfsStat.NFS3ERR_STALE, body))
+        else:
+            result = handles.refusal(call.proc)
+        return rpc.accepted(call.xid, AcceptStat.SUCCESS, result)
+
+    def _relay(self, call, buffer, args_at, filled, relay_to):
+        cred, refusal = self._credential(call)
+        if refusal is not None:
+            return None
+        try:
+            fhs = handles.named_handles(
+                call.proc, memoryview(buffer)[args_at:filled])
+        except ProtocolError:
+            return None  # Not all here yet, or garbled: the normal path.
+        if not self.guard.admits(fhs):
+            return None  # The normal path looks for it, or refuses it.
+
+        def prefix(xid):
+            return rpc.encode_message(rpc.Call(
+                xid, call.prog, call.vers, call.proc, cred, rpc.AUTH_NONE))
+
+        return self.nfs_pool.start_relay(prefix, buffer, args_at, filled,
+                                         relay_to)
+
+    async def _mount(self, call, build):
+        if call.proc == MountProc.MNT:
+            try:
+                path = mount3.decode_args(MountProc.MNT, call.args).dirpath
+            except ProtocolError:
+                return rpc.accepted(call.xid, AcceptStat.GARBAGE_ARGS)
+            if not self.exports.allows(path):
+                self.stats["mount_refused"] = \
+                    self.stats.get("mount_refused", 0) + 1
+                LOG.warning("refusing MOUNT of %r: not an allowed export",
+                            path)
+                return rpc.accepted(call.xid, AcceptStat.SUCCESS,
+                                    mount3.encode_res(
+                                        MountProc.MNT, nfs3.Result(
+                                            const.MountStat.MNT3ERR_ACCES)))
+        reply = await self.forward(self.mount_pool, call, build, True)
+        if call.proc == MountProc.MNT:
+            self.guard.learn_root(path, reply)
+        if call.proc == MountProc.EXPORT:
+            return self._filter_exports(call.xid, reply)
+        return reply
+
+    def _filter_exports(self, xid, reply_record):
+        try:
+            reply = rpc.decode_message(reply_record)
+            if not isinstance(reply, rpc.Reply) or \
+                    reply.accept_stat != AcceptStat.SUCCESS:
+                return reply_record
+            exports = mount3.decode_res(MountProc.EXPORT, reply.results)
+        except ProtocolError as e:
+            LOG.warning("NFS server sent a garbled EXPORT reply: %s", e)
+            return rpc.accepted(xid, AcceptStat.SYSTEM_ERR)
+        visible = tuple(e for e in exports.exports
+                        if self.exports.allows(e.directory))
+        return rpc.accepted(xid, AcceptStat.SUCCESS, mount3.encode_res(
+            MountProc.EXPORT, mount3.ExportList(visible)))

@@ -1,0 +1,342 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Assembles a running proxy from its configuration and runs it.
+
+Kept apart from the command line so that tests and the lab can run a proxy
+in-process as well as through ``gvfs-proxy``.
+"""
+
+import asyncio
+import os
+import resource
+import signal
+import time
+
+from oslo_log import log as logging
+
+from gvfs_openstack import exceptions
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.cache import bulk_fetch
+from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import journal
+from gvfs_openstack.proxy.cache import reads
+from gvfs_openstack.proxy.cache import sidecars
+from gvfs_openstack.proxy.cache import store
+from gvfs_openstack.proxy.cache import warm
+from gvfs_openstack.proxy.cache import writeback
+from gvfs_openstack.proxy import control
+from gvfs_openstack.proxy import exportguard
+from gvfs_openstack.proxy.listener import Listener
+from gvfs_openstack.proxy import policy
+from gvfs_openstack.proxy import roles
+from gvfs_openstack.proxy import tunnel
+from gvfs_openstack.proxy.upstream import UpstreamPool
+
+LOG = logging.getLogger(__name__)
+
+
+def _connector(up):
+    if up.port is None:
+        raise exceptions.InvalidConfig(option="[upstream] port",
+                                       reason="required in the client role")
+    if up.tunnel == "tcp":
+        return tunnel.TcpConnector(up.host, up.port)
+    if up.tunnel == "tls":
+        for name in ("tls_cert", "tls_key", "tls_ca"):
+            if not getattr(up, name):
+                raise exceptions.InvalidConfig(
+                    option="[upstream] " + name,
+                    reason="required with tunnel = tls")
+        return tunnel.TlsConnector(up.host, up.port, up.tls_cert,
+                                   up.tls_key, up.tls_ca,
+                                   up.tls_server_name)
+    for name in ("ssh_host", "ssh_user", "ssh_key", "ssh_known_hosts"):
+        if not getattr(up, name):
+            raise exceptions.InvalidConfig(option="[upstream] " + name,
+                                           reason="required with tunnel = "
+                                                  "ssh")
+    return tunnel.SshConnector(up.host, up.port, up.ssh_host, up.ssh_port,
+                               up.ssh_user, up.ssh_key, up.ssh_known_hosts)
+
+
+def peak_rss_kb():
+    """Peak resident memory of this process image, in KiB.
+
+    ``VmHWM`` rather than ``getrusage``: Linux carries ``ru_maxrss`` over
+    ``execve``, so a proxy started by a big parent would report the
+    parent's memory as its own.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass  # Not Linux: fall back to getrusage.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+class ProxyService:
+    """One proxy: a listener, its role, upstream pools, a control socket."""
+
+    def __init__(self, conf):
+        self.conf = conf
+        self.stats = {"started_at": time.time()}
+        self.pools = []
+        self.cache = None
+        self.writeback = None
+        self.role = self._build_role()
+        listen = conf.listen
+        ssl_context = None
+        if listen.tls_cert:
+            if not (listen.tls_key and listen.tls_ca):
+                raise exceptions.InvalidConfig(
+                    option="[listen] tls_key/tls_ca",
+                    reason="required with tls_cert (mutual TLS)")
+            ssl_context = tunnel.server_tls_context(
+                listen.tls_cert, listen.tls_key, listen.tls_ca)
+        try:
+            peers = policy.PeerAllowlist(listen.allowed_peers)
+        except ValueError as e:
+            raise exceptions.InvalidConfig(option="[listen] allowed_peers",
+                                           reason=str(e)) from e
+        self.listener = Listener(
+            self.role, listen.host, listen.port, self.stats, ssl_context,
+            peers, conf.proxy.max_record_size, conf.proxy.max_inflight)
+        self.control = None
+        if conf.proxy.control_socket:
+            self.control = control.ControlServer(
+                conf.proxy.control_socket, {"stats": self._stats,
+                                            "flush": self._flush,
+                                            "drop": self._drop,
+                                            "warm": self._warm})
+        self._stopping = None
+
+    def _pool(self, connector, size, timeout=300.0, initial=0.05,
+              maximum=5.0):
+        pool = UpstreamPool(connector, size, self.conf.proxy.max_record_size,
+                            timeout, initial, maximum, self.stats)
+        self.pools.append(pool)
+        return pool
+
+    def _build_cache(self, pool):
+        opts = self.conf.cache
+        if not opts.directory:
+            return None
+        if opts.block_size & (opts.block_size - 1):
+            raise exceptions.InvalidConfig(option="[cache] block_size",
+                                           reason="must be a power of two")
+        mib = 1024 * 1024
+        geometry = store.Geometry.for_capacity(
+            opts.capacity_mb * mib, opts.block_size, opts.associativity,
+            opts.bank_size_mb * mib)
+        seconds = {"window": opts.coherence_window,
+                   "immutable": opts.immutable_revalidate}
+        # GETATTR is answered by the proxy only where files do not change,
+        # and only briefly: a client's GETATTR after that still reveals
+        # an image changed in place against the policy.
+        answers = {"window": 0.0, "immutable": opts.coherence_window}
+        write_back = {"writeback": True, "writethrough": False}
+        policies = exports.ExportPolicies(
+            seconds[opts.consistency],
+            _per_export(opts.export_consistency, seconds,
+                        "[cache] export_consistency"),
+            write_back[opts.write_policy],
+            _per_export(opts.export_write_policy, write_back,
+                        "[cache] export_write_policy"),
+            answers[opts.consistency],
+            _per_export(opts.export_consistency, answers,
+                        "[cache] export_consistency"))
+        cache = reads.CachedReads(
+            store.BlockStore(opts.directory, geometry), pool, self.stats,
+            policies, opts.readahead_kb * 1024,
+            max_fetch=self.conf.proxy.max_record_size // 4,
+            max_read=self.conf.proxy.max_record_size // 2)
+        if opts.sidecars:
+            cache.sidecars = sidecars.Sidecars(
+                cache, self.stats, opts.sidecar_recheck_seconds)
+            # A chunk and its reply must fit in one RPC record.
+            cache.whole_files = bulk_fetch.WholeFiles(
+                cache, self.stats,
+                min(opts.whole_file_chunk_mb * mib,
+                    self.conf.proxy.max_record_size // 2),
+                opts.whole_file_window)
+        return cache
+
+    def _build_writeback(self, cache):
+        opts = self.conf.cache
+        mib = 1024 * 1024
+        if opts.writeback_flush_mb > opts.writeback_max_mb:
+            raise exceptions.InvalidConfig(
+                option="[cache] writeback_flush_mb",
+                reason="must not exceed writeback_max_mb")
+        directory = opts.journal_directory or os.path.join(opts.directory,
+                                                           "journal")
+        return writeback.WriteBack(
+            journal.Journal(directory), cache, self.stats,
+            opts.writeback_max_mb * mib, opts.writeback_flush_mb * mib,
+            opts.writeback_idle_seconds,
+            wsize=self.conf.proxy.max_record_size // 4)
+
+    def _build_role(self):
+        conf = self.conf
+        if conf.proxy.role is None:
+            raise exceptions.InvalidConfig(
+                option="[proxy] role",
+                reason="required: server (on the DTN) or client")
+        if conf.proxy.role == "client":
+            up = conf.upstream
+            pool = self._pool(_connector(up), up.connections,
+                              up.call_timeout, up.reconnect_initial_delay,
+                              up.reconnect_max_delay)
+            self.cache = self._build_cache(pool)
+            if self.cache is not None:
+                self.writeback = self._build_writeback(self.cache)
+            return roles.ClientRole(pool, self.stats, cache=self.cache,
+                                    writeback=self.writeback)
+        server = conf.server
+        try:
+            exports = policy.ExportAllowlist(server.exports)
+            identity = policy.IdentityMap(
+                server.squash_uid, server.squash_gid,
+                policy.parse_id_map(server.uid_map, "uid"),
+                policy.parse_id_map(server.gid_map, "gid"),
+                server.allow_root)
+        except ValueError as e:
+            raise exceptions.InvalidConfig(option="[server]",
+                                           reason=str(e)) from e
+        nfs_pool = self._pool(tunnel.TcpConnector(server.nfs_host,
+                                                  server.nfs_port),
+                              server.upstream_connections)
+        if server.mount_port == server.nfs_port:
+            mount_pool = nfs_pool
+        else:
+            mount_pool = self._pool(tunnel.TcpConnector(server.nfs_host,
+                                                        server.mount_port),
+                                    1)
+        guard = exportguard.ExportGuard(
+            nfs_pool, mount_pool, exports,
+            rpc.AuthSys(server.squash_uid, server.squash_gid, (),
+                        "gvfs-proxy").to_opaque(),
+            self.stats, server.max_admitted_handles,
+            server.handle_rescan_interval)
+        return roles.ServerRole(
+            nfs_pool, mount_pool, identity, exports, guard, self.stats,
+            max_chunk=self.conf.proxy.max_record_size // 2,
+            zstd_level=server.bulk_zstd_level)
+
+    async def _stats(self, request):
+        if self.cache is not None:
+            self.stats["cache_corrupt_blocks"] = \
+                self.cache.store.corrupt_blocks
+            self.stats["cache_capacity"] = self.cache.store.geometry.capacity
+            self.stats["cache_io_errors"] = self.cache.store.io_errors
+        if self.writeback is not None:
+            self.stats["writeback_dirty_bytes"] = \
+                self.writeback.dirty.dirty_bytes
+            self.stats["journal_bytes"] = self.writeback.journal.size
+            dirty = self.writeback.dirty_by_export()
+            for export in set(dirty) | set(self.stats["cache_exports"]):
+                self.cache.export_counters(export)["dirty_bytes"] = \
+                    dirty.get(export, 0)
+        return dict(self.stats, role=self.role.name,
+                    port=self.listener.port,
+                    peak_rss_kb=peak_rss_kb(),
+                    drc_entries=len(self.role.drc),
+                    upstream=[p.connector.describe() for p in self.pools])
+
+    async def _flush(self, request):
+        if self.writeback is None:
+            return {"flushed_bytes": 0, "dirty_bytes": 0,
+                    "reason": "no cache configured"}
+        try:
+            return await self.writeback.flush()
+        except writeback.FlushError as e:
+            raise exceptions.GvfsError(str(e)) from e
+
+    async def _drop(self, request):
+        """Write back, then empty the cache (dirty data is never
+        dropped)."""
+        if self.cache is None:
+            return {"dropped": False, "reason": "no cache configured"}
+        flushed = await self._flush(request)
+        self.cache.drop()
+        return dict(flushed, dropped=True)
+
+    async def _warm(self, request):
+        if self.cache is None:
+            raise exceptions.InvalidConfig(option="[cache] directory",
+                                           reason="warming needs a cache")
+        path = request.get("path")
+        if not isinstance(path, str):
+            raise ValueError("warm needs a path")
+        return await warm.Warmer(
+            self.cache, self.cache.pool,
+            self.conf.cache.warm_rate_mib).warm(path,
+                                                request.get("rate_mib"))
+
+    async def start(self):
+        if self.writeback is not None:
+            self.writeback.replay()
+        for pool in self.pools:
+            await pool.start()
+        if self.writeback is not None:
+            self.writeback.start()
+        port = await self.listener.start()
+        if self.control is not None:
+            await self.control.start()
+        LOG.info("gvfs-proxy (%s role) listening on %s:%d", self.role.name,
+                 self.listener.host, port)
+        return port
+
+    async def stop(self):
+        await self.listener.close()
+        if self.writeback is not None:
+            await self.writeback.close(self.conf.cache.shutdown_flush_timeout)
+        for pool in self.pools:
+            await pool.close()
+        if self.cache is not None:
+            self.cache.store.close()
+        if self.control is not None:
+            await self.control.close()
+        LOG.info("gvfs-proxy stopped; counters: %s", self.stats)
+
+    def _flush_and_drop(self):
+        async def flush_and_drop():
+            try:
+                await self._drop({})
+                LOG.info("SIGUSR2: written back and dropped the cache")
+            except exceptions.GvfsError as e:
+                LOG.warning("SIGUSR2: cache kept, write-back failed: %s", e)
+
+        asyncio.ensure_future(flush_and_drop())
+
+    async def run(self, ready=None):
+        """Serve until SIGTERM or SIGINT, then shut down cleanly."""
+        loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        if self.writeback is not None:
+            loop.add_signal_handler(
+                signal.SIGUSR1, self.writeback.start_flush, "SIGUSR1")
+            loop.add_signal_handler(signal.SIGUSR2, self._flush_and_drop)
+        port = await self.start()
+        if ready is not None:
+            ready(port)
+        try:
+            await self._stopping.wait()
+        finally:
+            await self.stop()
+
+
+def _per_export(table, names, option):
+    """``{export path: value}`` from a DictOpt of path:policy name."""
+    values = {}
+    for path, name in table.items():
+        if name not in names or not path.startswith("/"):
+            raise exceptions.InvalidConfig(
+                option=option,
+                reason="%r:%r is not an absolute export path and one of %s"
+                       % (path, name, ", ".join(sorted(names))))
+        values[path] = names[name]
+    return values

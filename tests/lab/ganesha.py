@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: Apache-2.0
+"""NFS-Ganesha as a DTN's NFS server: VFS FSAL, NFSv3 over TCP, loopback.
+
+Ganesha 4 registers its programs with rpcbind and will not start without
+one, so the lab starts ``rpcbind`` itself when none is running (and stops
+only that one).  Clients never use rpcbind: ports are given explicitly.
+"""
+
+import os
+import shutil
+import socket
+import time
+
+from tests.lab import process
+
+_CONFIG = """
+NFS_CORE_PARAM {{
+    Protocols = 3;
+    NFS_Port = {nfs_port};
+    MNT_Port = {mount_port};
+    Bind_addr = 127.0.0.1;
+    Enable_NLM = false;
+    Enable_RQUOTA = false;
+    Enable_UDP = false;
+}}
+NFSV4 {{
+    RecoveryRoot = {workdir}/recovery;
+    Graceless = true;
+}}
+EXPORT {{
+    Export_Id = 1;
+    Path = {export};
+    Pseudo = {export};
+    Protocols = 3;
+    Transports = TCP;
+    SecType = sys;
+    Access_Type = RW;
+    Squash = No_Root_Squash;
+    FSAL {{ Name = VFS; }}
+}}
+"""
+
+RPCBIND_SOCKET = "/run/rpcbind.sock"
+
+
+def _rpcbind_alive():
+    """Whether an rpcbind answers on its socket.
+
+    The socket file alone proves nothing: rpcbind leaves it behind when
+    it stops, and Ganesha then fails to register and exits.
+    """
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(RPCBIND_SOCKET)
+        except OSError:
+            return False
+    return True
+
+
+class Rpcbind:
+    """Starts rpcbind if the machine has none; stops only its own."""
+
+    def __init__(self, workdir):
+        self.process = None
+        if _rpcbind_alive():
+            return
+        binary = shutil.which("rpcbind") or "/usr/sbin/rpcbind"
+        self.process = process.start_listening(
+            "rpcbind", [binary, "-f", "-w"],
+            os.path.join(workdir, "rpcbind.log"), [111])
+
+    def stop(self):
+        if self.process is not None:
+            self.process.stop()
+
+
+class Ganesha:
+    """One ganesha.nfsd exporting ``export`` on free loopback ports."""
+
+    def __init__(self, workdir, export, owner=None):
+        self.workdir = workdir
+        self.export = export
+        os.makedirs(os.path.join(workdir, "recovery"), exist_ok=True)
+        os.makedirs(export, exist_ok=True)
+        if owner is not None:
+            os.chown(export, *owner)
+        self.nfs_port = process.free_port()
+        self.mount_port = process.free_port()
+        self.config = os.path.join(workdir, "ganesha.conf")
+        with open(self.config, "w") as f:
+            f.write(_CONFIG.format(nfs_port=self.nfs_port,
+                                   mount_port=self.mount_port,
+                                   workdir=workdir, export=export))
+        self._start()
+
+    def _start(self):
+        self.started_at = time.time()
+        binary = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
+        workdir = self.workdir
+        self.process = process.start_listening(
+            "ganesha.nfsd",
+            [binary, "-F", "-f", self.config,
+             "-L", os.path.join(workdir, "ganesha.log"),
+             "-p", os.path.join(workdir, "ganesha.pid"), "-N", "NIV_EVENT"],
+            os.path.join(workdir, "ganesha.out"),
+            [self.nfs_port, self.mount_port])
+
+    def restart(self):
+        """Stop and start again on the same ports: a server reboot.
+
+        The NFSv3 write verifier changes, as after a real reboot: Ganesha
+        makes it from its start time in whole seconds, so a restart within
+        the second it started would keep it (a test writing and restarting
+        at once saw that); the new start waits for the next second.
+        """
+        self.stop()
+        while int(time.time()) <= int(self.started_at):
+            time.sleep(0.05)
+        self._start()
+
+    def url(self, path):
+        """libnfs URL of ``path`` (relative to the export) on this server."""
+        return nfs_url(self.export, path, self.nfs_port, self.mount_port)
+
+    def stop(self):
+        self.process.stop(timeout=20)
+
+
+def nfs_url(export, path, nfs_port, mount_port):
+    """A libnfs URL with explicit ports (no portmapper involved)."""
+    return "nfs://127.0.0.1%s/%s?version=3&nfsport=%d&mountport=%d" % (
+        export.rstrip("/"), path.lstrip("/"), nfs_port, mount_port)

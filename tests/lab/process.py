@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Processes the lab starts, and how it waits for and stops them.
+
+Every process is started by us, remembered by PID, and stopped by that PID
+(SIGTERM, then SIGKILL after a grace period) -- never by name, so nothing
+else on the machine is touched.
+"""
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+
+
+#: The checkout the lab runs from.  The lab is not installed with the
+#: package: its Python children (the compute process, glance-api's paste
+#: filter) import ``tests.lab`` from here, whatever their working directory.
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def child_env(env=None):
+    """``env`` (default: ours) with the checkout on ``PYTHONPATH``."""
+    env = dict(os.environ if env is None else env)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if CHECKOUT not in paths:
+        env["PYTHONPATH"] = os.pathsep.join([CHECKOUT] + paths)
+    return env
+
+
+class LabError(Exception):
+    """A part of the lab failed to start or behaved unexpectedly."""
+
+
+def let_others_traverse(path):
+    """``o+x`` on ``path`` and every directory above it.
+
+    Servers the lab runs as other accounts (the GridFTP user, postgres)
+    must reach their directories, and test directories are often private.
+    """
+    path = os.path.abspath(path)
+    while path != "/":
+        mode = os.stat(path).st_mode
+        if not mode & 0o001:
+            os.chmod(path, (mode & 0o7777) | 0o001)
+        path = os.path.dirname(path)
+
+
+def free_port(host="127.0.0.1"):
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def free_port_range(count, host="127.0.0.1"):
+    """The first of ``count`` consecutive ports that are all free now."""
+    for _ in range(100):
+        first = free_port(host)
+        if first + count > 65535:
+            continue
+        try:
+            with contextlib.ExitStack() as held:
+                for port in range(first, first + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind((host, port))
+        except OSError:
+            continue
+        return first
+    raise LabError("no %d consecutive free ports" % count)
+
+
+def wait_until(ready, what, timeout=30.0, process=None, interval=0.05):
+    """Poll ``ready()`` until it is true.
+
+    LabError if ``process`` (a :class:`ManagedProcess`) exits first, or
+    after ``timeout`` seconds; ``what`` says what was waited for.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if process is not None and process.poll() is not None:
+            raise LabError("%s exited with status %s before %s (log: %s)"
+                           % (process.name, process.returncode, what,
+                              process.log_path))
+        if ready():
+            return
+        if time.monotonic() >= deadline:
+            raise LabError("not %s after %.0fs%s" % (
+                what, timeout, "" if process is None else
+                " (log: %s)" % process.log_path))
+        time.sleep(interval)
+
+
+def wait_for_port(port, host="127.0.0.1", timeout=30.0, process=None):
+    def listening():
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    wait_until(listening, "listening on %s:%d" % (host, port), timeout,
+               process)
+
+
+class ManagedProcess:
+    """A child process with its output in a log file."""
+
+    def __init__(self, name, argv, log_path, env=None):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.popen = subprocess.Popen(
+            argv, stdout=self._log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+            env=child_env(env))
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    @property
+    def returncode(self):
+        return self.popen.returncode
+
+    def poll(self):
+        return self.popen.poll()
+
+    def signal(self, signum):
+        if self.popen.poll() is None:
+            os.kill(self.popen.pid, signum)
+
+    def stop(self, timeout=10.0):
+        """SIGTERM, wait, then SIGKILL; returns the exit status."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout)
+        self._log.close()
+        return self.popen.returncode
+
+
+def start_listening(name, argv, log_path, ports):
+    """Start a process and wait until it listens on every port in ports.
+
+    A process that exits or never listens is stopped and LabError raised,
+    with its log's path in the message.
+    """
+    proc = ManagedProcess(name, argv, log_path)
+    try:
+        for port in ports:
+            wait_for_port(port, process=proc)
+    except LabError:
+        proc.stop()
+        raise
+    return proc

@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A real OpenSSH server on a loopback port, with generated keys.
+
+It stands for the DTN's sshd: proxies tunnel through it with
+``direct-tcpip`` channels and key authentication, as in the GVFS paper.
+"""
+
+import getpass
+import os
+import shutil
+import subprocess
+
+from tests.lab import process
+
+_CONFIG = """
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {workdir}/host_ed25519
+PidFile {workdir}/sshd.pid
+AuthorizedKeysFile {workdir}/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+UsePAM no
+StrictModes no
+AllowTcpForwarding yes
+X11Forwarding no
+PrintMotd no
+Subsystem sftp internal-sftp
+LogLevel INFO
+"""
+
+
+def _keygen(path):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                    path], check=True, stdout=subprocess.DEVNULL)
+
+
+class Sshd:
+    """sshd on a free port; ``user``, ``key`` and ``known_hosts`` log in."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        os.makedirs(workdir, exist_ok=True)
+        # sshd insists on its privilege separation directory.
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        self.port = process.free_port()
+        self.user = getpass.getuser()
+        self.host_key = os.path.join(workdir, "host_ed25519")
+        self.key = os.path.join(workdir, "client_ed25519")
+        for path in (self.host_key, self.key):
+            if not os.path.exists(path):
+                _keygen(path)
+        with open(self.key + ".pub") as f:
+            client_pub = f.read()
+        with open(os.path.join(workdir, "authorized_keys"), "w") as f:
+            f.write(client_pub)
+        with open(self.host_key + ".pub") as f:
+            host_pub = f.read().split()
+        self.known_hosts = os.path.join(workdir, "known_hosts")
+        with open(self.known_hosts, "w") as f:
+            f.write("[127.0.0.1]:%d %s %s\n" % (self.port, host_pub[0],
+                                                host_pub[1]))
+        self.config = os.path.join(workdir, "sshd_config")
+        with open(self.config, "w") as f:
+            f.write(_CONFIG.format(port=self.port, workdir=workdir))
+        binary = shutil.which("sshd") or "/usr/sbin/sshd"
+        self.process = process.start_listening(
+            "sshd", [binary, "-D", "-e", "-f", self.config],
+            os.path.join(workdir, "sshd.log"), [self.port])
+
+    def session_pids(self):
+        """PIDs of sshd's per-connection children (to cut a tunnel)."""
+        try:
+            out = subprocess.run(
+                ["pgrep", "-P", str(self.process.pid)], capture_output=True,
+                text=True, check=False).stdout
+        except OSError:
+            return []
+        return [int(p) for p in out.split()]
+
+    def stop(self):
+        self.process.stop()

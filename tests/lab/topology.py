@@ -1,0 +1,280 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The loopback lab: a DTN and a client node, built from real parts.
+
+    DTN:          NFS-Ganesha <- server gvfs-proxy <- sshd
+    client node:  client gvfs-proxy (what NFS clients talk to)
+    between them: a tunnel (tcp | tls | ssh), optionally through a
+                  toxiproxy link that can add WAN delay or be cut
+
+Functional tests, benchmarks and the demo all build their setups here.
+Everything started is stopped by PID on ``stop()``, which also runs when
+the ``with`` block fails.
+"""
+
+import configparser
+import contextlib
+import os
+import signal
+import sys
+
+from gvfs_openstack.proxy import control
+from tests.lab import certs
+from tests.lab import fusemount
+from tests.lab import ganesha
+from tests.lab import process
+from tests.lab import sshd
+from tests.lab import toxiproxy
+
+#: The file account that owns the export's data (the GVFS paper's
+#: "logical user account" on the server side).
+FILE_UID = 4242
+FILE_GID = 4242
+
+
+class Proxy:
+    """A ``gvfs-proxy`` process with a generated configuration."""
+
+    def __init__(self, workdir, name, sections):
+        self.name = name
+        self.port = sections["listen"]["port"]
+        self.control_socket = os.path.join(workdir, name + ".sock")
+        sections.setdefault("proxy", {})["control_socket"] = \
+            self.control_socket
+        self.config = os.path.join(workdir, name + ".conf")
+        parser = configparser.ConfigParser()
+        for section, values in sections.items():
+            parser[section] = {k: str(v) for k, v in values.items()}
+        with open(self.config, "w") as f:
+            parser.write(f)
+        self.process = process.start_listening(
+            name, [sys.executable, "-m", "gvfs_openstack.cmd.proxy",
+                   "--config-file", self.config, "serve"],
+            os.path.join(workdir, name + ".log"), [self.port])
+
+    def stats(self):
+        return control.request(self.control_socket, "stats")
+
+    def stop(self):
+        # A write-back proxy writes its dirty data upstream first.
+        return self.process.stop(timeout=120.0)
+
+
+class Lab:
+    """One DTN and one client node joined by a tunnel.
+
+    ``tunnel`` is ``tcp``, ``tls`` or ``ssh``; with ``link=True`` the
+    tunnel runs through toxiproxy (link name ``"wan"``).
+    """
+
+    def __init__(self, workdir, tunnel="tcp", link=False,
+                 upstream_connections=2, cache=None):
+        if tunnel not in ("tcp", "tls", "ssh"):
+            raise ValueError("unknown tunnel %r" % tunnel)
+        self.workdir = workdir
+        self.tunnel = tunnel
+        self.link = link
+        self.upstream_connections = upstream_connections
+        self.export = os.path.join(workdir, "export")
+        #: Options of the client proxy's [cache] section; None: no cache.
+        #: String values may name the export as ``{export}``.
+        self.cache = None if cache is None else dict(
+            {"directory": os.path.join(workdir, "cache")},
+            **{key: value.format(export=self.export)
+               if isinstance(value, str) else value
+               for key, value in cache.items()})
+        self._stack = contextlib.ExitStack()
+        self.toxiproxy = None
+        self.sshd = None
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _keep(self, part):
+        self._stack.callback(part.stop)
+        return part
+
+    def start(self):
+        os.makedirs(self.workdir, exist_ok=True)
+        self._keep(ganesha.Rpcbind(self.workdir))
+        self.ganesha = self._keep(ganesha.Ganesha(
+            os.path.join(self.workdir, "ganesha"), self.export,
+            owner=(FILE_UID, FILE_GID)))
+        if self.link:
+            self.toxiproxy = self._keep(toxiproxy.Toxiproxy(self.workdir))
+        if self.tunnel == "ssh":
+            self.sshd = self._keep(sshd.Sshd(os.path.join(self.workdir,
+                                                          "sshd")))
+        self.pki = certs.make_pki(os.path.join(self.workdir, "pki")) \
+            if self.tunnel == "tls" else None
+        self.server_proxy = self._keep(Proxy(self.workdir, "server-proxy",
+                                             self._server_sections()))
+        self._wan_target = self.sshd.port if self.tunnel == "ssh" else \
+            self.server_proxy.port
+        if self.link:
+            self._wan_target = self.toxiproxy.add_link("wan",
+                                                       self._wan_target)
+        self._client_config = self._client_sections(self.cache)
+        self.client_proxy = self._keep(Proxy(self.workdir, "client-proxy",
+                                             self._client_config))
+
+    def _server_sections(self):
+        listen = {"host": "127.0.0.1", "port": process.free_port(),
+                  "allowed_peers": "127.0.0.1/32"}
+        if self.tunnel == "tls":
+            listen.update(tls_cert=self.pki["server"][0],
+                          tls_key=self.pki["server"][1],
+                          tls_ca=self.pki["ca"])
+        return {
+            "proxy": {"role": "server"},
+            "listen": listen,
+            "server": {"nfs_port": self.ganesha.nfs_port,
+                       "mount_port": self.ganesha.mount_port,
+                       "exports": self.export, "squash_uid": FILE_UID,
+                       "squash_gid": FILE_GID},
+        }
+
+    def _client_sections(self, cache):
+        target = self._wan_target
+        upstream = {"tunnel": self.tunnel, "host": "127.0.0.1",
+                    "port": self.server_proxy.port,
+                    "connections": self.upstream_connections,
+                    "reconnect_max_delay": 1.0}
+        if self.tunnel == "tcp":
+            upstream["port"] = target
+        elif self.tunnel == "tls":
+            upstream.update(port=target, tls_cert=self.pki["client"][0],
+                            tls_key=self.pki["client"][1],
+                            tls_ca=self.pki["ca"])
+        else:
+            upstream.update(ssh_host="127.0.0.1", ssh_port=target,
+                            ssh_user=self.sshd.user, ssh_key=self.sshd.key,
+                            ssh_known_hosts=self.sshd.known_hosts)
+        sections = {
+            "proxy": {"role": "client"},
+            "listen": {"host": "127.0.0.1", "port": process.free_port()},
+            "upstream": upstream,
+        }
+        if cache is not None:
+            sections["cache"] = cache
+        return sections
+
+    def add_client(self, name, cache=None):
+        """Another client proxy over the tunnel (and link) to the DTN.
+
+        Another compute node's proxy; ``cache`` is its ``[cache]`` section
+        (None: none, every read crosses the link, as plain NFS would).
+        """
+        return self._keep(Proxy(self.workdir, name, self._client_sections(
+            self._own_cache(name, cache))))
+
+    def _own_cache(self, name, cache):
+        """``cache`` options with a cache directory for proxy ``name``."""
+        if cache is None:
+            return None
+        return dict({"directory": os.path.join(self.workdir,
+                                               name + "-cache")}, **cache)
+
+    def add_leaf(self, name, cache=None):
+        """Another client proxy whose next hop is the client proxy.
+
+        With a cache on both, the client proxy is a LAN proxy: a second
+        level cache shared by the leaves (the GVFS paper's WAN-S3 setup).
+        """
+        sections = {
+            "proxy": {"role": "client"},
+            "listen": {"host": "127.0.0.1", "port": process.free_port()},
+            "upstream": {"tunnel": "tcp", "host": "127.0.0.1",
+                         "port": self.client_proxy.port,
+                         "reconnect_max_delay": 1.0},
+        }
+        if cache is not None:
+            sections["cache"] = self._own_cache(name, cache)
+        return self._keep(Proxy(self.workdir, name, sections))
+
+    def mount(self, mountpoint, proxy=None, name="fuse-mount", export=None,
+              **options):
+        """``gvfs-proxy mount`` of the export at ``mountpoint``.
+
+        Through ``proxy`` (default: the client proxy), of ``export``
+        (default: the lab's); ``options`` are ``[mount]`` options.
+        Unmounted when the lab stops.
+        """
+        proxy = proxy or self.client_proxy
+        return self._keep(fusemount.FuseMount(
+            self.workdir, name, proxy.config, export or self.export,
+            mountpoint, options))
+
+    def gvfs_store_options(self, subdir, mount_base, **extra):
+        """Options of a ``gvfs`` glance store that mounts this export.
+
+        The store mounts it itself (FUSE, through the client proxy) and
+        keeps its images in ``subdir``, made now for the file account.
+        """
+        path = os.path.join(self.export, subdir)
+        os.makedirs(path, exist_ok=True)
+        os.chown(path, FILE_UID, FILE_GID)
+        return dict({
+            "gvfs_store_mount_type": "fuse",
+            "gvfs_store_proxy": "127.0.0.1:%d" % self.client_proxy.port,
+            "gvfs_store_export": self.export,
+            "gvfs_store_datadir": subdir,
+            "gvfs_store_mount_point_base": mount_base,
+            # Longer than the lab mounts' 1 s entry and attribute caches.
+            "gvfs_store_delete_grace": 1.5}, **extra)
+
+    def leaf_url(self, leaf, path):
+        return ganesha.nfs_url(self.export, path, leaf.port, leaf.port)
+
+    def restart_client_proxy(self, kill=False, cache=None):
+        """Stop the client proxy and start it again.
+
+        The new one has the same configuration, port and cache directory,
+        with ``cache`` options changed if given; ``kill`` stops the old
+        one with SIGKILL instead of SIGTERM.
+        """
+        if kill:
+            self.client_proxy.process.signal(signal.SIGKILL)
+        self.client_proxy.stop()
+        if cache:
+            self.cache.update(cache)
+        self.client_proxy = Proxy(self.workdir, "client-proxy",
+                                  self._client_config)
+        self._stack.callback(self.client_proxy.stop)
+        return self.client_proxy
+
+    def cut_tunnel(self):
+        """Break every tunnel connection (the client proxy reconnects)."""
+        if self.link:
+            self.toxiproxy.set_enabled("wan", False)
+            self.toxiproxy.set_enabled("wan", True)
+        elif self.tunnel == "ssh":
+            for pid in self.sshd.session_pids():
+                os.kill(pid, 9)
+        else:
+            raise process.LabError("cutting a tunnel needs link=True or ssh")
+
+    # --- URLs for libnfs clients --------------------------------------------
+
+    def direct_url(self, path):
+        """Straight to Ganesha (the baseline)."""
+        return self.ganesha.url(path)
+
+    def server_proxy_url(self, path):
+        return ganesha.nfs_url(self.export, path, self.server_proxy.port,
+                               self.server_proxy.port)
+
+    def client_url(self, path):
+        """Through the client proxy, the tunnel and the server proxy."""
+        return ganesha.nfs_url(self.export, path, self.client_proxy.port,
+                               self.client_proxy.port)
+
+    def stop(self):
+        self._stack.close()

@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The package's rooms and doors, read from its source.
+
+What the architecture promises -- a protocol core without I/O, a proxy
+that knows nothing of OpenStack's services, one logging library, no
+option registered by an import -- is checked on every module, so a
+change that breaks it fails here instead of in a review.
+"""
+
+import ast
+import os
+
+import pytest
+
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "gvfs_openstack")
+
+
+def _modules(subdir=""):
+    top = os.path.join(PACKAGE, subdir)
+    for root, _, files in os.walk(top):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                with open(path) as f:
+                    yield os.path.relpath(path, PACKAGE), ast.parse(f.read())
+
+
+def _imported(tree):
+    """Every module name an import statement names, at any depth."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+            for alias in node.names:
+                yield node.module + "." + alias.name
+
+
+def test_every_package_has_an_init():
+    for root, dirs, files in os.walk(PACKAGE):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        if any(f.endswith(".py") for f in files):
+            assert "__init__.py" in files, root
+
+
+@pytest.mark.parametrize("path,tree", list(_modules("nfs")))
+def test_the_protocol_core_does_no_io(path, tree):
+    io = ("socket", "asyncio", "select", "ssl", "zstandard", "threading",
+          "subprocess")
+    for name in _imported(tree):
+        assert name.split(".")[0] not in io, (path, name)
+        if name.startswith("gvfs_openstack."):
+            assert name.startswith("gvfs_openstack.nfs"), (path, name)
+
+
+@pytest.mark.parametrize("path,tree", list(_modules("proxy")))
+def test_the_proxy_knows_nothing_of_openstack_services(path, tree):
+    for name in _imported(tree):
+        assert not name.startswith(("nova", "glance", "glance_store",
+                                    "gvfs_openstack.nova",
+                                    "gvfs_openstack.glance",
+                                    "gvfs_openstack.migration",
+                                    "gvfs_openstack.osc")), (path, name)
+
+
+@pytest.mark.parametrize("path,tree", list(_modules()))
+def test_modules_log_through_oslo_log(path, tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            assert "logging" not in [a.name for a in node.names], path
+
+
+#: oslo.config's registering calls, and ours named after them.
+REGISTERING = ("register_opt", "register_cli_opt", "register_group")
+
+
+@pytest.mark.parametrize("path,tree", list(_modules()))
+def test_no_option_is_registered_by_an_import(path, tree):
+    """Only a function registers options: a program calls it at start."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                             ast.ClassDef)):
+            continue
+        for call in ast.walk(node):
+            if not isinstance(call, ast.Call):
+                continue
+            name = getattr(call.func, "attr", getattr(call.func, "id", ""))
+            assert not name.startswith(REGISTERING), \
+                "%s registers options at import (line %d)" % (path,
+                                                              call.lineno)
