@@ -50,6 +50,15 @@ class Proxy:
             name, [sys.executable, "-m", "gvfs_openstack.cmd.proxy",
                    "--config-file", self.config, "serve"],
             os.path.join(workdir, name + ".log"), [self.port])
+        # The proxy opens its control socket after its NFS port.
+        try:
+            process.wait_until(
+                lambda: os.path.exists(self.control_socket),
+                "its control socket at %s" % self.control_socket,
+                process=self.process)
+        except process.LabError:
+            self.process.stop()
+            raise
 
     def stats(self):
         return control.request(self.control_socket, "stats")
