@@ -180,7 +180,7 @@ def _add_parsers(subparsers):
 
 def register_opts(conf):
     """The groups ``gvfs-proxy`` reads: both roles, cache and mount."""
-    for module in opts.PROGRAMS["proxy"]:
+    for module in opts.modules("proxy"):
         module.register_opts(conf)
 
 

@@ -31,19 +31,16 @@ LOG = logging.getLogger(__name__)
 
 
 class BulkServer:
-    def __init__(self, nfs_pool, stats, max_chunk=bulk.MAX_CHUNK,
+    def __init__(self, nfs_pool, counters, max_chunk=bulk.MAX_CHUNK,
                  read_size=1024 * 1024, level=1, write_size=1024 * 1024):
         self.nfs_pool = nfs_pool
         #: A reply must fit in one record of the tunnel.
         self.max_chunk = min(max_chunk, bulk.MAX_CHUNK)
-        self.stats = stats
+        #: :class:`counters.BulkServerCounters`
+        self.counters = counters
         self.read_size = read_size
         self.write_size = write_size
         self.level = level
-        for key in ("bulk_reads", "bulk_raw_bytes", "bulk_wire_bytes",
-                    "bulk_writes", "bulk_write_raw_bytes",
-                    "bulk_write_wire_bytes"):
-            stats.setdefault(key, 0)
 
     async def serve(self, call, cred):
         """The reply to a bulk call, its credential already mapped."""
@@ -84,9 +81,9 @@ class BulkServer:
             if len(data) >= len(raw):
                 # Incompressible: raw costs less, and nothing to undo.
                 codec, data = Codec.NONE, raw
-        self.stats["bulk_reads"] += 1
-        self.stats["bulk_raw_bytes"] += len(raw)
-        self.stats["bulk_wire_bytes"] += len(data)
+        self.counters.bulk_reads += 1
+        self.counters.bulk_raw_bytes += len(raw)
+        self.counters.bulk_wire_bytes += len(data)
         return rpc.accepted(call.xid, AcceptStat.SUCCESS, bulk.encode_res(
             call.proc, nfs3.Result(0, bulk.ReadOk(attrs, eof, len(raw),
                                                   codec, data))))
@@ -128,9 +125,9 @@ class BulkServer:
                      if res.body.file_wcc.after is not None),
                     key=lambda a: (a.ctime.seconds, a.ctime.nseconds,
                                    a.size), default=None)
-        self.stats["bulk_writes"] += 1
-        self.stats["bulk_write_raw_bytes"] += len(raw)
-        self.stats["bulk_write_wire_bytes"] += len(args.data)
+        self.counters.bulk_writes += 1
+        self.counters.bulk_write_raw_bytes += len(raw)
+        self.counters.bulk_write_wire_bytes += len(args.data)
         return rpc.accepted(call.xid, AcceptStat.SUCCESS, bulk.encode_res(
             call.proc, nfs3.Result(0, nfs3.WriteOk(
                 nfs3.WccData(None, after),

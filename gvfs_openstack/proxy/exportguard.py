@@ -34,7 +34,7 @@ _MAXCOUNT = 64 * 1024
 
 
 class ExportGuard:
-    def __init__(self, nfs_pool, mount_pool, exports, cred, stats,
+    def __init__(self, nfs_pool, mount_pool, exports, cred, counters,
                  limit=262144, rescan_interval=10.0, clock=time.monotonic):
         self.nfs_pool = nfs_pool
         self.mount_pool = mount_pool
@@ -42,16 +42,14 @@ class ExportGuard:
         #: The credential the walk reads directories with (the file
         #: account), as an OpaqueAuth.
         self.cred = cred
-        self.stats = stats
+        #: :class:`counters.GuardCounters`
+        self.counters = counters
         self.handles = handles_mod.AdmittedHandles(limit)
         self.rescan_interval = rescan_interval
         self.clock = clock
         self._walk = None
         self._walked_at = None
         self._warned_at = None
-        for key in ("handles_refused", "handle_walks",
-                    "handles_found_by_walk"):
-            stats.setdefault(key, 0)
 
     # --- the check -----------------------------------------------------------
 
@@ -71,7 +69,7 @@ class ExportGuard:
         await self._walk_if_due()
         if self.admits(fhs):
             return True
-        self.stats["handles_refused"] += 1
+        self.counters.handles_refused += 1
         now = self.clock()
         if self._warned_at is None or \
                 now - self._warned_at >= self.rescan_interval:
@@ -80,7 +78,7 @@ class ExportGuard:
                         "export (%s); %d refused so far", what,
                         next(fh for fh in fhs
                              if not self.handles.admits(fh)).hex(),
-                        self.stats["handles_refused"])
+                        self.counters.handles_refused)
         return False
 
     # --- learning from replies -----------------------------------------------
@@ -135,7 +133,7 @@ class ExportGuard:
     async def _run_walk(self):
         before = len(self.handles)
         started = self.clock()
-        self.stats["handle_walks"] += 1
+        self.counters.handle_walks += 1
         for path in self.exports.exports:
             root = await self._mount(path)
             if root is None:
@@ -143,7 +141,7 @@ class ExportGuard:
             self.handles.add(root, root=True)
             await self._walk_tree(root)
         found = max(0, len(self.handles) - before)
-        self.stats["handles_found_by_walk"] += found
+        self.counters.handles_found_by_walk += found
         LOG.info("walked the allowed exports in %.1f s: %d handles "
                  "admitted, %d new", self.clock() - started,
                  len(self.handles), found)

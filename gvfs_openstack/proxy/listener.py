@@ -29,7 +29,7 @@ RELAY_HEAD = 1024
 class _DownstreamProtocol(asyncio.BufferedProtocol):
     def __init__(self, listener):
         self.listener = listener
-        self.stats = listener.stats
+        self.counters = listener.counters
         self.reader = connection.RecordReader(listener.max_record_size)
         self.transport = None
         self.tasks = set()
@@ -39,25 +39,25 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
 
     def connection_made(self, transport):
         self.transport = transport
-        self.writer = streams.RecordWriter(transport, self.stats,
+        self.writer = streams.RecordWriter(transport, self.counters,
                                            "downstream_bytes_out")
         transport_io.tune_socket(transport)
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer = "%s:%s" % peer[:2]
         if not self.listener.peers.allows(peer[0]):
-            self.stats["peers_refused"] += 1
+            self.counters.peers_refused += 1
             LOG.warning("refusing connection from %s: not an allowed "
                         "tunnel endpoint", self.peer)
             transport.abort()
             return
-        self.stats["connections"] += 1
+        self.counters.connections += 1
         self.listener.connections.add(self)
 
     def get_buffer(self, sizehint):
         return self.reader.get_buffer()
 
     def buffer_updated(self, nbytes):
-        self.stats["downstream_bytes_in"] += nbytes
+        self.counters.downstream_bytes_in += nbytes
         self.reader.buffer_updated(nbytes)
         self._relay_partial()
         try:
@@ -80,10 +80,10 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
                 task = asyncio.get_running_loop().create_task(
                     self._serve(call, record, relay))
                 self.tasks.add(task)
-            if len(self.tasks) > self.stats["max_inflight_seen"]:
-                self.stats["max_inflight_seen"] = len(self.tasks)
+            if len(self.tasks) > self.counters.max_inflight_seen:
+                self.counters.max_inflight_seen = len(self.tasks)
         except ProtocolError as e:
-            self.stats["protocol_errors"] += 1
+            self.counters.protocol_errors += 1
             LOG.warning("closing connection from %s: %s", self.peer, e)
             self.transport.abort()
             return
@@ -133,7 +133,7 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
 class Listener:
     """Serves NFS and MOUNT on one TCP port for the given role."""
 
-    def __init__(self, role, host, port, stats, ssl_context=None,
+    def __init__(self, role, host, port, counters, ssl_context=None,
                  peers=None, max_record_size=None, max_inflight=128):
         self.role = role
         self.host = host
@@ -143,11 +143,8 @@ class Listener:
         self.max_record_size = (max_record_size
                                 or connection.DEFAULT_MAX_RECORD)
         self.max_inflight = max_inflight
-        self.stats = stats
-        for key in ("connections", "peers_refused", "protocol_errors",
-                    "max_inflight_seen",
-                    "downstream_bytes_in", "downstream_bytes_out"):
-            self.stats.setdefault(key, 0)
+        #: :class:`counters.ListenerCounters`
+        self.counters = counters
         self.connections = set()
         self._server = None
 

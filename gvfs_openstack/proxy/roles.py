@@ -28,7 +28,6 @@ from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.xdr import Unpacker
-from gvfs_openstack.proxy import bulk_server
 from gvfs_openstack.proxy.cache.reads import Fallback
 from gvfs_openstack.proxy.cache import updates as cache_updates
 from gvfs_openstack.proxy import drc as drc_mod
@@ -63,9 +62,9 @@ class Role:
 
     name = None
 
-    def __init__(self, stats, drc=None):
-        self.stats = stats
-        self.stats.setdefault("calls", {})
+    def __init__(self, counters, drc=None):
+        #: :class:`counters.RoleCounters`
+        self.counters = counters
         self.drc = drc or drc_mod.DuplicateRequestCache()
 
     async def handle(self, call, record, writer=None, relay=None):
@@ -90,7 +89,7 @@ class Role:
         name = proc_name(call.prog, call.proc)
         if name == "unknown":
             return rpc.accepted(call.xid, AcceptStat.PROC_UNAVAIL)
-        calls = self.stats["calls"]
+        calls = self.counters.calls
         calls[name] = calls.get(name, 0) + 1
         try:
             if relay is not None:
@@ -150,7 +149,7 @@ class Role:
                                       call.cred.body, call.args)
             future, is_new = self.drc.lookup_or_reserve(key)
             if not is_new:
-                self.stats["drc_hits"] = self.stats.get("drc_hits", 0) + 1
+                self.counters.drc_hits = self.counters.drc_hits + 1
                 LOG.info("answering repeated xid %#x from the duplicate "
                          "request cache", call.xid)
                 return await future
@@ -191,8 +190,9 @@ class ClientRole(Role):
 
     name = "client"
 
-    def __init__(self, pool, stats, drc=None, cache=None, writeback=None):
-        super().__init__(stats, drc)
+    def __init__(self, pool, counters, drc=None, cache=None,
+                 writeback=None):
+        super().__init__(counters, drc)
         self.pool = pool
         self.cache = cache
         self.writeback = writeback
@@ -255,16 +255,16 @@ class ServerRole(Role):
     name = "server"
 
     def __init__(self, nfs_pool, mount_pool, identity, exports, guard,
-                 stats, drc=None, max_chunk=bulk.MAX_CHUNK, zstd_level=1):
-        super().__init__(stats, drc)
+                 bulk, counters, drc=None):
+        super().__init__(counters, drc)
         self.nfs_pool = nfs_pool
         self.mount_pool = mount_pool
         self.identity = identity
         self.exports = exports
         #: The :class:`exportguard.ExportGuard` every file handle passes.
         self.guard = guard
-        self.bulk = bulk_server.BulkServer(nfs_pool, stats, max_chunk,
-                                           level=zstd_level)
+        #: The :class:`~gvfs_openstack.proxy.bulk_server.BulkServer`.
+        self.bulk = bulk
 
     def _credential(self, call):
         """Mapped credential, or a denial message for the caller."""
@@ -283,7 +283,7 @@ class ServerRole(Role):
     async def dispatch(self, call, record, writer):
         cred, refusal = self._credential(call)
         if refusal is not None:
-            self.stats["auth_refused"] = self.stats.get("auth_refused", 0) + 1
+            self.counters.auth_refused = self.counters.auth_refused + 1
             return refusal
 
         def build(xid):
@@ -360,8 +360,8 @@ class ServerRole(Role):
             except ProtocolError:
                 return rpc.accepted(call.xid, AcceptStat.GARBAGE_ARGS)
             if not self.exports.allows(path):
-                self.stats["mount_refused"] = \
-                    self.stats.get("mount_refused", 0) + 1
+                self.counters.mount_refused = \
+                    self.counters.mount_refused + 1
                 LOG.warning("refusing MOUNT of %r: not an allowed export",
                             path)
                 return rpc.accepted(call.xid, AcceptStat.SUCCESS,

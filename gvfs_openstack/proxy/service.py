@@ -9,12 +9,12 @@ import asyncio
 import os
 import resource
 import signal
-import time
 
 from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import bulk_server
 from gvfs_openstack.proxy.cache import bulk_fetch
 from gvfs_openstack.proxy.cache import exports
 from gvfs_openstack.proxy.cache import journal
@@ -24,6 +24,7 @@ from gvfs_openstack.proxy.cache import store
 from gvfs_openstack.proxy.cache import warm
 from gvfs_openstack.proxy.cache import writeback
 from gvfs_openstack.proxy import control
+from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import exportguard
 from gvfs_openstack.proxy.listener import Listener
 from gvfs_openstack.proxy import policy
@@ -80,7 +81,7 @@ class ProxyService:
 
     def __init__(self, conf):
         self.conf = conf
-        self.stats = {"started_at": time.time()}
+        self.counters = counters.Counters()
         self.pools = []
         self.cache = None
         self.writeback = None
@@ -100,7 +101,8 @@ class ProxyService:
             raise exceptions.InvalidConfig(option="[listen] allowed_peers",
                                            reason=str(e)) from e
         self.listener = Listener(
-            self.role, listen.host, listen.port, self.stats, ssl_context,
+            self.role, listen.host, listen.port,
+            self.counters.part(counters.ListenerCounters), ssl_context,
             peers, conf.proxy.max_record_size, conf.proxy.max_inflight)
         self.control = None
         if conf.proxy.control_socket:
@@ -114,7 +116,8 @@ class ProxyService:
     def _pool(self, connector, size, timeout=300.0, initial=0.05,
               maximum=5.0):
         pool = UpstreamPool(connector, size, self.conf.proxy.max_record_size,
-                            timeout, initial, maximum, self.stats)
+                            timeout, initial, maximum,
+                            self.counters.part(counters.UpstreamCounters))
         self.pools.append(pool)
         return pool
 
@@ -147,16 +150,18 @@ class ProxyService:
             _per_export(opts.export_consistency, answers,
                         "[cache] export_consistency"))
         cache = reads.CachedReads(
-            store.BlockStore(opts.directory, geometry), pool, self.stats,
+            store.BlockStore(opts.directory, geometry), pool,
+            self.counters.part(counters.CacheCounters),
             policies, opts.readahead_kb * 1024,
             max_fetch=self.conf.proxy.max_record_size // 4,
             max_read=self.conf.proxy.max_record_size // 2)
         if opts.sidecars:
             cache.sidecars = sidecars.Sidecars(
-                cache, self.stats, opts.sidecar_recheck_seconds)
+                cache, self.counters.part(counters.SidecarCounters),
+                opts.sidecar_recheck_seconds)
             # A chunk and its reply must fit in one RPC record.
             cache.whole_files = bulk_fetch.WholeFiles(
-                cache, self.stats,
+                cache, self.counters.part(counters.WholeFileCounters),
                 min(opts.whole_file_chunk_mb * mib,
                     self.conf.proxy.max_record_size // 2),
                 opts.whole_file_window)
@@ -172,7 +177,8 @@ class ProxyService:
         directory = opts.journal_directory or os.path.join(opts.directory,
                                                            "journal")
         return writeback.WriteBack(
-            journal.Journal(directory), cache, self.stats,
+            journal.Journal(directory), cache,
+            self.counters.part(counters.WritebackCounters),
             opts.writeback_max_mb * mib, opts.writeback_flush_mb * mib,
             opts.writeback_idle_seconds,
             wsize=self.conf.proxy.max_record_size // 4)
@@ -191,8 +197,9 @@ class ProxyService:
             self.cache = self._build_cache(pool)
             if self.cache is not None:
                 self.writeback = self._build_writeback(self.cache)
-            return roles.ClientRole(pool, self.stats, cache=self.cache,
-                                    writeback=self.writeback)
+            return roles.ClientRole(
+                pool, self.counters.part(counters.RoleCounters),
+                cache=self.cache, writeback=self.writeback)
         server = conf.server
         try:
             exports = policy.ExportAllowlist(server.exports)
@@ -217,28 +224,34 @@ class ProxyService:
             nfs_pool, mount_pool, exports,
             rpc.AuthSys(server.squash_uid, server.squash_gid, (),
                         "gvfs-proxy").to_opaque(),
-            self.stats, server.max_admitted_handles,
+            self.counters.part(counters.GuardCounters),
+            server.max_admitted_handles,
             server.handle_rescan_interval)
-        return roles.ServerRole(
-            nfs_pool, mount_pool, identity, exports, guard, self.stats,
+        bulk = bulk_server.BulkServer(
+            nfs_pool, self.counters.part(counters.BulkServerCounters),
             max_chunk=self.conf.proxy.max_record_size // 2,
-            zstd_level=server.bulk_zstd_level)
+            level=server.bulk_zstd_level)
+        return roles.ServerRole(
+            nfs_pool, mount_pool, identity, exports, guard, bulk,
+            self.counters.part(counters.RoleCounters))
 
     async def _stats(self, request):
+        """The counters, with the gauges read now (sizes, dirty bytes)."""
+        gauges = {}
         if self.cache is not None:
-            self.stats["cache_corrupt_blocks"] = \
-                self.cache.store.corrupt_blocks
-            self.stats["cache_capacity"] = self.cache.store.geometry.capacity
-            self.stats["cache_io_errors"] = self.cache.store.io_errors
+            gauges.update(cache_corrupt_blocks=self.cache.store.corrupt_blocks,
+                          cache_capacity=self.cache.store.geometry.capacity,
+                          cache_io_errors=self.cache.store.io_errors)
         if self.writeback is not None:
-            self.stats["writeback_dirty_bytes"] = \
-                self.writeback.dirty.dirty_bytes
-            self.stats["journal_bytes"] = self.writeback.journal.size
+            gauges.update(
+                writeback_dirty_bytes=self.writeback.dirty.dirty_bytes,
+                journal_bytes=self.writeback.journal.size)
+            cache_counters = self.counters.part(counters.CacheCounters)
             dirty = self.writeback.dirty_by_export()
-            for export in set(dirty) | set(self.stats["cache_exports"]):
-                self.cache.export_counters(export)["dirty_bytes"] = \
+            for export in set(dirty) | set(cache_counters.cache_exports):
+                cache_counters.export(export)["dirty_bytes"] = \
                     dirty.get(export, 0)
-        return dict(self.stats, role=self.role.name,
+        return dict(self.counters.as_dict(), **gauges, role=self.role.name,
                     port=self.listener.port,
                     peak_rss_kb=peak_rss_kb(),
                     drc_entries=len(self.role.drc),
@@ -298,7 +311,8 @@ class ProxyService:
             self.cache.store.close()
         if self.control is not None:
             await self.control.close()
-        LOG.info("gvfs-proxy stopped; counters: %s", self.stats)
+        LOG.info("gvfs-proxy stopped; counters: %s",
+                 self.counters.as_dict())
 
     def _flush_and_drop(self):
         async def flush_and_drop():

@@ -15,9 +15,11 @@ from gvfs_openstack import transport as transport_io
 
 
 class RecordWriter:
-    def __init__(self, transport, stats, counter):
+    def __init__(self, transport, counters, counter):
         self.transport = transport
-        self.stats = stats
+        #: The counters object and the name of its field that counts the
+        #: bytes written (``downstream_bytes_out``, ``upstream_bytes_out``).
+        self.counters = counters
         self.counter = counter
         self._remaining = 0
         self._queue = collections.deque()
@@ -25,6 +27,10 @@ class RecordWriter:
         # A plain socket transport copies what it cannot send at once; the
         # TLS transport keeps a reference, so nothing may be reused there.
         self._reuse_safe = transport.get_extra_info("sslcontext") is None
+
+    def _count(self, nbytes):
+        setattr(self.counters, self.counter,
+                getattr(self.counters, self.counter) + nbytes)
 
     @property
     def busy(self):
@@ -45,8 +51,7 @@ class RecordWriter:
         if len(buffers) > 2:
             buffers = (self._gather(buffers) if self._reuse_safe
                        else b"".join(buffers),)
-        self.stats[self.counter] += transport_io.write_record(
-            self.transport, buffers)
+        self._count(transport_io.write_record(self.transport, buffers))
 
     def _gather(self, buffers):
         """Copy many small pieces (cache blocks) into one reused buffer.
@@ -70,7 +75,7 @@ class RecordWriter:
         if self._remaining or self.closing:
             return False
         self.transport.write(connection.frame_header(length))
-        self.stats[self.counter] += 4
+        self._count(4)
         self._remaining = length
         return True
 
@@ -78,7 +83,7 @@ class RecordWriter:
         if self.closing:
             return
         self.transport.write(view)
-        self.stats[self.counter] += len(view)
+        self._count(len(view))
         self._remaining -= len(view)
         if self._remaining == 0:
             while self._queue and not self._remaining:

@@ -20,6 +20,7 @@ from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs.errors import RecordTooLarge
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import counters as counters_mod
 from gvfs_openstack.proxy import relay as relays
 from gvfs_openstack.proxy import streams
 from gvfs_openstack import transport as transport_io
@@ -69,7 +70,7 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
 
     def connection_made(self, transport):
         self.transport = transport
-        self.writer = streams.RecordWriter(transport, self.pool.stats,
+        self.writer = streams.RecordWriter(transport, self.pool.counters,
                                            "upstream_bytes_out")
         transport_io.tune_socket(transport)
 
@@ -77,7 +78,7 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
         return self.reader.get_buffer()
 
     def buffer_updated(self, nbytes):
-        self.pool.stats["upstream_bytes_in"] += nbytes
+        self.pool.counters.upstream_bytes_in += nbytes
         self.reader.buffer_updated(nbytes)
         self._relay_partial()
         try:
@@ -94,7 +95,7 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
         except RecordTooLarge as e:
             pending = self.inflight.pop(e.xid, None)
             if pending is not None and not pending.future.done():
-                self.pool.stats["upstream_failed_calls"] += 1
+                self.pool.counters.upstream_failed_calls += 1
                 pending.future.set_exception(UpstreamReplyTooLarge(
                     "reply from %s to call %#x: %s; raise [proxy] "
                     "max_record_size" % (self.pool.connector.describe(),
@@ -134,7 +135,7 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
             # Half a record went downstream: the call goes again and its
             # reply finishes the record (or the stream is aborted).
             relay.pending.resume = relays.Resume.of(relay)
-            self.pool.stats["upstream_relays_cut"] += 1
+            self.pool.counters.upstream_relays_cut += 1
         if not self.closed.done():
             self.closed.set_result(exc)
         self.pool._on_lost(self)
@@ -150,7 +151,7 @@ class UpstreamPool:
 
     def __init__(self, connector, size=2, max_record_size=None,
                  call_timeout=300.0, backoff_initial=0.05, backoff_max=5.0,
-                 stats=None):
+                 counters=None):
         self.connector = connector
         self.size = size
         self.max_record_size = (max_record_size
@@ -158,11 +159,9 @@ class UpstreamPool:
         self.call_timeout = call_timeout
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
-        self.stats = stats if stats is not None else {}
-        for key in ("upstream_bytes_in", "upstream_bytes_out",
-                    "upstream_connects", "upstream_resent",
-                    "upstream_failed_calls", "upstream_relays_cut"):
-            self.stats.setdefault(key, 0)
+        #: :class:`counters.UpstreamCounters`, shared by a proxy's pools.
+        self.counters = (counters if counters is not None
+                         else counters_mod.UpstreamCounters())
         self._live = []
         self._live_changed = None
         self._pending = {}
@@ -200,7 +199,7 @@ class UpstreamPool:
                 delay = min(delay * 2, self.backoff_max)
                 continue
             delay = self.backoff_initial
-            self.stats["upstream_connects"] += 1
+            self.counters.upstream_connects += 1
             LOG.info("connected to %s (slot %d)", self.connector.describe(),
                      slot)
             async with self._live_changed:
@@ -282,7 +281,7 @@ class UpstreamPool:
                 self._send_and_wait(pending) if send else pending.future)
             return pending.future.result()
         except TimeoutError:
-            self.stats["upstream_failed_calls"] += 1
+            self.counters.upstream_failed_calls += 1
             raise UpstreamTimeout("no reply from %s within %.0fs" % (
                 self.connector.describe(), self.call_timeout)) from None
         finally:
@@ -325,11 +324,11 @@ class UpstreamPool:
                 # it once the whole record is in.
                 pending.conn = None
             elif pending.replayable:
-                self.stats["upstream_resent"] += 1
+                self.counters.upstream_resent += 1
                 pending.conn = None
                 asyncio.get_running_loop().create_task(self._resend(pending))
             else:
-                self.stats["upstream_failed_calls"] += 1
+                self.counters.upstream_failed_calls += 1
                 pending.future.set_exception(UpstreamLost(
                     "connection to %s died with the call in flight"
                     % self.connector.describe()))

@@ -14,6 +14,7 @@ from gvfs_openstack.proxy.cache import reads
 from gvfs_openstack.proxy.cache.store import BlockStore
 from gvfs_openstack.proxy.cache.store import Geometry
 from gvfs_openstack.proxy.cache import updates
+from gvfs_openstack.proxy import counters
 
 T = nfs3.NfsTime
 
@@ -31,7 +32,8 @@ def wcc(before, after):
 
 def make(tmp_path):
     store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
-    return reads.CachedReads(store, pool=None, stats={})
+    return reads.CachedReads(store, pool=None,
+                             counters=counters.CacheCounters())
 
 
 def test_export_policies_follow_mounts_and_lookups():
@@ -56,7 +58,7 @@ def test_own_write_with_pre_op_attributes_keeps_other_blocks_current(
     state = cache.observe(b"fh", v1)
     cache.observe_own_change(b"fh", wcc(v1, v2))
     assert state.current == [reads.attrs_of(v1), reads.attrs_of(v2)]
-    assert cache.stats["cache_invalidations"] == 0
+    assert cache.counters.cache_invalidations == 0
 
 
 def test_write_without_pre_op_attributes_invalidates(tmp_path):
@@ -65,7 +67,7 @@ def test_write_without_pre_op_attributes_invalidates(tmp_path):
     state = cache.observe(b"fh", v1)
     cache.observe_own_change(b"fh", wcc(None, v2))
     assert state.current == [reads.attrs_of(v2)]
-    assert cache.stats["cache_invalidations"] == 1
+    assert cache.counters.cache_invalidations == 1
 
 
 def test_someone_elses_change_invalidates(tmp_path):
@@ -75,7 +77,7 @@ def test_someone_elses_change_invalidates(tmp_path):
     assert state.current == [reads.attrs_of(fattr(8192, 6))]
     cache.observe(b"fh", fattr(9000, 7))
     assert state.current == [reads.attrs_of(fattr(9000, 7))]
-    assert cache.stats["cache_invalidations"] == 2
+    assert cache.counters.cache_invalidations == 2
 
 
 def test_setattr_keeps_only_the_new_attributes(tmp_path):
@@ -123,7 +125,8 @@ def test_read_ahead_waits_for_a_run_of_three_reads(tmp_path):
     state.streak = 1
     assert cache._window(state, 1 << 20) == 2 << 20
     assert cache._window(state, 4 << 20) == 4 << 20
-    off = reads.CachedReads(cache.store, pool=None, stats={}, readahead=0)
+    off = reads.CachedReads(cache.store, pool=None,
+                            counters=counters.CacheCounters(), readahead=0)
     assert off._window(state, 1 << 20) == 0
 
 
@@ -149,8 +152,9 @@ def golden_cache(tmp_path, now):
     store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
     policies = exports.ExportPolicies(3.0, {"/srv/golden": 600.0},
                                       answer_overrides={"/srv/golden": 3.0})
-    cache = reads.CachedReads(store, pool=None, stats={}, policies=policies,
-                              clock=lambda: now[0])
+    cache = reads.CachedReads(store, pool=None,
+                              counters=counters.CacheCounters(),
+                              policies=policies, clock=lambda: now[0])
     policies.learn_root(b"root-g", "/srv/golden")
     return cache, policies
 
@@ -169,7 +173,7 @@ def test_getattr_is_answered_only_in_immutable_exports(tmp_path):
                            4096, nfs3.SpecData(), 1, 3, T(1), T(1), T(1))
     cache.observe(b"dir", directory)
     assert answered(cache, b"img") == fattr(4096, 1)
-    assert cache.stats["cache_getattrs_answered"] == 1
+    assert cache.counters.cache_getattrs_answered == 1
     assert answered(cache, b"scratch") is None  # window: every GETATTR.
     assert answered(cache, b"dir") is None  # Entries are not cached.
     now[0] += 3.0
@@ -229,11 +233,11 @@ def test_write_replies_out_of_order_leave_the_newest_attributes(tmp_path):
     cache.observe_own_change(b"fh", wcc(head, whole))   # The second WRITE.
     cache.observe_own_change(b"fh", wcc(empty, head))   # The first.
     assert state.fattr == whole
-    assert cache.stats["cache_stale_replies"] == 1
+    assert cache.counters.cache_stale_replies == 1
     # A GETATTR answered before the WRITEs is past news too.
     cache.observe(b"fh", empty)
     assert state.fattr == whole
-    assert cache.stats["cache_stale_replies"] == 2
+    assert cache.counters.cache_stale_replies == 2
 
 
 def test_a_revalidation_nothing_overtook_is_believed(tmp_path):

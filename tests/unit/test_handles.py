@@ -19,6 +19,8 @@ from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import bulk_server
+from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import exportguard
 from gvfs_openstack.proxy import handles
 from gvfs_openstack.proxy import policy
@@ -111,12 +113,13 @@ class Clock:
 def make_role(server=None, clock=None, limit=1024):
     server = server or StandInServer()
     exports = policy.ExportAllowlist(["/srv/images"])
-    stats = {}
     guard = exportguard.ExportGuard(server, server, exports, rpc.AUTH_NONE,
-                                    stats, limit=limit, rescan_interval=10,
+                                    counters.GuardCounters(), limit=limit,
+                                    rescan_interval=10,
                                     clock=clock or Clock())
+    bulk = bulk_server.BulkServer(server, counters.BulkServerCounters())
     role = roles.ServerRole(server, server, policy.IdentityMap(42, 42),
-                            exports, guard, stats)
+                            exports, guard, bulk, counters.RoleCounters())
     return role, server
 
 
@@ -220,13 +223,13 @@ def test_least_recently_used_handles_go_first_and_roots_stay():
 def test_an_unknown_handle_is_found_by_walking_the_allowed_export():
     role, server = make_role()
     assert getattr_of(role, DEEP) == 0
-    assert role.stats["handle_walks"] == 1
+    assert role.guard.counters.handle_walks == 1
     assert (const.MOUNT_PROGRAM, MountProc.MNT) in server.calls
     # The walk paged through READDIRPLUS and went down "sub".
-    assert role.stats["handles_found_by_walk"] == 4
+    assert role.guard.counters.handles_found_by_walk == 4
     assert nfs_calls(server) == [(const.NFS_PROGRAM, Nfs3Proc.GETATTR)]
     assert getattr_of(role, GOLDEN) == 0
-    assert role.stats["handle_walks"] == 1
+    assert role.guard.counters.handle_walks == 1
 
 
 def test_a_handle_of_another_export_is_refused_and_never_forwarded():
@@ -235,13 +238,13 @@ def test_a_handle_of_another_export_is_refused_and_never_forwarded():
     assert getattr_of(role, SECRET) == const.NfsStat.NFS3ERR_STALE
     assert getattr_of(role, SECRET) == const.NfsStat.NFS3ERR_STALE
     assert nfs_calls(server) == []
-    assert role.stats["handles_refused"] == 2
+    assert role.guard.counters.handles_refused == 2
     # The second was refused without a second walk ...
-    assert role.stats["handle_walks"] == 1
+    assert role.guard.counters.handle_walks == 1
     clock.now += 11
     # ... and once the interval is over an unknown handle walks again.
     assert getattr_of(role, SECRET) == const.NfsStat.NFS3ERR_STALE
-    assert role.stats["handle_walks"] == 2
+    assert role.guard.counters.handle_walks == 2
 
 
 def test_the_parent_of_an_allowed_root_stays_out():
@@ -258,7 +261,7 @@ def test_looked_up_handles_are_admitted_without_a_walk():
     assert lookup(role, ROOT, "sub").body.object == SUB
     assert lookup(role, SUB, "deep.img").body.object == DEEP
     assert getattr_of(role, DEEP) == 0
-    assert role.stats["handle_walks"] == 0
+    assert role.guard.counters.handle_walks == 0
 
 
 def test_a_mount_of_an_allowed_path_admits_its_root():
@@ -267,7 +270,7 @@ def test_a_mount_of_an_allowed_path_admits_its_root():
         MountProc.MNT, mount3.encode_args(MountProc.MNT, mount3.MntArgs(
             "/srv/images")), prog=const.MOUNT_PROGRAM)))
     assert role.guard.admits((ROOT,))
-    assert role.stats["handle_walks"] == 0
+    assert role.guard.counters.handle_walks == 0
 
 
 def test_rename_into_an_unknown_directory_is_refused():
@@ -311,7 +314,7 @@ def test_a_failed_walk_is_a_system_error_and_is_tried_again():
     assert reply.accept_stat == const.AcceptStat.SYSTEM_ERR
     server.fail = False
     assert getattr_of(role, DEEP) == 0
-    assert role.stats["handle_walks"] == 2
+    assert role.guard.counters.handle_walks == 2
 
 
 def test_concurrent_unknown_handles_share_one_walk():
@@ -325,7 +328,7 @@ def test_concurrent_unknown_handles_share_one_walk():
                 Nfs3Proc.GETATTR, nfs3.GetattrArgs(GOLDEN)))))
 
     asyncio.run(both())
-    assert role.stats["handle_walks"] == 1
+    assert role.guard.counters.handle_walks == 1
     assert len(nfs_calls(server)) == 2
 
 
@@ -361,4 +364,4 @@ def test_a_walk_whose_callers_all_went_away_still_ends_cleanly():
         return nfs3.decode_res(Nfs3Proc.GETATTR, reply.results).status
 
     assert asyncio.run(scenario()) == const.NfsStat.NFS3ERR_STALE
-    assert role.stats["handle_walks"] == 2
+    assert role.guard.counters.handle_walks == 2

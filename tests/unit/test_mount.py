@@ -365,12 +365,17 @@ def test_the_mount_command_does_not_load_the_proxy():
 
     loaded = subprocess.run(
         [sys.executable, "-c",
-         "import sys; import gvfs_openstack.cmd.proxy; "
+         "import sys; from oslo_config import cfg; "
+         "from gvfs_openstack.cmd import proxy; "
+         "proxy.register_opts(cfg.ConfigOpts()); "
          "from gvfs_openstack.fuse import fusefs, session; "
          "from gvfs_openstack.mount import mounter; "
          "print(' '.join(sorted(sys.modules)))"],
         capture_output=True, text=True, check=True).stdout.split()
     assert "gvfs_openstack.fuse.fusefs" in loaded
+    # Nor other programs' options: oslo.privsep and keystoneauth's
+    # plugins are the conductor's and the kernel mount's.
     for heavy in ("paramiko", "gvfs_openstack.proxy.service",
-                  "gvfs_openstack.proxy.cache.reads"):
+                  "gvfs_openstack.proxy.cache.reads", "oslo_privsep",
+                  "keystoneauth1.loading", "gvfs_openstack.conf.nova"):
         assert heavy not in loaded

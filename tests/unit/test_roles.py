@@ -15,6 +15,8 @@ from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import bulk_server
+from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import exportguard
 from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import roles
@@ -50,13 +52,17 @@ FH = b"handle-of-an-image"
 
 def server_role(pool, mount_pool=None):
     exports = policy.ExportAllowlist(["/srv/images"])
-    stats = {}
     guard = exportguard.ExportGuard(pool, mount_pool or pool, exports,
-                                    rpc.AUTH_NONE, stats)
+                                    rpc.AUTH_NONE, counters.GuardCounters())
     guard.handles.add(FH)
+    bulk = bulk_server.BulkServer(pool, counters.BulkServerCounters())
     return roles.ServerRole(
         pool, mount_pool or pool, policy.IdentityMap(4242, 4242), exports,
-        guard, stats)
+        guard, bulk, counters.RoleCounters())
+
+
+def client_role(pool):
+    return roles.ClientRole(pool, counters.RoleCounters())
 
 
 def getattr_args(fh=FH):
@@ -122,7 +128,7 @@ def test_export_list_is_filtered_to_the_allowlist():
 def test_unknown_programs_and_versions_are_answered_locally(prog, vers,
                                                             expected):
     pool = RecordingPool()
-    reply = rpc.decode_message(run(roles.ClientRole(pool, {}).handle(
+    reply = rpc.decode_message(run(client_role(pool).handle(
         *call(0, prog, vers=vers))))
     assert reply.accept_stat == expected and pool.sent == []
 
@@ -138,7 +144,7 @@ def test_non_idempotent_calls_are_not_replayed_by_the_server_role():
 
 def test_repeated_non_idempotent_call_is_answered_from_the_cache():
     pool = RecordingPool(b"\0\0\0\0")
-    role = roles.ClientRole(pool, {})
+    role = client_role(pool)
 
     async def twice():
         first = await role.handle(*call(Nfs3Proc.CREATE, xid=9))
@@ -148,20 +154,20 @@ def test_repeated_non_idempotent_call_is_answered_from_the_cache():
     first, second = run(twice())
     assert first == second
     assert len(pool.sent) == 1
-    assert role.stats["drc_hits"] == 1
+    assert role.counters.drc_hits == 1
 
 
 def test_upstream_failure_becomes_system_err():
-    reply = rpc.decode_message(run(roles.ClientRole(
-        RecordingPool(fail=True), {}).handle(*call(Nfs3Proc.CREATE))))
+    reply = rpc.decode_message(run(client_role(
+        RecordingPool(fail=True)).handle(*call(Nfs3Proc.CREATE))))
     assert reply.accept_stat == const.AcceptStat.SYSTEM_ERR
 
 
 def test_wrong_rpc_version_gets_rpc_mismatch():
     c, record = call(0)
     c = rpc.Call(c.xid, c.prog, c.vers, c.proc, rpc.AUTH_NONE, rpcvers=3)
-    reply = rpc.decode_message(run(roles.ClientRole(RecordingPool(),
-                                                    {}).handle(c, record)))
+    reply = rpc.decode_message(run(client_role(RecordingPool()).handle(
+        c, record)))
     assert reply.reject_stat == const.RejectStat.RPC_MISMATCH
 
 
@@ -170,6 +176,6 @@ def test_an_unexpected_failure_still_gets_a_reply():
         async def call(self, build_message, replayable, relay_to=None):
             raise RuntimeError("bug")
 
-    reply = rpc.decode_message(run(roles.ClientRole(BrokenPool(), {}).handle(
+    reply = rpc.decode_message(run(client_role(BrokenPool()).handle(
         *call(Nfs3Proc.GETATTR))))
     assert reply.accept_stat == const.AcceptStat.SYSTEM_ERR

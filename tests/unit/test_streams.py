@@ -2,6 +2,7 @@
 """RecordWriter keeps records whole on the wire, relayed or not."""
 
 from gvfs_openstack.nfs import connection
+from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy.streams import RecordWriter
 
 
@@ -37,8 +38,8 @@ def records(wire):
 
 def test_records_written_during_a_relay_wait_for_its_end():
     wire = Wire()
-    stats = {"out": 0}
-    writer = RecordWriter(wire, stats, "out")
+    stats = counters.ListenerCounters()
+    writer = RecordWriter(wire, stats, "downstream_bytes_out")
     assert writer.start_relay(10)
     assert not writer.start_relay(5)  # one relay at a time
     writer.relay_part(b"01234")
@@ -46,13 +47,14 @@ def test_records_written_during_a_relay_wait_for_its_end():
     writer.relay_part(b"56789")
     writer.write_record((b"third",))
     assert records(wire) == [b"0123456789", b"second", b"third"]
-    assert stats["out"] == len(wire.data)
+    assert stats.downstream_bytes_out == len(wire.data)
 
 
 def test_many_pieces_are_gathered_into_one_record():
     for tls in (False, True):
         wire = Wire(tls)
-        writer = RecordWriter(wire, {"out": 0}, "out")
+        writer = RecordWriter(wire, counters.ListenerCounters(),
+                              "downstream_bytes_out")
         pieces = [bytes([i]) * 70000 for i in range(5)]
         writer.write_record(pieces)
         writer.write_record([b"a", b"b", b"c"])
@@ -61,7 +63,8 @@ def test_many_pieces_are_gathered_into_one_record():
 
 def test_nothing_is_written_once_closing():
     wire = Wire()
-    writer = RecordWriter(wire, {"out": 0}, "out")
+    writer = RecordWriter(wire, counters.ListenerCounters(),
+                          "downstream_bytes_out")
     writer.abort()
     writer.write_record((b"late",))
     assert wire.data == b""

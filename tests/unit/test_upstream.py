@@ -8,6 +8,7 @@ import time
 import pytest
 
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import tunnel
 from gvfs_openstack.proxy import upstream
 
@@ -66,7 +67,7 @@ def test_a_reply_over_the_size_limit_fails_its_call_at_once():
             assert len(answered) == 1
             reply = await pool.call(_call, replayable=True)
             assert isinstance(reply, (bytes, bytearray))
-            assert pool.stats["upstream_failed_calls"] == 1
+            assert pool.counters.upstream_failed_calls == 1
         finally:
             await pool.close()
             server.close()
@@ -122,12 +123,13 @@ def _relay_cut(second_reply):
                                      backoff_initial=0.01)
         await pool.start()
         wire = Wire()
-        writer = streams.RecordWriter(wire, {"out": 0}, "out")
+        writer = streams.RecordWriter(wire, counters.ListenerCounters(),
+                                      "downstream_bytes_out")
         try:
             result = await pool.call(
                 _call, replayable=True,
                 relay_to=streams.RelayTarget(writer, 77))
-            return wire, result, calls, big_reply(77), pool.stats
+            return wire, result, calls, big_reply(77), pool.counters
         finally:
             await pool.close()
             server.close()
@@ -143,7 +145,7 @@ def test_a_relayed_reply_cut_part_way_is_finished_by_the_call_sent_again():
         lambda xid: rpc.accepted(xid, results=bytes(range(256)) * 1024))
     assert result is streams.RELAYED
     assert len(calls) == 2 and calls[0] == calls[1]  # Sent again.
-    assert stats["upstream_resent"] == 1
+    assert stats.upstream_resent == 1
     # One whole record downstream, byte for byte the reply, XID 77.
     assert not wire.aborted
     assert records(wire) == [expected]

@@ -65,10 +65,11 @@ class _Transfer:
 
 
 class WholeFiles:
-    def __init__(self, reads, stats, chunk_size=4 * 1024 * 1024, window=8,
+    def __init__(self, reads, counters, chunk_size=4 * 1024 * 1024, window=8,
                  clock=time.monotonic):
         self.reads = reads
-        self.stats = stats
+        #: :class:`counters.WholeFileCounters`
+        self.counters = counters
         bs = reads.store.geometry.block_size
         self.chunk_size = max(bs, chunk_size - chunk_size % bs)
         self.window = window
@@ -78,11 +79,6 @@ class WholeFiles:
         self._unavailable_until = None
         #: fh -> (file key, until when) of files not to transfer.
         self._refused = {}
-        for key in ("wholefile_transfers", "wholefile_chunks",
-                    "wholefile_raw_bytes", "wholefile_wire_bytes",
-                    "wholefile_verified", "wholefile_digest_mismatches",
-                    "wholefile_failures", "wholefile_unavailable"):
-            stats.setdefault(key, 0)
 
     def _usable(self, state, key):
         refused = self._refused.get(state.fh)
@@ -125,7 +121,7 @@ class WholeFiles:
         transfer = self._transfers[state.fh] = _Transfer(key, chunks)
         transfer.task = asyncio.ensure_future(
             self._run(call, state, sidecar, transfer))
-        self.stats["wholefile_transfers"] += 1
+        self.counters.wholefile_transfers += 1
         return transfer
 
     async def _run(self, call, state, sidecar, transfer):
@@ -161,14 +157,14 @@ class WholeFiles:
             self._fail(state, transfer, e, retry=True)
             return
         if not matches:
-            self.stats["wholefile_digest_mismatches"] += 1
+            self.counters.wholefile_digest_mismatches += 1
             LOG.warning("a whole-file transfer does not match its sidecar's "
                         "digest: the copy is dropped, the file is read block "
                         "by block")
             self._drop_blocks(state)
             self._fail(state, transfer, None, retry=False)
             return
-        self.stats["wholefile_verified"] += 1
+        self.counters.wholefile_verified += 1
 
     @staticmethod
     def _chunk_done(transfer, raws, index, window, task):
@@ -206,11 +202,11 @@ class WholeFiles:
                             "(%s): files marked whole_file are read block "
                             "by block; asking again in %ds", error,
                             UNAVAILABLE_RETRY)
-            self.stats["wholefile_unavailable"] += 1
+            self.counters.wholefile_unavailable += 1
             self._unavailable_until = self.clock() + UNAVAILABLE_RETRY
             error, retry = None, True
         if error is not None:
-            self.stats["wholefile_failures"] += 1
+            self.counters.wholefile_failures += 1
             LOG.warning("whole-file transfer stopped (%s); reading block by "
                         "block, and trying again in %ds", error, RETRY_AFTER)
         self._refused[state.fh] = (transfer.key, self.clock() + RETRY_AFTER
@@ -250,9 +246,9 @@ class WholeFiles:
         if len(raw) != end - start:
             raise TransferError("chunk at %d has %d bytes, not %d" % (
                 start, len(raw), end - start))
-        self.stats["wholefile_chunks"] += 1
-        self.stats["wholefile_raw_bytes"] += len(raw)
-        self.stats["wholefile_wire_bytes"] += len(res.data)
+        self.counters.wholefile_chunks += 1
+        self.counters.wholefile_raw_bytes += len(raw)
+        self.counters.wholefile_wire_bytes += len(res.data)
         fresh = self.reads.observe(state.fh, res.file_attributes,
                                    reports) or state
         if fresh.fattr.size != size:

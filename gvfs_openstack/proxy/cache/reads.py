@@ -89,12 +89,13 @@ class Fallback(Exception):
 
 
 class CachedReads:
-    def __init__(self, store, pool, stats, policies=None,
+    def __init__(self, store, pool, counters, policies=None,
                  readahead=4 * 1024 * 1024, max_fetch=1024 * 1024,
                  max_read=1024 * 1024, clock=time.monotonic):
         self.store = store
         self.pool = pool
-        self.stats = stats
+        #: :class:`counters.CacheCounters`
+        self.counters = counters
         self.policies = policies or exports.ExportPolicies(3.0)
         self.readahead_blocks = readahead // store.geometry.block_size
         self.max_fetch_blocks = max(1, max_fetch // store.geometry.block_size)
@@ -112,15 +113,6 @@ class CachedReads:
         self._zeros = memoryview(bytes(max(max_read,
                                            store.geometry.block_size)))
         self._zero_block = self._zeros[:store.geometry.block_size]
-        for key in ("cache_hits", "cache_misses", "cache_bytes_local",
-                    "cache_bytes_fetched", "cache_bytes_zero_map",
-                    "cache_reads", "cache_reads_zero_map",
-                    "cache_getattrs_answered",
-                    "cache_invalidations",
-                    "cache_readahead_blocks", "cache_collapsed",
-                    "cache_revalidations", "cache_stale_replies"):
-            self.stats.setdefault(key, 0)
-        self.stats.setdefault("cache_exports", {})
 
     # --- file state ---------------------------------------------------------
 
@@ -148,12 +140,12 @@ class CachedReads:
             return state
         if (reports is None or reports != state.reports) and \
                 _is_older(attrs, attrs_of(state.fattr)):
-            self.stats["cache_stale_replies"] += 1
+            self.counters.cache_stale_replies += 1
             return state
         state.reports += 1
         if attrs not in state.current:
             # Changed behind our back: every older block is stale.
-            self.stats["cache_invalidations"] += 1
+            self.counters.cache_invalidations += 1
             state.current = [attrs]
         state.fattr = fattr
         state.checked = self.clock()
@@ -175,14 +167,14 @@ class CachedReads:
         if not reset and _is_older(after, attrs_of(state.fattr)):
             # A WRITE answered after a later one: its bytes were
             # discarded all the same; its attributes are past.
-            self.stats["cache_stale_replies"] += 1
+            self.counters.cache_stale_replies += 1
             return
         state.reports += 1
         ours = wcc.before is not None and \
             attrs_of(wcc.before) in state.current
         if reset or not ours:
             if not ours:
-                self.stats["cache_invalidations"] += 1
+                self.counters.cache_invalidations += 1
             state.current = [after]
         elif after not in state.current:
             state.current.append(after)
@@ -207,7 +199,7 @@ class CachedReads:
         if state is not None and self.clock() - state.checked < \
                 self.policies.revalidate_after(fh):
             return state
-        self.stats["cache_revalidations"] += 1
+        self.counters.cache_revalidations += 1
         reports = self.reports_of(fh)
         res = await self.upstream(call, Nfs3Proc.GETATTR,
                                   nfs3.GetattrArgs(fh))
@@ -232,7 +224,7 @@ class CachedReads:
                 self.clock() - state.checked >= \
                 self.policies.answers_getattr_for(fh):
             raise Fallback()
-        self.stats["cache_getattrs_answered"] += 1
+        self.counters.cache_getattrs_answered += 1
         return rpc.accepted(call.xid, results=nfs3.encode_res(
             Nfs3Proc.GETATTR, nfs3.Result(0, nfs3.GetattrOk(state.fattr))))
 
@@ -273,7 +265,7 @@ class CachedReads:
             fh, start, end - start))
         if not res.ok:
             raise Fallback()
-        self.stats["cache_bytes_fetched"] += len(res.body.data)
+        self.counters.cache_bytes_fetched += len(res.body.data)
         self._count(fh, "bytes_fetched", len(res.body.data))
         return res.body.data, res.body.file_attributes, res.body.eof
 
@@ -292,7 +284,7 @@ class CachedReads:
                     version_key(fattr) != state.zeros_for:
                 return None, fattr
             data[s - start:e - start] = piece
-        self.stats["cache_bytes_zero_map"] += (end - start) - sum(
+        self.counters.cache_bytes_zero_map += (end - start) - sum(
             e - s for s, e in parts)
         return data, fattr
 
@@ -386,7 +378,7 @@ class CachedReads:
         # hostile count cannot make the proxy fetch a whole file at once.
         end = min(args.offset + min(args.count, self.max_read), size)
         pieces = []
-        self.stats["cache_reads"] += 1
+        self.counters.cache_reads += 1
         zeros = self.zeros_of(state)
         all_zero = zeros is not None and zeros.covers(args.offset, end)
         whole_file = self.whole_files is not None and \
@@ -407,8 +399,8 @@ class CachedReads:
         count = max(0, end - args.offset)
         if all_zero:
             # The whole READ is zeros by the sidecar: no blocks to look at.
-            self.stats["cache_reads_zero_map"] += 1
-            self.stats["cache_bytes_zero_map"] += count
+            self.counters.cache_reads_zero_map += 1
+            self.counters.cache_bytes_zero_map += count
             self._count(fh, "bytes_zero_map", count)
             pieces = [self._zeros[:count]]
         elif end > args.offset:
@@ -436,13 +428,13 @@ class CachedReads:
             data = self.cached_block(state, block, expected)
             if data is not None:
                 pieces[block] = data
-                self.stats["cache_hits"] += 1
+                self.counters.cache_hits += 1
             elif (state.digest, block) in self._inflight:
                 waiting[block] = self._inflight[(state.digest, block)]
-                self.stats["cache_collapsed"] += 1
+                self.counters.cache_collapsed += 1
             else:
                 missing.append(block)
-                self.stats["cache_misses"] += 1
+                self.counters.cache_misses += 1
         for run_start, run_len in _runs(missing, self.max_fetch_blocks):
             waiting.update(self.fetch(call, state, run_start, run_len))
         for block, future in waiting.items():
@@ -450,8 +442,8 @@ class CachedReads:
             pieces[block] = chunk
         local = sum(len(pieces[b]) for b in pieces
                     if b not in waiting) - zero_bytes
-        self.stats["cache_bytes_local"] += local
-        self.stats["cache_bytes_zero_map"] += zero_bytes
+        self.counters.cache_bytes_local += local
+        self.counters.cache_bytes_zero_map += zero_bytes
         self._count(state.fh, "bytes_local", local)
         self._count(state.fh, "bytes_zero_map", zero_bytes)
         self._count(state.fh, "hits", len(pieces) - len(waiting) -
@@ -462,18 +454,9 @@ class CachedReads:
         views[0] = views[0][start - first * bs:]
         return views
 
-    def export_counters(self, export):
-        """The counters of one export in ``stats`` (made on first use)."""
-        counters = self.stats["cache_exports"].get(export)
-        if counters is not None:
-            return counters
-        return self.stats["cache_exports"].setdefault(export, {
-            "hits": 0, "misses": 0, "bytes_local": 0, "bytes_fetched": 0,
-            "bytes_zero_map": 0, "dirty_bytes": 0})
-
     def _count(self, fh, key, amount):
         """Per-export counters (``?`` for handles of unknown export)."""
-        self.export_counters(self.policies.export_of(fh) or "?")[key] += \
+        self.counters.export(self.policies.export_of(fh) or "?")[key] += \
             amount
 
     def present(self, state, block, expected_len):
@@ -524,7 +507,7 @@ class CachedReads:
                    if (state.digest, b) not in self._inflight
                    and not self.present(state, b, min(bs, size - b * bs))]
         for run_start, run_len in _runs(missing, self.max_fetch_blocks):
-            self.stats["cache_readahead_blocks"] += run_len
+            self.counters.cache_readahead_blocks += run_len
             self.fetch(call, state, run_start, run_len)
 
     def runs(self, blocks):

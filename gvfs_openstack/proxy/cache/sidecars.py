@@ -35,18 +35,17 @@ MAX_FILES = 65536
 
 
 class Sidecars:
-    def __init__(self, reads, stats, recheck_after=60.0,
+    def __init__(self, reads, counters, recheck_after=60.0,
                  clock=time.monotonic):
         self.reads = reads
-        self.stats = stats
+        #: :class:`counters.SidecarCounters`
+        self.counters = counters
         self.recheck_after = recheck_after
         self.clock = clock
         self._names = collections.OrderedDict()
         #: fh -> (Sidecar or None, (size, mtime_ns), when loaded)
         self._loaded = collections.OrderedDict()
         self._loading = {}
-        for key in ("sidecars_loaded", "sidecars_stale", "sidecars_invalid"):
-            stats.setdefault(key, 0)
 
     @staticmethod
     def _remember(table, key, value):
@@ -91,17 +90,17 @@ class Sidecars:
                 return None
             sidecar = meta_format.parse(data)
         except meta_format.SidecarError as e:
-            self.stats["sidecars_invalid"] += 1
+            self.counters.sidecars_invalid += 1
             LOG.warning("ignoring the metadata sidecar of %r: %s", name, e)
             return None
         except Fallback:
             return None  # Unreadable now: block reads, look again later.
         if not sidecar.matches(*key):
-            self.stats["sidecars_stale"] += 1
+            self.counters.sidecars_stale += 1
             LOG.info("ignoring the stale metadata sidecar of %r (made for "
                      "another size or mtime)", name)
             return None
-        self.stats["sidecars_loaded"] += 1
+        self.counters.sidecars_loaded += 1
         return sidecar
 
     async def _read(self, call, dir_fh, sidecar_name):

@@ -75,12 +75,13 @@ def _wcc_attr(fattr):
 
 
 class WriteBack:
-    def __init__(self, journal, reads, stats, max_bytes, flush_bytes,
+    def __init__(self, journal, reads, counters, max_bytes, flush_bytes,
                  idle_seconds, wsize=1024 * 1024, window=16,
                  clock=time.monotonic):
         self.journal = journal
         self.reads = reads
-        self.stats = stats
+        #: :class:`counters.WritebackCounters`
+        self.counters = counters
         self.max_bytes = max_bytes
         self.flush_bytes = flush_bytes
         self.idle_seconds = idle_seconds
@@ -99,13 +100,6 @@ class WriteBack:
         self._falling_back = False
         self._timer = None
         self.last_write = clock()
-        for key in ("writeback_writes", "writeback_bytes",
-                    "writeback_commits", "writeback_fallbacks",
-                    "writeback_flushes", "writeback_flushed_bytes",
-                    "writeback_flush_errors", "writeback_discarded_bytes",
-                    "journal_replayed_records", "journal_replayed_bytes",
-                    "journal_corrupt_records", "journal_lost_bytes"):
-            stats.setdefault(key, 0)
 
     # --- start and stop ------------------------------------------------------
 
@@ -116,10 +110,10 @@ class WriteBack:
                 record.offset, record.length, record.segment,
                 record.position, record.record), time.time_ns())
         report = self.journal.report
-        self.stats["journal_replayed_records"] += report.records
-        self.stats["journal_replayed_bytes"] += report.bytes
-        self.stats["journal_corrupt_records"] += report.corrupt_records
-        self.stats["journal_lost_bytes"] += report.lost_bytes
+        self.counters.journal_replayed_records += report.records
+        self.counters.journal_replayed_bytes += report.bytes
+        self.counters.journal_corrupt_records += report.corrupt_records
+        self.counters.journal_lost_bytes += report.lost_bytes
         if report.records:
             LOG.info("write-back journal replayed: %d writes, %d dirty "
                      "bytes in %d files to write back", report.records,
@@ -330,8 +324,8 @@ class WriteBack:
         self.dirty.add(fh, cred, Extent(args.offset, len(data), segment,
                                         position, record), time.time_ns())
         self._bases.setdefault(fh, base)
-        self.stats["writeback_writes"] += 1
-        self.stats["writeback_bytes"] += len(data)
+        self.counters.writeback_writes += 1
+        self.counters.writeback_bytes += len(data)
         if self.journal.size >= self.flush_bytes:
             self.start_flush("the journal passed its flush threshold")
         committed = StableHow.UNSTABLE
@@ -364,7 +358,7 @@ class WriteBack:
         fh = bytes(args.file)
         if not self.takes(fh):
             return None
-        self.stats["writeback_commits"] += 1
+        self.counters.writeback_commits += 1
         if not await self._sync():
             return _reply(call.xid, call.proc, nfs3.Result(
                 NfsStat.NFS3ERR_IO, nfs3.WccData()))
@@ -375,7 +369,7 @@ class WriteBack:
     async def _write_through(self, call, args, fh):
         """Send the WRITE upstream as FILE_SYNC; it replaces older dirty
         bytes of its range."""
-        self.stats["writeback_fallbacks"] += 1
+        self.counters.writeback_fallbacks += 1
         async with self._exclusive(fh):
             newest = self.journal.last_record
             body = nfs3.encode_args(Nfs3Proc.WRITE, dataclasses.replace(
@@ -482,7 +476,7 @@ class WriteBack:
         """
         newest = self.journal.last_record
         started = self.clock()
-        flushed = self.stats["writeback_flushed_bytes"]
+        flushed = self.counters.writeback_flushed_bytes
         while any(e.record <= newest for f in self.dirty.files()
                   for e in f.extents()):
             if self._flushing is None:
@@ -492,13 +486,13 @@ class WriteBack:
             finally:
                 if self._flushing is not None and self._flushing.done():
                     self._flushing = None
-        return {"flushed_bytes": self.stats["writeback_flushed_bytes"] -
+        return {"flushed_bytes": self.counters.writeback_flushed_bytes -
                 flushed,
                 "seconds": round(self.clock() - started, 3),
                 "dirty_bytes": self.dirty.dirty_bytes}
 
     async def _flush_pass(self):
-        self.stats["writeback_flushes"] += 1
+        self.counters.writeback_flushes += 1
         failures = []
         for dirty in self.dirty.files():
             try:
@@ -507,7 +501,7 @@ class WriteBack:
                 failures.append(str(e))
         self.journal.release(self.dirty.segments())
         if failures:
-            self.stats["writeback_flush_errors"] += len(failures)
+            self.counters.writeback_flush_errors += len(failures)
             raise FlushError("%d file(s) not written back: %s" % (
                 len(failures), "; ".join(failures[:3])))
 
@@ -522,12 +516,12 @@ class WriteBack:
             except flush_mod.Gone:
                 lost = self.dirty.discard(fh)
                 self._bases.pop(fh, None)
-                self.stats["writeback_discarded_bytes"] += lost
+                self.counters.writeback_discarded_bytes += lost
                 LOG.warning("%d dirty bytes of a file that no longer exists "
                             "on the server were dropped", lost)
                 return
             dirty.remove_records({e.record for e in extents})
-            self.stats["writeback_flushed_bytes"] += sum(
+            self.counters.writeback_flushed_bytes += sum(
                 e.length for e in extents)
             for extent in extents:
                 self.reads.discard_range(fh, extent.offset, extent.length)
