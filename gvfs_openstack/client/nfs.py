@@ -14,8 +14,7 @@ import dataclasses
 import posixpath
 import random
 
-from oslo_log import log as logging
-
+from gvfs_openstack.client.write_batch import WriteBatch
 from gvfs_openstack.deadline import within
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import connection
@@ -30,14 +29,17 @@ from gvfs_openstack.nfs import rpc
 from gvfs_openstack import transport as transport_io
 from gvfs_openstack import zstd_chunks
 
-LOG = logging.getLogger(__name__)
-
 
 class _RpcProtocol(asyncio.BufferedProtocol):
+    """Drives a client-side :class:`connection.RpcConnection`.
+
+    Its table of outstanding XIDs holds each call's future.
+    """
+
     def __init__(self, max_record_size):
-        self.reader = connection.RecordReader(max_record_size)
+        self.rpc = connection.RpcConnection(connection.Role.CLIENT,
+                                            max_record_size)
         self.transport = None
-        self.waiting = {}
         self.lost = None
 
     def connection_made(self, transport):
@@ -45,18 +47,16 @@ class _RpcProtocol(asyncio.BufferedProtocol):
         transport_io.tune_socket(transport)
 
     def get_buffer(self, sizehint):
-        return self.reader.get_buffer()
+        return self.rpc.get_buffer()
 
     def buffer_updated(self, nbytes):
-        self.reader.buffer_updated(nbytes)
+        self.rpc.buffer_updated(nbytes)
         try:
-            while (record := self.reader.next_record()) is not None:
-                reply = rpc.decode_message(record)
-                if isinstance(reply, rpc.Call):
-                    raise ProtocolError("server sent a call")
-                future = self.waiting.pop(reply.xid, None)
-                if future is not None and not future.done():
-                    future.set_result(reply)
+            while (event := self.rpc.next_event()) is not \
+                    connection.NEED_DATA:
+                if isinstance(event, connection.ReplyReceived) and \
+                        not event.tag.done():
+                    event.tag.set_result(event.decode())
         except ProtocolError as e:
             self._fail(e)
             self.transport.abort()
@@ -66,11 +66,10 @@ class _RpcProtocol(asyncio.BufferedProtocol):
 
     def _fail(self, exc):
         self.lost = exc
-        for future in self.waiting.values():
+        for future in self.rpc.take_outstanding():
             if not future.done():
                 future.set_exception(ConnectionError(
                     "NFS connection lost: %s" % exc))
-        self.waiting.clear()
 
 
 class RpcClient:
@@ -109,14 +108,14 @@ class RpcClient:
         self._xid = (self._xid + 1) & 0xFFFFFFFF
         xid = self._xid
         future = asyncio.get_running_loop().create_future()
-        protocol.waiting[xid] = future
+        protocol.rpc.expect_reply(xid, future)
         header = rpc.encode_message(rpc.Call(xid, prog, vers, proc,
                                              self.cred))
         transport_io.write_record(protocol.transport, (header, args))
         try:
             reply = await within(self.timeout, future)
         except TimeoutError:
-            protocol.waiting.pop(xid, None)
+            protocol.rpc.forget(xid)
             raise TimeoutError("no reply from %s:%d within %.0fs" % (
                 self.host, self.port, self.timeout)) from None
         if isinstance(reply, rpc.Denied):
@@ -451,106 +450,3 @@ async def _aiter(chunks):
     else:
         for chunk in chunks:
             yield chunk
-
-
-class WriteBatch:
-    """UNSTABLE writes since the last COMMIT, kept until it succeeds.
-
-    A server gives no order between calls in flight, so a WRITE waits
-    for the ones in flight over its bytes (else the older bytes could
-    land last) and a READ of them should wait too (see :meth:`settle`).
-    WRITEs to other bytes go in parallel, up to the client's window.
-    """
-
-    MAX_COMMIT_RETRIES = 3
-
-    def __init__(self, client, fh, send=None):
-        self.client = client
-        self.fh = fh
-        #: ``send(fh, offset, data)`` -> ``WriteOk`` for all of ``data``:
-        #: ``client.write_all``, or ``client.bulk_write`` for compressed
-        #: chunks.
-        self.send = send or client.write_all
-        self.sent = []
-        self.size = 0
-        #: The WRITE tasks not yet seen finished: task -> (start, end).
-        self.inflight = {}
-        self.verifiers = set()
-        self.resent_bytes = 0
-
-    def _overlapping(self, start, end):
-        return [task for task, (first, last) in self.inflight.items()
-                if first < end and start < last and not task.done()]
-
-    async def _one(self, offset, data, after):
-        if after:
-            # Their failure is theirs to report; these bytes go anyway
-            # (and go again with them if the batch is re-sent).
-            await asyncio.wait(after)
-        self.verifiers.add((await self.send(self.fh, offset, data)).verf)
-
-    def _launch(self, offset, data):
-        end = offset + len(data)
-        task = asyncio.ensure_future(
-            self._one(offset, data, self._overlapping(offset, end)))
-        self.inflight[task] = (offset, end)
-
-    async def add(self, offset, data):
-        self.sent.append((offset, data))
-        self.size += len(data)
-        self._launch(offset, data)
-        if len(self.inflight) >= self.client.window:
-            done, _ = await asyncio.wait(
-                self.inflight, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                del self.inflight[task]
-                task.result()
-
-    async def settle(self, start, end):
-        """Wait for the WRITEs in flight over [start, end).
-
-        A READ of those bytes sent before their replies came could be
-        answered with what was there before them.  Raises what they
-        raised.
-        """
-        overlapping = self._overlapping(start, end)
-        if overlapping:
-            await asyncio.wait(overlapping)
-            for task in overlapping:
-                task.result()
-
-    def resend(self):
-        """Send again everything since the last good COMMIT.
-
-        The server may have lost it, or the connection went away under it.
-        In the order first sent, so later bytes still land last.
-        """
-        for task in self.inflight:
-            if task.done() and not task.cancelled():
-                task.exception()    # seen: it is being replaced
-            task.cancel()
-        self.resent_bytes += self.size
-        self.verifiers = set()
-        self.inflight = {}
-        for offset, data in self.sent:
-            self._launch(offset, data)
-
-    async def _drain(self):
-        inflight, self.inflight = self.inflight, {}
-        await asyncio.gather(*inflight)
-
-    async def commit(self):
-        for _ in range(self.MAX_COMMIT_RETRIES):
-            await self._drain()
-            if not self.sent:
-                return
-            verf = await self.client.commit(self.fh)
-            if self.verifiers == {verf}:
-                self.sent, self.size, self.verifiers = [], 0, set()
-                return
-            # The server restarted between WRITE and COMMIT: re-send.
-            LOG.warning("write verifier changed before COMMIT (server "
-                        "restart?): re-sending %d bytes", self.size)
-            self.resend()
-        raise NfsError(const.NfsStat.NFS3ERR_IO, "COMMIT",
-                       "write verifier kept changing; data not committed")

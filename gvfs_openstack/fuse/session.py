@@ -17,6 +17,7 @@ import errno
 from oslo_log import log as logging
 
 from gvfs_openstack.client import nfs as nfs_client
+from gvfs_openstack.client import write_batch
 from gvfs_openstack.deadline import within
 from gvfs_openstack.fuse import nfsattr
 from gvfs_openstack.nfs.errors import NfsError
@@ -146,7 +147,7 @@ class FileWriter:
         self.session = session
         self.fh = fh
         self.buffer_bytes = buffer_bytes
-        self.batch = nfs_client.WriteBatch(session.client, fh)
+        self.batch = write_batch.WriteBatch(session.client, fh)
         self.lock = asyncio.Lock()
         self.broken = False
 
@@ -222,8 +223,8 @@ class FileWriter:
             if what == "COMMIT":
                 # The server will not take these bytes (ENOSPC, EDQUOT,
                 # ESTALE ...): report it once, as close(2) and fsync(2) do.
-                self.batch = nfs_client.WriteBatch(self.session.client,
-                                                   self.fh)
+                self.batch = write_batch.WriteBatch(self.session.client,
+                                                    self.fh)
             raise OperationFailed(nfsattr.errno_of(e.status),
                                   str(e)) from e
         except TimeoutError:

@@ -23,6 +23,7 @@ import hashlib
 from oslo_log import log as logging
 
 from gvfs_openstack.client import nfs as nfs_client
+from gvfs_openstack.client import write_batch
 from gvfs_openstack import exceptions
 from gvfs_openstack import locations
 from gvfs_openstack.nfs import const
@@ -114,7 +115,7 @@ async def _copy(nfs, fh, chunks, offset, digest, site, on_commit, send,
     Runs of non-zero ``wsize`` blocks go as one call of ``send`` up to
     ``run_limit`` bytes.
     """
-    batch = nfs_client.WriteBatch(nfs, fh, send)
+    batch = write_batch.WriteBatch(nfs, fh, send)
     zero = bytes(nfs.wsize)
     position = offset
     pending = b""

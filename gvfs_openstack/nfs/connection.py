@@ -6,17 +6,22 @@ each preceded by a 4-byte header whose top bit marks the last fragment and
 whose low 31 bits give the fragment length.
 
 :class:`RecordReader` turns bytes into whole records; :class:`RpcConnection`
-turns records into messages for one side of a conversation (h11-style:
-``receive_data`` in, ``next_event`` out, ``send`` returns bytes to write).
+turns records into events for one side of a conversation (h11-style:
+``receive_data`` in, ``next_event`` out, ``send`` returns bytes to write),
+keeping a client's table of outstanding XIDs and announcing large records
+while they arrive, so that a proxy can relay them cut-through.  The NFS
+client, the proxy's listener and its upstream pool all drive it.
 No sockets, no threads: the same object serves asyncio code, blocking code
 and tests that pump bytes between two peers (writing records to a socket
 is :mod:`gvfs_openstack.transport`'s).
 """
 
 import collections
+import dataclasses
 import enum
 import struct
 
+from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import LocalProtocolError
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs.errors import RecordTooLarge
@@ -203,53 +208,226 @@ class RecordReader:
         return None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallReceived:
+    """A whole call, for a server.
+
+    ``call`` is its decoded header (arguments as a view into ``record``);
+    ``record`` the raw bytes, which a proxy forwards after rewriting the
+    XID in place.  ``streamed`` says that :class:`RecordArriving` events
+    announced it while it arrived (a proxy may have relayed it already).
+    """
+
+    call: rpc.Call
+    record: bytearray
+    streamed: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplyReceived:
+    """A whole reply to an outstanding call, for a client.
+
+    The record is not decoded: a proxy relays it as it is, an NFS client
+    calls :meth:`decode`.  ``tag`` is what the caller registered with the
+    call's XID (a future, a pending call), and the XID is no longer
+    outstanding.
+    """
+
+    xid: int
+    record: bytearray
+    tag: object
+    streamed: bool = False
+
+    def decode(self):
+        """The :class:`rpc.Reply` or :class:`rpc.Denied` it holds."""
+        return rpc.decode_message(self.record)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UnexpectedReply:
+    """A reply whose XID is not outstanding.
+
+    Its call timed out or was cancelled, or the reply is a duplicate:
+    harmless (RFC 5531 leaves retransmission to clients), the caller may
+    log it.
+    """
+
+    xid: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordArriving:
+    """A large record of which the first ``filled`` bytes are in.
+
+    ``buffer`` is the very object the record's :class:`CallReceived` or
+    :class:`ReplyReceived` will carry, so a proxy can relay its bytes
+    while they still arrive (cut-through) instead of after.  A relay may
+    rewrite the XID in the buffer: the events keep the XID it arrived
+    with.  For a
+    client, ``xid`` and ``tag`` name the outstanding call it answers
+    (``tag`` is None when the XID is not outstanding); for a server,
+    ``xid`` is the call's and ``tag`` is None.  Announced again, with a
+    larger ``filled``, after each batch of bytes until it is complete.
+    """
+
+    buffer: bytearray
+    filled: int
+    xid: int
+    tag: object = None
+
+
+#: Bytes of an arriving reply needed to know its XID and message type.
+_REPLY_HEAD = 8
+#: Bytes of an arriving call needed to decode its header: more than the
+#: largest RPC call header (two 400-byte auth bodies and fixed fields).
+CALL_HEAD = 1024
+
+
 class RpcConnection:
     """One side of an ONC-RPC conversation over a stream.
 
     A ``SERVER`` receives calls and sends replies; a ``CLIENT`` the
-    opposite.  A peer that breaks that rule, or sends bytes that do not
-    decode, gets a :class:`ProtocolError` from :meth:`next_event`; after
-    one, the connection is unusable, as the stream has lost its framing.
+    opposite, and keeps the table of its outstanding XIDs so that each
+    reply comes back with what its call registered.  A peer that breaks
+    the rules, or sends bytes that do not decode, gets a
+    :class:`ProtocolError` from :meth:`next_event`; after one, the
+    connection is unusable, as the stream has lost its framing.
+
+    Bytes come in through :meth:`receive_data` (copied) or, as an
+    :class:`asyncio.BufferedProtocol` does, by writing into
+    :meth:`get_buffer` and calling :meth:`buffer_updated`.  Events come
+    out of :meth:`next_event` in stream order: whole messages, then a
+    :class:`RecordArriving` for a large record still being filled.
     """
 
-    def __init__(self, role, max_record_size=DEFAULT_MAX_RECORD):
+    def __init__(self, role, max_record_size=DEFAULT_MAX_RECORD,
+                 scratch_size=SCRATCH_SIZE):
         self.role = role
-        self._reader = RecordReader(max_record_size)
+        self._reader = RecordReader(max_record_size, scratch_size)
         self._broken = False
+        #: XID -> tag of each call sent and not answered (client role).
+        self.outstanding = {}
+        #: The large record announced by RecordArriving, its XID as it
+        #: arrived, and how much of it was in at the last announcement.
+        self._announced = None
+        self._announced_xid = None
+        self._announced_filled = 0
+
+    @property
+    def max_record_size(self):
+        return self._reader.max_record_size
 
     def receive_data(self, data):
         """Feed bytes from the peer; ``b""`` means the peer closed."""
         self._reader.feed(data)
 
-    def next_event(self):
-        """The next message, or ``NEED_DATA``, or ``CLOSED``.
+    def get_buffer(self):
+        """A writable view for the next bytes from the peer."""
+        return self._reader.get_buffer()
 
-        Messages are :class:`rpc.Call` for a server and :class:`rpc.Reply`
-        or :class:`rpc.Denied` for a client.
-        """
+    def buffer_updated(self, nbytes):
+        """``nbytes`` were written into the view from :meth:`get_buffer`."""
+        self._reader.buffer_updated(nbytes)
+
+    def next_event(self):
+        """The next event, or ``NEED_DATA``, or ``CLOSED``."""
         if self._broken:
             raise ProtocolError("connection already failed")
         try:
             record = self._reader.next_record()
             if record is None:
-                return CLOSED if self._reader.at_eof else NEED_DATA
-            msg = rpc.decode_message(record)
+                if self._reader.at_eof:
+                    return CLOSED
+                return self._arriving() or NEED_DATA
+            streamed = record is self._announced
+            xid = None
+            if streamed:
+                # A relay may have rewritten the XID in place meanwhile.
+                self._announced, xid = None, self._announced_xid
+            if self.role is Role.SERVER:
+                call = self._call(record)
+                if xid is not None and call.xid != xid:
+                    call = dataclasses.replace(call, xid=xid)
+                return CallReceived(call, record, streamed)
+            return self._reply(record, streamed, xid)
         except ProtocolError:
             self._broken = True
             raise
-        expected = rpc.Call if self.role is Role.SERVER else (rpc.Reply,
-                                                              rpc.Denied)
-        if not isinstance(msg, expected):
-            self._broken = True
-            raise ProtocolError("a %s received a %s" % (
-                self.role.value, type(msg).__name__))
+
+    def _call(self, record):
+        msg = rpc.decode_message(record)
+        if not isinstance(msg, rpc.Call):
+            raise ProtocolError("a server received a %s"
+                                % type(msg).__name__)
         return msg
 
-    def send(self, msg):
-        """Bytes to write for ``msg``."""
+    def _reply(self, record, streamed, xid):
+        if rpc.read_msg_type(record) != const.MsgType.REPLY:
+            raise ProtocolError("a client received a call")
+        if xid is None:
+            xid = rpc.read_xid(record)
+        if xid not in self.outstanding:
+            return UnexpectedReply(xid)
+        return ReplyReceived(xid, record, self.outstanding.pop(xid),
+                             streamed)
+
+    def _arriving(self):
+        partial = self._reader.partial()
+        if partial is None:
+            return None
+        buffer, filled = partial
+        if buffer is self._announced:
+            if filled == self._announced_filled:
+                return None
+            xid = self._announced_xid
+        else:
+            head = (_REPLY_HEAD if self.role is Role.CLIENT
+                    else min(len(buffer), CALL_HEAD))
+            if filled < head:
+                return None
+            if self.role is Role.CLIENT and \
+                    rpc.read_msg_type(buffer) != const.MsgType.REPLY:
+                raise ProtocolError("a client received a call")
+            xid = rpc.read_xid(buffer)
+            self._announced, self._announced_xid = buffer, xid
+        self._announced_filled = filled
+        tag = self.outstanding.get(xid) if self.role is Role.CLIENT \
+            else None
+        return RecordArriving(buffer, filled, xid, tag)
+
+    def expect_reply(self, xid, tag=None):
+        """Register a call sent with ``xid``; its reply will carry ``tag``.
+
+        For callers that write the call's record themselves (vectored,
+        or relayed piece by piece) rather than through :meth:`send`.
+        """
+        if self.role is not Role.CLIENT:
+            raise LocalProtocolError("a server sends no calls")
+        if xid in self.outstanding:
+            raise LocalProtocolError("XID %#x is already outstanding" % xid)
+        self.outstanding[xid] = tag
+
+    def forget(self, xid):
+        """Stop waiting for ``xid`` (timed out, cancelled); its tag."""
+        return self.outstanding.pop(xid, None)
+
+    def take_outstanding(self):
+        """Every outstanding call's tag, forgetting them all.
+
+        For a stream that died: the caller decides what to re-send.
+        """
+        tags = list(self.outstanding.values())
+        self.outstanding.clear()
+        return tags
+
+    def send(self, msg, tag=None):
+        """Bytes to write for ``msg``; a call's XID becomes outstanding."""
         allowed = rpc.Call if self.role is Role.CLIENT else (rpc.Reply,
                                                              rpc.Denied)
         if not isinstance(msg, allowed):
             raise LocalProtocolError("a %s cannot send a %s" % (
                 self.role.value, type(msg).__name__))
-        return frame(rpc.encode_message(msg))
+        data = frame(rpc.encode_message(msg))
+        if self.role is Role.CLIENT:
+            self.expect_reply(msg.xid, tag)
+        return data

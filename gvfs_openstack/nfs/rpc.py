@@ -224,6 +224,14 @@ def read_xid(record):
     return _XID.unpack_from(record)[0]
 
 
+def read_msg_type(record):
+    """The message type (CALL or REPLY) of a record, without decoding."""
+    if len(record) < 8:
+        raise ProtocolError("record of %d bytes has no message type"
+                            % len(record))
+    return _XID.unpack_from(record, 4)[0]
+
+
 def set_xid(record, xid):
     """Rewrite the XID of a ``bytearray`` record in place and return it.
 

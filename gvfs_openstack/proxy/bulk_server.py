@@ -25,15 +25,21 @@ from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.upstream_calls import CallRefused
 from gvfs_openstack import zstd_chunks
 
 LOG = logging.getLogger(__name__)
 
 
 class BulkServer:
-    def __init__(self, nfs_pool, counters, max_chunk=bulk.MAX_CHUNK,
+    """Serves bulk READs and WRITEs with NFS calls next door.
+
+    ``nfs`` is the :class:`UpstreamCalls` of the NFS server.
+    """
+
+    def __init__(self, nfs, counters, max_chunk=bulk.MAX_CHUNK,
                  read_size=1024 * 1024, level=1, write_size=1024 * 1024):
-        self.nfs_pool = nfs_pool
+        self.nfs = nfs
         #: A reply must fit in one record of the tunnel.
         self.max_chunk = min(max_chunk, bulk.MAX_CHUNK)
         #: :class:`counters.BulkServerCounters`
@@ -141,15 +147,13 @@ class BulkServer:
     async def _write(self, cred, fh, offset, data):
         """One UNSTABLE NFS WRITE, sent on if the server takes part."""
         while True:
-            body = nfs3.encode_args(Nfs3Proc.WRITE, nfs3.WriteArgs(
-                fh, offset, len(data), const.StableHow.UNSTABLE, data))
-            results = rpc.results_of(await self.nfs_pool.call(
-                rpc.call_builder(const.NFS_PROGRAM, const.NFS_V3,
-                                 Nfs3Proc.WRITE, cred, args=body), True))
-            if results is None:
+            try:
+                done = await self.nfs.nfs(Nfs3Proc.WRITE, nfs3.WriteArgs(
+                    fh, offset, len(data), const.StableHow.UNSTABLE, data),
+                    cred)
+            except CallRefused:
                 return nfs3.Result(const.NfsStat.NFS3ERR_IO,
                                    nfs3.WccBody(nfs3.WccData()))
-            done = nfs3.decode_res(Nfs3Proc.WRITE, results)
             if not done.ok:
                 return done
             if done.body.count == 0:
@@ -164,15 +168,12 @@ class BulkServer:
         """One NFS READ, completed if the server answers short."""
         data, res = bytearray(), None
         while len(data) < count:
-            body = nfs3.encode_args(Nfs3Proc.READ, nfs3.ReadArgs(
-                fh, offset + len(data), count - len(data)))
-            results = rpc.results_of(await self.nfs_pool.call(
-                rpc.call_builder(const.NFS_PROGRAM, const.NFS_V3,
-                                 Nfs3Proc.READ, cred, args=body), True))
-            if results is None:
+            try:
+                res = await self.nfs.nfs(Nfs3Proc.READ, nfs3.ReadArgs(
+                    fh, offset + len(data), count - len(data)), cred)
+            except CallRefused:
                 return nfs3.Result(const.NfsStat.NFS3ERR_IO,
                                    nfs3.AttrBody(None))
-            res = nfs3.decode_res(Nfs3Proc.READ, results)
             if not res.ok:
                 return res
             data += res.body.data

@@ -25,6 +25,7 @@ from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy import handles as handles_mod
+from gvfs_openstack.proxy.upstream_calls import ReplyError
 
 LOG = logging.getLogger(__name__)
 
@@ -34,10 +35,16 @@ _MAXCOUNT = 64 * 1024
 
 
 class ExportGuard:
-    def __init__(self, nfs_pool, mount_pool, exports, cred, counters,
+    """Admits the handles of allowed exports, walking them when in doubt.
+
+    ``nfs`` and ``mount`` are the :class:`UpstreamCalls` of the NFS
+    server's NFS and MOUNT services.
+    """
+
+    def __init__(self, nfs, mount, exports, cred, counters,
                  limit=262144, rescan_interval=10.0, clock=time.monotonic):
-        self.nfs_pool = nfs_pool
-        self.mount_pool = mount_pool
+        self.nfs = nfs
+        self.mount = mount
         self.exports = exports
         #: The credential the walk reads directories with (the file
         #: account), as an OpaqueAuth.
@@ -162,10 +169,8 @@ class ExportGuard:
 
     async def _mount(self, path):
         """The root handle of ``path``, or None if the server refuses."""
-        res = await self._call(
-            self.mount_pool, const.MOUNT_PROGRAM, MountProc.MNT,
-            mount3.encode_args(MountProc.MNT, mount3.MntArgs(path)),
-            mount3.decode_res)
+        res = await self._call(self.mount.mount, MountProc.MNT,
+                               mount3.MntArgs(path))
         if res is None or not res.ok:
             LOG.warning("walking the allowed exports: the NFS server "
                         "refused MNT of %s (%s)", path,
@@ -182,10 +187,8 @@ class ExportGuard:
         entries, cookie, verifier = [], 0, b"\0" * const.NFS3_COOKIEVERFSIZE
         while True:
             res = await self._call(
-                self.nfs_pool, const.NFS_PROGRAM, Nfs3Proc.READDIRPLUS,
-                nfs3.encode_args(Nfs3Proc.READDIRPLUS, nfs3.ReaddirplusArgs(
-                    directory, cookie, verifier, _DIRCOUNT, _MAXCOUNT)),
-                nfs3.decode_res)
+                self.nfs.nfs, Nfs3Proc.READDIRPLUS, nfs3.ReaddirplusArgs(
+                    directory, cookie, verifier, _DIRCOUNT, _MAXCOUNT))
             if res is None or not res.ok:
                 LOG.debug("walk: READDIRPLUS failed: %s",
                           None if res is None else res.status)
@@ -198,14 +201,13 @@ class ExportGuard:
             cookie = res.body.entries[-1].cookie
             verifier = res.body.cookieverf
 
-    async def _call(self, pool, prog, proc, args, decode_res):
-        """One call as the file account; its result, None if garbled."""
-        vers = const.NFS_V3 if prog == const.NFS_PROGRAM else 3
-        record = await pool.call(rpc.call_builder(prog, vers, proc,
-                                                  self.cred, args=args),
-                                 True)
+    async def _call(self, send, proc, args):
+        """``send(proc, args, cred)`` as the file account; its result.
+
+        None if the server refused the call or garbled the reply.
+        """
         try:
-            results = rpc.results_of(record)
-            return None if results is None else decode_res(proc, results)
-        except ProtocolError:
+            return await send(proc, args, self.cred)
+        except ReplyError as e:
+            LOG.debug("walk: %s", e)
             return None

@@ -8,29 +8,26 @@ nobody else's; a peer that is not allowed is dropped at accept.
 """
 
 import asyncio
-import dataclasses
 
 from oslo_log import log as logging
 
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs.errors import ProtocolError
-from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.policy import PeerAllowlist
 from gvfs_openstack.proxy import streams
 from gvfs_openstack import transport as transport_io
 
 LOG = logging.getLogger(__name__)
 
-#: Bytes of a large call needed to decide whether to relay it: more than
-#: the largest RPC header (two 400-byte auth bodies and the fixed fields).
-RELAY_HEAD = 1024
-
 
 class _DownstreamProtocol(asyncio.BufferedProtocol):
+    """Drives a server-side :class:`connection.RpcConnection`."""
+
     def __init__(self, listener):
         self.listener = listener
         self.counters = listener.counters
-        self.reader = connection.RecordReader(listener.max_record_size)
+        self.rpc = connection.RpcConnection(connection.Role.SERVER,
+                                            listener.max_record_size)
         self.transport = None
         self.tasks = set()
         self.relaying = None  # (record buffer, CallRelay or None)
@@ -54,32 +51,18 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         self.listener.connections.add(self)
 
     def get_buffer(self, sizehint):
-        return self.reader.get_buffer()
+        return self.rpc.get_buffer()
 
     def buffer_updated(self, nbytes):
         self.counters.downstream_bytes_in += nbytes
-        self.reader.buffer_updated(nbytes)
-        self._relay_partial()
+        self.rpc.buffer_updated(nbytes)
         try:
-            while (record := self.reader.next_record()) is not None:
-                relay = None
-                if self.relaying is not None and \
-                        self.relaying[0] is record:
-                    relay = self.relaying[1]
-                    self.relaying = None
-                    if relay is not None:
-                        relay.finish()
-                call = rpc.decode_message(record)
-                if not isinstance(call, rpc.Call):
-                    raise ProtocolError("expected a call, got a %s"
-                                        % type(call).__name__)
-                if relay is not None:
-                    # Relaying rewrote the XID in the record itself.
-                    call = dataclasses.replace(call,
-                                               xid=relay.downstream_xid)
-                task = asyncio.get_running_loop().create_task(
-                    self._serve(call, record, relay))
-                self.tasks.add(task)
+            while (event := self.rpc.next_event()) is not \
+                    connection.NEED_DATA:
+                if isinstance(event, connection.RecordArriving):
+                    self._relay_partial(event)
+                else:
+                    self._received(event)
             if len(self.tasks) > self.counters.max_inflight_seen:
                 self.counters.max_inflight_seen = len(self.tasks)
         except ProtocolError as e:
@@ -91,20 +74,25 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
             self.paused = True
             self.transport.pause_reading()
 
-    def _relay_partial(self):
+    def _received(self, event):
+        call, relay = event.call, None
+        if event.streamed and self.relaying is not None:
+            relay = self.relaying[1]
+            self.relaying = None
+            if relay is not None:
+                relay.finish()
+        task = asyncio.get_running_loop().create_task(
+            self._serve(call, event.record, relay))
+        self.tasks.add(task)
+
+    def _relay_partial(self, event):
         """Start or continue relaying a large call that is still arriving."""
-        partial = self.reader.partial()
-        if partial is None:
-            return
-        buffer, filled = partial
-        if self.relaying is not None and self.relaying[0] is buffer:
+        if self.relaying is not None and self.relaying[0] is event.buffer:
             if self.relaying[1] is not None:
-                self.relaying[1].progress(filled)
+                self.relaying[1].progress(event.filled)
             return
-        if filled < min(len(buffer), RELAY_HEAD):
-            return
-        self.relaying = (buffer, self.listener.role.relay_call(
-            buffer, filled, self.writer))
+        self.relaying = (event.buffer, self.listener.role.relay_call(
+            event.buffer, event.filled, self.writer))
 
     async def _serve(self, call, record, relay=None):
         try:

@@ -106,10 +106,6 @@ class CallRelay:
         if prefix:
             conn.writer.relay_part(prefix)
 
-    @property
-    def downstream_xid(self):
-        return self.pending.relay_to.xid
-
     def progress(self, filled):
         if self.pending.conn is self.conn and filled > self.sent:
             self.conn.writer.relay_part(

@@ -28,8 +28,6 @@ from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.xdr import Unpacker
-from gvfs_openstack.proxy.cache.reads import Fallback
-from gvfs_openstack.proxy.cache import updates as cache_updates
 from gvfs_openstack.proxy import drc as drc_mod
 from gvfs_openstack.proxy import handles
 from gvfs_openstack.proxy import streams
@@ -191,25 +189,28 @@ class ClientRole(Role):
     name = "client"
 
     def __init__(self, pool, counters, drc=None, cache=None,
-                 writeback=None):
+                 writeback=None, observer=None):
         super().__init__(counters, drc)
         self.pool = pool
+        #: :class:`CachedReads`, with the :class:`ReplyObserver` that
+        #: tells it what forwarded replies mean, and :class:`WriteBack`.
         self.cache = cache
+        self.observer = observer
         self.writeback = writeback
 
     async def dispatch(self, call, record, writer):
         if self.cache is not None and call.prog == const.NFS_PROGRAM:
+            # Write-back's, else the cache's answer; None from both when
+            # not theirs (a directory, an error, too old): forwarded.
+            reply = None
             if self.writeback is not None:
                 reply = await self.writeback.handle(call)
-                if reply is not None:
-                    return reply
-            try:
-                if call.proc == const.Nfs3Proc.READ:
-                    return await self.cache.read(call)
-                if call.proc == const.Nfs3Proc.GETATTR:
-                    return self.cache.attributes(call)
-            except Fallback:
-                pass  # Not cacheable (a directory, an error, too old).
+            if reply is None and call.proc == const.Nfs3Proc.READ:
+                reply = await self.cache.read(call)
+            elif reply is None and call.proc == const.Nfs3Proc.GETATTR:
+                reply = self.cache.attributes(call)
+            if reply is not None:
+                return reply
         # The next hop is a proxy with its own duplicate request cache, so
         # every call may be re-sent with its XID after a tunnel failure.
         reply = await self.forward(self.pool, call,
@@ -222,14 +223,15 @@ class ClientRole(Role):
         return reply
 
     def after(self, call, reply):
-        if self.cache is None or reply is None or isinstance(reply, tuple):
+        if self.observer is None or reply is None or \
+                isinstance(reply, tuple):
             return
         if call.prog == const.NFS_PROGRAM:
-            cache_updates.observe_reply(
-                self.cache, call, reply,
+            self.observer.reply(
+                call, reply,
                 self.writeback.dirty if self.writeback is not None else ())
         else:
-            cache_updates.observe_mount(self.cache, call, reply)
+            self.observer.mount(call, reply)
 
     def _relay(self, call, buffer, args_at, filled, relay_to):
         if self.writeback is not None and \

@@ -6,6 +6,7 @@ in-process as well as through ``gvfs-proxy``.
 """
 
 import asyncio
+import dataclasses
 import os
 import resource
 import signal
@@ -17,10 +18,12 @@ from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy import bulk_server
 from gvfs_openstack.proxy.cache import bulk_fetch
 from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import freshness
 from gvfs_openstack.proxy.cache import journal
 from gvfs_openstack.proxy.cache import reads
 from gvfs_openstack.proxy.cache import sidecars
 from gvfs_openstack.proxy.cache import store
+from gvfs_openstack.proxy.cache import updates
 from gvfs_openstack.proxy.cache import warm
 from gvfs_openstack.proxy.cache import writeback
 from gvfs_openstack.proxy import control
@@ -31,6 +34,7 @@ from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy import tunnel
 from gvfs_openstack.proxy.upstream import UpstreamPool
+from gvfs_openstack.proxy.upstream_calls import UpstreamCalls
 
 LOG = logging.getLogger(__name__)
 
@@ -74,6 +78,18 @@ def peak_rss_kb():
     except OSError:
         pass  # Not Linux: fall back to getrusage.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cache:
+    """The client proxy's cache: its parts, each handed to its users."""
+
+    store: store.BlockStore
+    upstream: UpstreamCalls
+    policies: exports.ExportPolicies
+    sidecars: sidecars.Sidecars
+    reads: reads.CachedReads
+    observer: updates.ReplyObserver
 
 
 class ProxyService:
@@ -149,23 +165,31 @@ class ProxyService:
             answers[opts.consistency],
             _per_export(opts.export_consistency, answers,
                         "[cache] export_consistency"))
-        cache = reads.CachedReads(
-            store.BlockStore(opts.directory, geometry), pool,
-            self.counters.part(counters.CacheCounters),
-            policies, opts.readahead_kb * 1024,
-            max_fetch=self.conf.proxy.max_record_size // 4,
-            max_read=self.conf.proxy.max_record_size // 2)
+        block_store = store.BlockStore(opts.directory, geometry)
+        upstream = UpstreamCalls(pool)
+        cache_counters = self.counters.part(counters.CacheCounters)
+        files = freshness.FileStates(cache_counters)
+        # A READ and its reply must fit in one RPC record.
+        max_read = self.conf.proxy.max_record_size // 2
+        side = whole_files = None
         if opts.sidecars:
-            cache.sidecars = sidecars.Sidecars(
-                cache, self.counters.part(counters.SidecarCounters),
-                opts.sidecar_recheck_seconds)
-            # A chunk and its reply must fit in one RPC record.
-            cache.whole_files = bulk_fetch.WholeFiles(
-                cache, self.counters.part(counters.WholeFileCounters),
-                min(opts.whole_file_chunk_mb * mib,
-                    self.conf.proxy.max_record_size // 2),
+            side = sidecars.Sidecars(
+                upstream, self.counters.part(counters.SidecarCounters),
+                max_read, opts.sidecar_recheck_seconds)
+            # So must a chunk.
+            whole_files = bulk_fetch.WholeFiles(
+                block_store, files, upstream,
+                self.counters.part(counters.WholeFileCounters),
+                min(opts.whole_file_chunk_mb * mib, max_read),
                 opts.whole_file_window)
-        return cache
+        cached_reads = reads.CachedReads(
+            block_store, files, upstream, cache_counters, policies, side,
+            whole_files, opts.readahead_kb * 1024,
+            max_fetch=self.conf.proxy.max_record_size // 4,
+            max_read=max_read)
+        return _Cache(block_store, upstream, policies, side, cached_reads,
+                      updates.ReplyObserver(cached_reads, files, policies,
+                                            side))
 
     def _build_writeback(self, cache):
         opts = self.conf.cache
@@ -177,11 +201,13 @@ class ProxyService:
         directory = opts.journal_directory or os.path.join(opts.directory,
                                                            "journal")
         return writeback.WriteBack(
-            journal.Journal(directory), cache,
+            journal.Journal(directory), cache.reads, cache.upstream,
+            cache.policies, cache.observer,
             self.counters.part(counters.WritebackCounters),
             opts.writeback_max_mb * mib, opts.writeback_flush_mb * mib,
             opts.writeback_idle_seconds,
-            wsize=self.conf.proxy.max_record_size // 4)
+            wsize=self.conf.proxy.max_record_size // 4,
+            max_read=cache.reads.max_read)
 
     def _build_role(self):
         conf = self.conf
@@ -195,11 +221,14 @@ class ProxyService:
                               up.call_timeout, up.reconnect_initial_delay,
                               up.reconnect_max_delay)
             self.cache = self._build_cache(pool)
-            if self.cache is not None:
-                self.writeback = self._build_writeback(self.cache)
+            if self.cache is None:
+                return roles.ClientRole(
+                    pool, self.counters.part(counters.RoleCounters))
+            self.writeback = self._build_writeback(self.cache)
             return roles.ClientRole(
                 pool, self.counters.part(counters.RoleCounters),
-                cache=self.cache, writeback=self.writeback)
+                cache=self.cache.reads, writeback=self.writeback,
+                observer=self.cache.observer)
         server = conf.server
         try:
             exports = policy.ExportAllowlist(server.exports)
@@ -220,15 +249,16 @@ class ProxyService:
             mount_pool = self._pool(tunnel.TcpConnector(server.nfs_host,
                                                         server.mount_port),
                                     1)
+        nfs_calls = UpstreamCalls(nfs_pool)
         guard = exportguard.ExportGuard(
-            nfs_pool, mount_pool, exports,
+            nfs_calls, UpstreamCalls(mount_pool), exports,
             rpc.AuthSys(server.squash_uid, server.squash_gid, (),
                         "gvfs-proxy").to_opaque(),
             self.counters.part(counters.GuardCounters),
             server.max_admitted_handles,
             server.handle_rescan_interval)
         bulk = bulk_server.BulkServer(
-            nfs_pool, self.counters.part(counters.BulkServerCounters),
+            nfs_calls, self.counters.part(counters.BulkServerCounters),
             max_chunk=self.conf.proxy.max_record_size // 2,
             level=server.bulk_zstd_level)
         return roles.ServerRole(
@@ -272,7 +302,7 @@ class ProxyService:
         if self.cache is None:
             return {"dropped": False, "reason": "no cache configured"}
         flushed = await self._flush(request)
-        self.cache.drop()
+        self.cache.reads.drop()
         return dict(flushed, dropped=True)
 
     async def _warm(self, request):
@@ -282,8 +312,10 @@ class ProxyService:
         path = request.get("path")
         if not isinstance(path, str):
             raise ValueError("warm needs a path")
+        cache = self.cache
         return await warm.Warmer(
-            self.cache, self.cache.pool,
+            cache.reads, cache.upstream, cache.policies, cache.sidecars,
+            cache.store.geometry.block_size,
             self.conf.cache.warm_rate_mib).warm(path,
                                                 request.get("rate_mib"))
 

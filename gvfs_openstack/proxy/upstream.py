@@ -19,7 +19,6 @@ from gvfs_openstack import deadline
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs.errors import RecordTooLarge
-from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy import counters as counters_mod
 from gvfs_openstack.proxy import relay as relays
 from gvfs_openstack.proxy import streams
@@ -60,13 +59,23 @@ class _Pending:
 
 
 class _UpstreamProtocol(asyncio.BufferedProtocol):
+    """Drives a client-side :class:`connection.RpcConnection`.
+
+    Its table of outstanding XIDs holds each call's :class:`_Pending`.
+    """
+
     def __init__(self, pool):
         self.pool = pool
-        self.reader = connection.RecordReader(pool.max_record_size)
+        self.rpc = connection.RpcConnection(connection.Role.CLIENT,
+                                            pool.max_record_size)
         self.transport = None
-        self.inflight = {}
         self.relay = None
         self.closed = asyncio.get_running_loop().create_future()
+
+    @property
+    def inflight(self):
+        """XID -> :class:`_Pending` of the calls awaiting a reply here."""
+        return self.rpc.outstanding
 
     def connection_made(self, transport):
         self.transport = transport
@@ -75,25 +84,23 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
         transport_io.tune_socket(transport)
 
     def get_buffer(self, sizehint):
-        return self.reader.get_buffer()
+        return self.rpc.get_buffer()
 
     def buffer_updated(self, nbytes):
         self.pool.counters.upstream_bytes_in += nbytes
-        self.reader.buffer_updated(nbytes)
-        self._relay_partial()
+        self.rpc.buffer_updated(nbytes)
         try:
-            while (record := self.reader.next_record()) is not None:
-                relay = self.relay
-                if relay is not None and record is relay.buffer:
-                    self.relay = None
-                    if relay.pending is not None:
-                        relay.progress(len(record))
-                        self.inflight.pop(relay.pending.xid, None)
-                        relay.pending.future.set_result(streams.RELAYED)
-                        continue
-                self.pool._on_reply(self, record)
+            while (event := self.rpc.next_event()) is not \
+                    connection.NEED_DATA:
+                if isinstance(event, connection.RecordArriving):
+                    self._relay_partial(event)
+                elif isinstance(event, connection.ReplyReceived):
+                    self._received(event)
+                else:
+                    LOG.debug("dropping reply to unknown or finished xid "
+                              "%#x", event.xid)
         except RecordTooLarge as e:
-            pending = self.inflight.pop(e.xid, None)
+            pending = self.rpc.forget(e.xid) if e.xid is not None else None
             if pending is not None and not pending.future.done():
                 self.pool.counters.upstream_failed_calls += 1
                 pending.future.set_exception(UpstreamReplyTooLarge(
@@ -108,26 +115,31 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
                         self.pool.connector.describe(), e)
             self.transport.abort()
 
-    def _relay_partial(self):
-        partial = self.reader.partial()
-        if partial is None:
-            return
-        buffer, filled = partial
+    def _received(self, event):
         relay = self.relay
-        if relay is not None and relay.buffer is buffer:
-            relay.progress(filled)
+        if event.streamed and relay is not None:
+            self.relay = None
+            if relay.pending is not None:
+                relay.progress(len(event.record))
+                relay.pending.future.set_result(streams.RELAYED)
+                return
+        self.pool._on_reply(event.tag, event.record)
+
+    def _relay_partial(self, event):
+        relay = self.relay
+        if relay is not None and relay.buffer is event.buffer:
+            relay.progress(event.filled)
             return
-        if filled < 4:
-            return
-        pending = self.inflight.get(rpc.read_xid(buffer))
+        pending = event.tag
         if pending is None or pending.relay_to is None or \
                 pending.future.done():
-            self.relay = relays.ReplyRelay(buffer, None)
+            self.relay = relays.ReplyRelay(event.buffer, None)
             return
-        if pending.resume is not None and filled < relays.RESUME_CHECK:
+        if pending.resume is not None and \
+                event.filled < relays.RESUME_CHECK:
             return  # Not enough yet to tell it is the same reply.
-        self.relay = relays.ReplyRelay(buffer, pending)
-        self.relay.start(filled)
+        self.relay = relays.ReplyRelay(event.buffer, pending)
+        self.relay.start(event.filled)
 
     def connection_lost(self, exc):
         relay, self.relay = self.relay, None
@@ -140,9 +152,13 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
             self.closed.set_result(exc)
         self.pool._on_lost(self)
 
-    def send(self, pending):
+    def expect(self, pending):
+        """``pending``'s reply will come on this connection."""
         pending.conn = self
-        self.inflight[pending.xid] = pending
+        self.rpc.expect_reply(pending.xid, pending)
+
+    def send(self, pending):
+        self.expect(pending)
         self.writer.write_record(pending.message)
 
 
@@ -232,8 +248,9 @@ class UpstreamPool:
 
     def _forget(self, pending):
         self._pending.pop(pending.xid, None)
-        if pending.conn is not None:
-            pending.conn.inflight.pop(pending.xid, None)
+        if pending.conn is not None and \
+                pending.conn.inflight.get(pending.xid) is pending:
+            pending.conn.rpc.forget(pending.xid)
         if not pending.future.done():
             pending.future.cancel()
 
@@ -253,8 +270,7 @@ class UpstreamPool:
         conn = min(free, key=lambda c: len(c.inflight))
         pending = self._register(True, relay_to, lambda xid: None)
         prefix = build_prefix(pending.xid)
-        pending.conn = conn
-        conn.inflight[pending.xid] = pending
+        conn.expect(pending)
         relay = relays.CallRelay(self, conn, pending, buffer, prefix,
                                  source_start)
         relay.progress(filled)
@@ -295,11 +311,9 @@ class UpstreamPool:
         await self._send(pending)
         await pending.future
 
-    def _on_reply(self, conn, record):
-        xid = rpc.read_xid(record)
-        pending = conn.inflight.pop(xid, None)
-        if pending is None or pending.future.done():
-            LOG.debug("dropping reply to unknown or finished xid %#x", xid)
+    def _on_reply(self, pending, record):
+        if pending.future.done():
+            LOG.debug("dropping reply to finished xid %#x", pending.xid)
             return
         if pending.resume is not None:
             # The rest of a record cut part-way downstream, or the abort
@@ -316,7 +330,7 @@ class UpstreamPool:
             return
         LOG.warning("lost connection to %s with %d calls in flight",
                     self.connector.describe(), len(conn.inflight))
-        for pending in list(conn.inflight.values()):
+        for pending in conn.rpc.take_outstanding():
             if pending.future.done():
                 continue
             if pending.message is None:
@@ -332,7 +346,6 @@ class UpstreamPool:
                 pending.future.set_exception(UpstreamLost(
                     "connection to %s died with the call in flight"
                     % self.connector.describe()))
-        conn.inflight.clear()
 
     async def _resend(self, pending):
         if self._pending.get(pending.xid) is pending:

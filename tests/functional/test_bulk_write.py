@@ -13,7 +13,7 @@ import os
 import pytest
 
 from gvfs_openstack.client.nfs import NfsClient
-from gvfs_openstack.client.nfs import WriteBatch
+from gvfs_openstack.client.write_batch import WriteBatch
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack import zstd_chunks
 from tests.functional.test_wholefile import compressible

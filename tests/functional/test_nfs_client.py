@@ -5,7 +5,7 @@ import asyncio
 import os
 
 from gvfs_openstack.client.nfs import NfsClient
-from gvfs_openstack.client.nfs import WriteBatch
+from gvfs_openstack.client.write_batch import WriteBatch
 
 MIB = 1024 * 1024
 

@@ -2,14 +2,14 @@
 """Freshness bookkeeping of the cached READ path (no network)."""
 
 import asyncio
-
-import pytest
+import time
 
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import freshness
 from gvfs_openstack.proxy.cache import reads
 from gvfs_openstack.proxy.cache.store import BlockStore
 from gvfs_openstack.proxy.cache.store import Geometry
@@ -30,10 +30,24 @@ def wcc(before, after):
         if before else None, after)
 
 
-def make(tmp_path):
+def make(tmp_path, policies=None, clock=None, **options):
+    """CachedReads on a real block store, with no next hop."""
     store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
-    return reads.CachedReads(store, pool=None,
-                             counters=counters.CacheCounters())
+    cache_counters = counters.CacheCounters()
+    clock = clock or time.monotonic
+    return reads.CachedReads(
+        store, freshness.FileStates(cache_counters, clock), upstream=None,
+        counters=cache_counters,
+        policies=policies or exports.ExportPolicies(3.0), clock=clock,
+        **options)
+
+
+def observer(cache):
+    return updates.ReplyObserver(cache, cache.files, cache.policies)
+
+
+def cached_block(cache, state, block, expected_len):
+    return freshness.cached_block(cache.store, state, block, expected_len)
 
 
 def test_export_policies_follow_mounts_and_lookups():
@@ -55,56 +69,56 @@ def test_own_write_with_pre_op_attributes_keeps_other_blocks_current(
         tmp_path):
     cache = make(tmp_path)
     v1, v2 = fattr(8192, 1), fattr(8192, 2)
-    state = cache.observe(b"fh", v1)
-    cache.observe_own_change(b"fh", wcc(v1, v2))
-    assert state.current == [reads.attrs_of(v1), reads.attrs_of(v2)]
+    state = cache.files.observe(b"fh", v1)
+    cache.files.observe_own_change(b"fh", wcc(v1, v2))
+    assert state.current == [freshness.attrs_of(v1), freshness.attrs_of(v2)]
     assert cache.counters.cache_invalidations == 0
 
 
 def test_write_without_pre_op_attributes_invalidates(tmp_path):
     cache = make(tmp_path)
     v1, v2 = fattr(8192, 1), fattr(8192, 2)
-    state = cache.observe(b"fh", v1)
-    cache.observe_own_change(b"fh", wcc(None, v2))
-    assert state.current == [reads.attrs_of(v2)]
+    state = cache.files.observe(b"fh", v1)
+    cache.files.observe_own_change(b"fh", wcc(None, v2))
+    assert state.current == [freshness.attrs_of(v2)]
     assert cache.counters.cache_invalidations == 1
 
 
 def test_someone_elses_change_invalidates(tmp_path):
     cache = make(tmp_path)
-    state = cache.observe(b"fh", fattr(8192, 1))
-    cache.observe_own_change(b"fh", wcc(fattr(8192, 5), fattr(8192, 6)))
-    assert state.current == [reads.attrs_of(fattr(8192, 6))]
-    cache.observe(b"fh", fattr(9000, 7))
-    assert state.current == [reads.attrs_of(fattr(9000, 7))]
+    state = cache.files.observe(b"fh", fattr(8192, 1))
+    cache.files.observe_own_change(b"fh", wcc(fattr(8192, 5), fattr(8192, 6)))
+    assert state.current == [freshness.attrs_of(fattr(8192, 6))]
+    cache.files.observe(b"fh", fattr(9000, 7))
+    assert state.current == [freshness.attrs_of(fattr(9000, 7))]
     assert cache.counters.cache_invalidations == 2
 
 
 def test_setattr_keeps_only_the_new_attributes(tmp_path):
     cache = make(tmp_path)
     v1, v2 = fattr(8192, 1), fattr(0, 2)
-    state = cache.observe(b"fh", v1)
-    cache.observe_own_change(b"fh", wcc(v1, v2), reset=True)
-    assert state.current == [reads.attrs_of(v2)]
+    state = cache.files.observe(b"fh", v1)
+    cache.files.observe_own_change(b"fh", wcc(v1, v2), reset=True)
+    assert state.current == [freshness.attrs_of(v2)]
 
 
 def test_blocks_fetched_under_old_attributes_are_misses(tmp_path):
     cache = make(tmp_path)
     v1 = fattr(8192, 1)
-    state = cache.observe(b"fh", v1)
-    cache.store.put(state.digest, 0, b"a" * 4096, reads.attrs_of(v1))
-    assert cache.cached_block(state, 0, 4096) == b"a" * 4096
-    cache.observe(b"fh", fattr(8192, 2))
-    assert cache.cached_block(state, 0, 4096) is None
+    state = cache.files.observe(b"fh", v1)
+    cache.store.put(state.digest, 0, b"a" * 4096, freshness.attrs_of(v1))
+    assert cached_block(cache, state, 0, 4096) == b"a" * 4096
+    cache.files.observe(b"fh", fattr(8192, 2))
+    assert cached_block(cache, state, 0, 4096) is None
 
 
 def test_a_short_block_is_not_served_once_the_file_grew(tmp_path):
     cache = make(tmp_path)
     v1 = fattr(100, 1)
-    state = cache.observe(b"fh", v1)
-    cache.store.put(state.digest, 0, b"x" * 100, reads.attrs_of(v1))
-    assert cache.cached_block(state, 0, 100) == b"x" * 100
-    assert cache.cached_block(state, 0, 4096) is None
+    state = cache.files.observe(b"fh", v1)
+    cache.store.put(state.digest, 0, b"x" * 100, freshness.attrs_of(v1))
+    assert cached_block(cache, state, 0, 100) == b"x" * 100
+    assert cached_block(cache, state, 0, 4096) is None
 
 
 def test_runs_are_contiguous_and_bounded():
@@ -116,7 +130,7 @@ def test_runs_are_contiguous_and_bounded():
 def test_read_ahead_waits_for_a_run_of_three_reads(tmp_path):
     """Two READs that touch by chance get little; a stream gets it all."""
     cache = make(tmp_path)  # 4 MiB of read-ahead by default
-    state = cache.observe(b"fh", fattr(64 << 20, 1))
+    state = cache.files.observe(b"fh", fattr(64 << 20, 1))
     windows = []
     for streak in range(1, 9):
         state.streak = streak
@@ -125,8 +139,7 @@ def test_read_ahead_waits_for_a_run_of_three_reads(tmp_path):
     state.streak = 1
     assert cache._window(state, 1 << 20) == 2 << 20
     assert cache._window(state, 4 << 20) == 4 << 20
-    off = reads.CachedReads(cache.store, pool=None,
-                            counters=counters.CacheCounters(), readahead=0)
+    off = make(tmp_path, readahead=0)
     assert off._window(state, 1 << 20) == 0
 
 
@@ -138,10 +151,10 @@ def getattr_call(fh, xid=9):
 
 def answered(cache, fh):
     """The attributes of the proxy's own GETATTR reply, or None."""
-    try:
-        reply = rpc.decode_message(cache.attributes(getattr_call(fh)))
-    except reads.Fallback:
+    reply = cache.attributes(getattr_call(fh))
+    if reply is None:
         return None
+    reply = rpc.decode_message(reply)
     assert reply.xid == 9
     return nfs3.decode_res(Nfs3Proc.GETATTR, reply.results) \
         .body.obj_attributes
@@ -149,12 +162,9 @@ def answered(cache, fh):
 
 def golden_cache(tmp_path, now):
     """A cache whose ``/srv/golden`` is ``immutable`` (clock: ``now[0]``)."""
-    store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
     policies = exports.ExportPolicies(3.0, {"/srv/golden": 600.0},
                                       answer_overrides={"/srv/golden": 3.0})
-    cache = reads.CachedReads(store, pool=None,
-                              counters=counters.CacheCounters(),
-                              policies=policies, clock=lambda: now[0])
+    cache = make(tmp_path, policies, clock=lambda: now[0])
     policies.learn_root(b"root-g", "/srv/golden")
     return cache, policies
 
@@ -167,11 +177,11 @@ def test_getattr_is_answered_only_in_immutable_exports(tmp_path):
     policies.learn_child(b"root-s", b"scratch")
     policies.learn_child(b"root-g", b"dir")
     assert answered(cache, b"img") is None  # Never checked: ask.
-    cache.observe(b"img", fattr(4096, 1))
-    cache.observe(b"scratch", fattr(4096, 1))
+    cache.files.observe(b"img", fattr(4096, 1))
+    cache.files.observe(b"scratch", fattr(4096, 1))
     directory = nfs3.Fattr(const.FileType.NF3DIR, 0o755, 2, 1, 1, 4096,
                            4096, nfs3.SpecData(), 1, 3, T(1), T(1), T(1))
-    cache.observe(b"dir", directory)
+    cache.files.observe(b"dir", directory)
     assert answered(cache, b"img") == fattr(4096, 1)
     assert cache.counters.cache_getattrs_answered == 1
     assert answered(cache, b"scratch") is None  # window: every GETATTR.
@@ -179,12 +189,12 @@ def test_getattr_is_answered_only_in_immutable_exports(tmp_path):
     now[0] += 3.0
     assert answered(cache, b"img") is None  # Checked too long ago.
     # What this proxy saw change is what it answers.
-    cache.observe(b"img", fattr(8192, 2))
+    cache.files.observe(b"img", fattr(8192, 2))
     assert answered(cache, b"img") == fattr(8192, 2)
     garbled = rpc.Call(9, const.NFS_PROGRAM, 3, Nfs3Proc.GETATTR,
                        args=b"\0")
-    with pytest.raises(reads.Fallback):
-        cache.attributes(garbled)  # Forwarded: the server says what's wrong.
+    # Forwarded: the server says what's wrong.
+    assert cache.attributes(garbled) is None
 
 
 def lookup(cache, dir_fh, name, fh, attrs, dirty=()):
@@ -194,7 +204,7 @@ def lookup(cache, dir_fh, name, fh, attrs, dirty=()):
                         nfs3.DirOpArgs(dir_fh, name))))
     reply = rpc.accepted(7, results=nfs3.encode_res(
         Nfs3Proc.LOOKUP, nfs3.Result(0, nfs3.LookupOk(fh, attrs, None))))
-    updates.observe_reply(cache, call, reply, dirty)
+    observer(cache).reply(call, reply, dirty)
 
 
 def test_a_lookup_reply_is_as_fresh_as_a_getattr(tmp_path):
@@ -205,12 +215,12 @@ def test_a_lookup_reply_is_as_fresh_as_a_getattr(tmp_path):
     assert answered(cache, b"img") == fattr(4096, 1)
     # A later LOOKUP that finds the file changed invalidates like a
     # GETATTR would, and is what the proxy answers from then on.
-    state = cache.observe(b"img", fattr(4096, 1))
-    cache.store.put(state.digest, 0, b"a" * 4096, reads.attrs_of(
+    state = cache.files.observe(b"img", fattr(4096, 1))
+    cache.store.put(state.digest, 0, b"a" * 4096, freshness.attrs_of(
         fattr(4096, 1)))
     now[0] += 10.0
     lookup(cache, b"root-g", "img", b"img", fattr(4096, 2))
-    assert cache.cached_block(state, 0, 4096) is None
+    assert cached_block(cache, state, 0, 4096) is None
     assert answered(cache, b"img") == fattr(4096, 2)
     # The server's attributes of a file with bytes written back here are
     # behind: they are not taken.
@@ -229,13 +239,14 @@ def test_write_replies_out_of_order_leave_the_newest_attributes(tmp_path):
     """Two WRITEs in flight in one tick of the server's clock."""
     cache = make(tmp_path)
     empty, head, whole = sized(0, 1), sized(65536, 2), sized(196608, 2)
-    state = cache.observe(b"fh", empty)
-    cache.observe_own_change(b"fh", wcc(head, whole))   # The second WRITE.
-    cache.observe_own_change(b"fh", wcc(empty, head))   # The first.
+    state = cache.files.observe(b"fh", empty)
+    # The second WRITE's reply, then the first's.
+    cache.files.observe_own_change(b"fh", wcc(head, whole))
+    cache.files.observe_own_change(b"fh", wcc(empty, head))
     assert state.fattr == whole
     assert cache.counters.cache_stale_replies == 1
     # A GETATTR answered before the WRITEs is past news too.
-    cache.observe(b"fh", empty)
+    cache.files.observe(b"fh", empty)
     assert state.fattr == whole
     assert cache.counters.cache_stale_replies == 2
 
@@ -243,12 +254,12 @@ def test_write_replies_out_of_order_leave_the_newest_attributes(tmp_path):
 def test_a_revalidation_nothing_overtook_is_believed(tmp_path):
     """Someone truncated the file in the same tick as the last change."""
     cache = make(tmp_path)
-    state = cache.observe(b"fh", sized(8192, 5))
-    cache.observe(b"fh", sized(100, 5))
+    state = cache.files.observe(b"fh", sized(8192, 5))
+    cache.files.observe(b"fh", sized(100, 5))
     assert state.fattr.size == 8192    # Could be a reply overtaken.
-    cache.observe(b"fh", sized(100, 5), cache.reports_of(b"fh"))
+    cache.files.observe(b"fh", sized(100, 5), cache.files.reports_of(b"fh"))
     assert state.fattr.size == 100
-    assert state.current == [reads.attrs_of(sized(100, 5))]
+    assert state.current == [freshness.attrs_of(sized(100, 5))]
 
 
 async def fill(cache, state):
@@ -267,14 +278,14 @@ def test_a_read_answered_from_before_a_write_is_not_kept(tmp_path):
     async def scenario():
         cache = make(tmp_path)
         old, new = sized(4096, 1), sized(4096, 2)
-        state = cache.observe(b"fh", old)
+        state = cache.files.observe(b"fh", old)
         answer, block = await fill(cache, state)
         cache.discard_range(b"fh", 0, 10)
-        cache.observe_own_change(b"fh", wcc(old, new))
+        cache.files.observe_own_change(b"fh", wcc(old, new))
         answer.set_result((b"o" * 4096, old, True))
         chunk, _ = await block
         assert bytes(chunk) == b"o" * 4096   # The reader asked meanwhile.
-        assert cache.cached_block(state, 0, 4096) is None
+        assert cached_block(cache, state, 0, 4096) is None
         assert state.fattr == new
 
     asyncio.run(scenario())
@@ -285,16 +296,16 @@ def test_a_read_overtaken_by_a_write_of_its_block_is_not_kept(tmp_path):
     async def scenario():
         cache = make(tmp_path)
         attrs = sized(8192, 1)
-        state = cache.observe(b"fh", attrs)
+        state = cache.files.observe(b"fh", attrs)
         answer, block = await fill(cache, state)
         cache.discard_range(b"fh", 0, 10)
         answer.set_result((b"o" * 4096, attrs, False))
         await block
-        assert cache.cached_block(state, 0, 4096) is None
+        assert cached_block(cache, state, 0, 4096) is None
         # The next fetch of it is kept.
         answer, block = await fill(cache, state)
         answer.set_result((b"n" * 4096, attrs, False))
         await block
-        assert cache.cached_block(state, 0, 4096) == b"n" * 4096
+        assert cached_block(cache, state, 0, 4096) == b"n" * 4096
 
     asyncio.run(scenario())

@@ -106,3 +106,25 @@ def test_record_reader_survives_any_stream(data, chunk):
         reader.next_record()
     except ProtocolError:
         pass  # Framing errors and oversize records are ProtocolErrors.
+
+
+@FUZZ
+@given(st.sampled_from(list(connection.Role)), st.binary(max_size=2048),
+       st.integers(1, 64))
+def test_a_connection_survives_any_stream(role, data, chunk):
+    """Whatever a peer sends, either side yields events or ProtocolError."""
+    conn = connection.RpcConnection(role, max_record_size=4096,
+                                    scratch_size=256)
+    if role is connection.Role.CLIENT:
+        for xid in range(4):
+            conn.expect_reply(xid, xid)
+    try:
+        for i in range(0, len(data), chunk):
+            conn.receive_data(data[i:i + chunk])
+            while (event := conn.next_event()) is not connection.NEED_DATA:
+                assert not isinstance(event, connection.CallReceived) or \
+                    role is connection.Role.SERVER
+        conn.receive_data(b"")
+        assert conn.next_event() is connection.CLOSED
+    except ProtocolError:
+        pass  # Garbage, wrong-role messages, oversize records.

@@ -26,6 +26,7 @@ from gvfs_openstack.proxy import handles
 from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy.upstream import UpstreamLost
+from gvfs_openstack.proxy.upstream_calls import UpstreamCalls
 
 ROOT, GOLDEN, SUB, DEEP = b"root", b"golden", b"sub", b"deep"
 #: The allowed root's parent, and a file of another export.
@@ -113,11 +114,12 @@ class Clock:
 def make_role(server=None, clock=None, limit=1024):
     server = server or StandInServer()
     exports = policy.ExportAllowlist(["/srv/images"])
-    guard = exportguard.ExportGuard(server, server, exports, rpc.AUTH_NONE,
+    calls = UpstreamCalls(server)
+    guard = exportguard.ExportGuard(calls, calls, exports, rpc.AUTH_NONE,
                                     counters.GuardCounters(), limit=limit,
                                     rescan_interval=10,
                                     clock=clock or Clock())
-    bulk = bulk_server.BulkServer(server, counters.BulkServerCounters())
+    bulk = bulk_server.BulkServer(calls, counters.BulkServerCounters())
     role = roles.ServerRole(server, server, policy.IdentityMap(42, 42),
                             exports, guard, bulk, counters.RoleCounters())
     return role, server

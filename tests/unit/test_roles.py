@@ -21,6 +21,7 @@ from gvfs_openstack.proxy import exportguard
 from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy.upstream import UpstreamLost
+from gvfs_openstack.proxy.upstream_calls import UpstreamCalls
 
 
 class RecordingPool:
@@ -52,10 +53,13 @@ FH = b"handle-of-an-image"
 
 def server_role(pool, mount_pool=None):
     exports = policy.ExportAllowlist(["/srv/images"])
-    guard = exportguard.ExportGuard(pool, mount_pool or pool, exports,
+    guard = exportguard.ExportGuard(UpstreamCalls(pool),
+                                    UpstreamCalls(mount_pool or pool),
+                                    exports,
                                     rpc.AUTH_NONE, counters.GuardCounters())
     guard.handles.add(FH)
-    bulk = bulk_server.BulkServer(pool, counters.BulkServerCounters())
+    bulk = bulk_server.BulkServer(UpstreamCalls(pool),
+                                  counters.BulkServerCounters())
     return roles.ServerRole(
         pool, mount_pool or pool, policy.IdentityMap(4242, 4242), exports,
         guard, bulk, counters.RoleCounters())

@@ -25,16 +25,23 @@ def test_call_and_reply_pumped_between_client_and_server():
     server = RpcConnection(Role.SERVER)
     cred = rpc.AuthSys(1000, 100, (4, 5), "node1").to_opaque()
     pump(client.send(rpc.Call(42, const.NFS_PROGRAM, 3, 6, cred,
-                              args=b"\0\0\0\x01")), server)
-    call = server.next_event()
+                              args=b"\0\0\0\x01"), tag="mine"), server)
+    event = server.next_event()
+    assert isinstance(event, connection.CallReceived)
+    call = event.call
     assert (call.xid, call.prog, call.vers, call.proc) == (42, 100003, 3, 6)
     assert rpc.AuthSys.from_opaque(call.cred) == rpc.AuthSys(
         1000, 100, (4, 5), "node1")
     assert bytes(call.args) == b"\0\0\0\x01"
     assert server.next_event() is NEED_DATA
+    assert client.outstanding == {42: "mine"}
     pump(server.send(rpc.Reply(42, results=b"\0\0\0\0")), client)
-    reply = client.next_event()
+    event = client.next_event()
+    assert isinstance(event, connection.ReplyReceived)
+    assert (event.xid, event.tag) == (42, "mine")
+    reply = event.decode()
     assert reply.xid == 42 and bytes(reply.results) == b"\0\0\0\0"
+    assert client.outstanding == {}
 
 
 @pytest.mark.parametrize("msg", [
@@ -55,7 +62,7 @@ def test_multi_fragment_record_is_reassembled():
         struct.pack(">I", 0x80000000 | (len(message) - half)) + message[half:]
     server = RpcConnection(Role.SERVER)
     pump(data, server, chunk=3)
-    assert server.next_event().xid == 9
+    assert server.next_event().call.xid == 9
 
 
 def test_large_record_is_read_without_the_scratch_buffer():
@@ -139,3 +146,117 @@ def test_an_oversized_record_names_its_xid_when_it_has_arrived():
     with pytest.raises(RecordTooLarge) as e:
         server.next_event()
     assert e.value.xid == 0xABCD
+
+
+def _reply_record(xid, payload):
+    return connection.frame(rpc.encode_message(rpc.Reply(xid,
+                                                         results=payload)))
+
+
+def test_a_reply_nobody_waits_for_is_named_and_the_stream_goes_on():
+    client = RpcConnection(Role.CLIENT)
+    client.send(rpc.Call(7, 1, 1, 1), tag="seven")
+    assert client.forget(7) == "seven"
+    client.receive_data(_reply_record(7, b"late") + _reply_record(8, b"x"))
+    assert client.next_event() == connection.UnexpectedReply(7)
+    assert client.next_event() == connection.UnexpectedReply(8)
+    assert client.next_event() is NEED_DATA
+
+
+def test_a_client_refuses_a_call_and_a_duplicate_xid():
+    client = RpcConnection(Role.CLIENT)
+    client.expect_reply(3, "a")
+    with pytest.raises(LocalProtocolError):
+        client.expect_reply(3, "b")
+    client.receive_data(connection.frame(rpc.encode_message(
+        rpc.Call(3, 1, 1, 1))))
+    with pytest.raises(ProtocolError, match="received a call"):
+        client.next_event()
+    with pytest.raises(ProtocolError, match="already failed"):
+        client.next_event()
+
+
+def test_a_large_reply_is_announced_while_it_arrives():
+    """The events a proxy relays cut-through from.
+
+    The same buffer, with more of it filled each time, then the whole
+    reply marked streamed.
+    """
+    client = RpcConnection(Role.CLIENT, scratch_size=256)
+    client.expect_reply(0x55, "big")
+    client.expect_reply(0x56, "small")
+    payload = bytes(range(256)) * 64
+    stream = _reply_record(0x56, b"s") + _reply_record(0x55, payload)
+    seen = []
+    for i in range(0, len(stream), 4000):
+        client.receive_data(stream[i:i + 4000])
+        while (event := client.next_event()) is not NEED_DATA:
+            seen.append(event)
+    assert isinstance(seen[0], connection.ReplyReceived)
+    assert (seen[0].tag, seen[0].streamed) == ("small", False)
+    arriving = seen[1:-1]
+    assert arriving and all(isinstance(e, connection.RecordArriving)
+                            for e in arriving)
+    assert {(e.xid, e.tag) for e in arriving} == {(0x55, "big")}
+    assert len({id(e.buffer) for e in arriving}) == 1
+    fills = [e.filled for e in arriving]
+    assert fills == sorted(set(fills))
+    last = seen[-1]
+    assert isinstance(last, connection.ReplyReceived)
+    assert last.streamed and last.record is arriving[0].buffer
+    assert bytes(last.decode().results) == payload
+
+
+def test_a_large_call_is_announced_once_its_header_is_in():
+    server = RpcConnection(Role.SERVER, scratch_size=256)
+    record = connection.frame(rpc.encode_message(
+        rpc.Call(9, 100003, 3, 7, args=bytes(8000))))
+    server.receive_data(record[:600])
+    assert server.next_event() is NEED_DATA   # header not surely in yet
+    server.receive_data(record[600:2000])
+    event = server.next_event()
+    assert isinstance(event, connection.RecordArriving)
+    assert (event.xid, event.filled, event.tag) == (9, 1996, None)
+    assert server.next_event() is NEED_DATA   # nothing new since
+    server.receive_data(record[2000:])
+    event = server.next_event()
+    assert isinstance(event, connection.CallReceived) and event.streamed
+    assert event.call.proc == 7
+
+
+def test_a_dead_stream_hands_back_every_outstanding_tag():
+    client = RpcConnection(Role.CLIENT)
+    for xid in (1, 2, 3):
+        client.send(rpc.Call(xid, 1, 1, 1), tag=xid * 10)
+    assert sorted(client.take_outstanding()) == [10, 20, 30]
+    assert client.outstanding == {}
+
+
+@pytest.mark.parametrize("role", list(Role))
+def test_a_streamed_record_keeps_the_xid_it_arrived_with(role):
+    """A relay rewrites the XID in place; the events keep the original.
+
+    The record still answers (or is) the call it arrived as.
+    """
+    conn = RpcConnection(role, scratch_size=256)
+    if role is Role.CLIENT:
+        conn.expect_reply(0x77, "mine")
+        record = _reply_record(0x77, bytes(5000))
+    else:
+        record = connection.frame(rpc.encode_message(
+            rpc.Call(0x77, 100003, 3, 7, args=bytes(5000))))
+    conn.receive_data(record[:2000])
+    event = conn.next_event()
+    assert isinstance(event, connection.RecordArriving)
+    rpc.set_xid(event.buffer, 0x1234)   # What a relay does.
+    conn.receive_data(record[2000:3000])
+    event = conn.next_event()
+    assert (event.xid, event.tag) == (
+        0x77, "mine" if role is Role.CLIENT else None)
+    conn.receive_data(record[3000:])
+    event = conn.next_event()
+    assert event.streamed
+    if role is Role.CLIENT:
+        assert (event.xid, event.tag) == (0x77, "mine")
+    else:
+        assert event.call.xid == 0x77

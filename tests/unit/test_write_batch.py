@@ -1,15 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Order of the UNSTABLE WRITEs a :class:`WriteBatch` keeps in flight.
+"""The UNSTABLE WRITEs a :class:`WriteBatch` keeps in flight, and COMMIT.
 
 The fake server answers each WRITE only when the test says so, in any
-order, as a real one may: what lands last is what the file keeps.
+order, as a real one may: what lands last is what the file keeps.  The
+COMMIT tests use one that answers at once and can "restart" (change its
+write verifier, losing what was not committed) at a chosen moment.
 """
 
 import asyncio
 
 import pytest
 
-from gvfs_openstack.client.nfs import WriteBatch
+from gvfs_openstack.client import write_batch
+from gvfs_openstack.client.write_batch import WriteBatch
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs import nfs3
 
@@ -145,5 +148,149 @@ def test_a_resend_keeps_the_order_of_overlapping_writes():
         await batch._drain()
         assert bytes(server.data[:12]) == b"2222\0\0\0\x003333"
         assert batch.resent_bytes == 12
+
+    run(scenario)
+
+
+class RestartingServer:
+    """Answers at once; keeps UNSTABLE data apart until COMMIT.
+
+    ``restarts`` lists the COMMITs (counted from 1) before which the
+    server restarts: what was not committed is lost, the verifier
+    changes.  ``short`` makes it take at most that many bytes a WRITE.
+    """
+
+    def __init__(self, window=2, restarts=(), short=None):
+        self.window = window
+        self.restarts = set(restarts)
+        self.short = short
+        self.boot = 1
+        self.stable = bytearray(16)
+        self.unstable = {}
+        self.writes = []
+        self.commits = 0
+        self.sending = self.most_sending = 0
+
+    @property
+    def verf(self):
+        return b"boot%04d" % self.boot
+
+    async def write(self, fh, offset, data):
+        self.sending += 1
+        self.most_sending = max(self.most_sending, self.sending)
+        await asyncio.sleep(0)
+        self.sending -= 1
+        data = bytes(data if self.short is None else data[:self.short])
+        self.writes.append((offset, data))
+        self.unstable[offset] = data
+        return nfs3.WriteOk(None, len(data), const.StableHow.UNSTABLE,
+                            self.verf)
+
+    write_all = write
+
+    async def commit(self, fh):
+        self.commits += 1
+        if self.commits in self.restarts:
+            self.boot += 1
+            self.unstable = {}
+        for offset, data in sorted(self.unstable.items()):
+            self.stable[offset:offset + len(data)] = data
+        self.unstable = {}
+        return self.verf
+
+
+def test_commit_makes_the_writes_stable():
+    async def scenario():
+        server = RestartingServer()
+        batch = WriteBatch(server, b"fh")
+        await batch.add(0, b"aaaa")
+        await batch.add(4, b"bbbb")
+        await batch.commit()
+        assert bytes(server.stable[:8]) == b"aaaabbbb"
+        assert server.commits == 1 and batch.resent_bytes == 0
+        assert batch.size == 0 and batch.sent == []
+        await batch.commit()   # Nothing since: no COMMIT.
+        assert server.commits == 1
+
+    run(scenario)
+
+
+def test_a_new_verifier_at_commit_sends_everything_again():
+    """RFC 1813 section 3.3.7: the server lost the UNSTABLE data."""
+    async def scenario():
+        server = RestartingServer(restarts={1})
+        batch = WriteBatch(server, b"fh")
+        await batch.add(0, b"aaaa")
+        await batch.add(4, b"bbbb")
+        await batch.commit()
+        assert server.commits == 2
+        assert bytes(server.stable[:8]) == b"aaaabbbb"
+        assert batch.resent_bytes == 8
+        assert server.writes == [(0, b"aaaa"), (4, b"bbbb")] * 2
+
+    run(scenario)
+
+
+def test_a_verifier_that_keeps_changing_fails_the_commit():
+    async def scenario():
+        server = RestartingServer(restarts={1, 2, 3})
+        batch = WriteBatch(server, b"fh")
+        await batch.add(0, b"aaaa")
+        with pytest.raises(write_batch.VerifierKeptChanging):
+            await batch.commit()
+        assert server.commits == WriteBatch.MAX_COMMIT_RETRIES
+        assert batch.size == 4   # Kept: the caller may try again.
+
+    run(scenario)
+
+
+def test_a_short_write_is_completed_and_a_stuck_one_fails():
+    async def scenario():
+        server = RestartingServer(short=3)
+        batch = WriteBatch(server, b"fh", server.write)
+        await batch.add(0, b"abcdefgh")
+        await batch.commit()
+        assert server.writes == [(0, b"abc"), (3, b"def"), (6, b"gh")]
+        assert bytes(server.stable[:8]) == b"abcdefgh"
+        server = RestartingServer(short=0)
+        stuck = WriteBatch(server, b"fh", server.write)
+        await stuck.add(0, b"abcd")
+        with pytest.raises(write_batch.WriteNotTaken):
+            await stuck.commit()
+
+    run(scenario)
+
+
+def test_bytes_given_as_a_function_are_read_at_every_send():
+    """As write-back's flush gives them: read from the journal."""
+    async def scenario():
+        server = RestartingServer(restarts={1})
+        loads = []
+
+        def load():
+            loads.append(1)
+            return b"zzzz"
+
+        batch = WriteBatch(server, b"fh")
+        await batch.add(8, load, 4)
+        assert batch.size == 4
+        await batch.commit()
+        assert len(loads) == 2   # Sent, lost, sent again.
+        assert bytes(server.stable[8:12]) == b"zzzz"
+
+    run(scenario)
+
+
+def test_a_resend_keeps_to_the_window():
+    async def scenario():
+        server = RestartingServer(window=2)
+        batch = WriteBatch(server, b"fh")
+        for offset in range(0, 16, 2):
+            await batch.add(offset, b"xy")
+        await batch._drain()
+        batch.resend()
+        await batch.commit()
+        assert server.most_sending == 2
+        assert len(server.writes) == 16
 
     run(scenario)

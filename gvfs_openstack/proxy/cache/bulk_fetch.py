@@ -27,8 +27,10 @@ from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs.bulk import BulkProc
 from gvfs_openstack.nfs.bulk import Codec
 from gvfs_openstack.nfs import const
-from gvfs_openstack.nfs import rpc
-from gvfs_openstack.proxy.cache.reads import attrs_of
+from gvfs_openstack.proxy.cache.freshness import attrs_of
+from gvfs_openstack.proxy.cache.freshness import cached_block
+from gvfs_openstack.proxy.upstream_calls import CallRefused
+from gvfs_openstack.proxy.upstream_calls import ReplyError
 from gvfs_openstack import zstd_chunks
 
 LOG = logging.getLogger(__name__)
@@ -65,12 +67,20 @@ class _Transfer:
 
 
 class WholeFiles:
-    def __init__(self, reads, counters, chunk_size=4 * 1024 * 1024, window=8,
-                 clock=time.monotonic):
-        self.reads = reads
+    """Whole-file transfers into ``store`` over the bulk channel.
+
+    ``files`` is the cache's :class:`freshness.FileStates`, ``upstream``
+    the :class:`UpstreamCalls` the chunks come through.
+    """
+
+    def __init__(self, store, files, upstream, counters,
+                 chunk_size=4 * 1024 * 1024, window=8, clock=time.monotonic):
+        self.store = store
+        self.files = files
+        self.upstream = upstream
         #: :class:`counters.WholeFileCounters`
         self.counters = counters
-        bs = reads.store.geometry.block_size
+        self.block_size = bs = store.geometry.block_size
         self.chunk_size = max(bs, chunk_size - chunk_size % bs)
         self.window = window
         self.clock = clock
@@ -218,13 +228,13 @@ class WholeFiles:
                 future.exception()  # Nobody may be waiting.
 
     def _drop_blocks(self, state):
-        bs = self.reads.store.geometry.block_size
+        bs = self.block_size
         for block in range(-(-state.fattr.size // bs)):
-            self.reads.store.discard(state.digest, block)
+            self.store.discard(state.digest, block)
 
     async def _chunk(self, call, state, sidecar, index):
         """The chunk's bytes, from the cache or the bulk channel."""
-        bs = self.reads.store.geometry.block_size
+        bs = self.block_size
         size = state.fattr.size
         start = index * self.chunk_size
         end = min(start + self.chunk_size, size)
@@ -249,7 +259,7 @@ class WholeFiles:
         self.counters.wholefile_chunks += 1
         self.counters.wholefile_raw_bytes += len(raw)
         self.counters.wholefile_wire_bytes += len(res.data)
-        fresh = self.reads.observe(state.fh, res.file_attributes,
+        fresh = self.files.observe(state.fh, res.file_attributes,
                                    reports) or state
         if fresh.fattr.size != size:
             raise TransferError("the file changed during the transfer")
@@ -260,40 +270,34 @@ class WholeFiles:
             raise TransferError("the file changed during the transfer")
         view = memoryview(raw)
         for block in range(start // bs, -(-end // bs)):
-            self.reads.store.put(fresh.digest, block,
-                                 view[block * bs - start:
-                                      min(end, (block + 1) * bs) - start],
-                                 attrs)
+            self.store.put(fresh.digest, block,
+                           view[block * bs - start:
+                                min(end, (block + 1) * bs) - start],
+                           attrs)
         return raw
 
     def _from_cache(self, state, start, end):
-        bs = self.reads.store.geometry.block_size
+        bs = self.block_size
         pieces = []
         for block in range(start // bs, -(-end // bs)):
-            data = self.reads.cached_block(state, block,
-                                           min(bs, end - block * bs))
+            data = cached_block(self.store, state, block,
+                                min(bs, end - block * bs))
             if data is None:
                 return None
             pieces.append(data)
         return b"".join(pieces)
 
     async def _bulk_read(self, call, fh, offset, count):
-        body = bulk.encode_args(BulkProc.READ, bulk.ReadArgs(
-            fh, offset, count, Codec.ZSTD))
-
-        reply = rpc.decode_message(await self.reads.pool.call(
-            rpc.call_builder(bulk.BULK_PROGRAM, bulk.BULK_VERSION,
-                             BulkProc.READ, call.cred, call.verf, body),
-            True))
-        if not isinstance(reply, rpc.Reply) or \
-                reply.accept_stat != const.AcceptStat.SUCCESS:
-            if isinstance(reply, rpc.Reply) and reply.accept_stat in (
-                    const.AcceptStat.PROG_UNAVAIL,
-                    const.AcceptStat.PROG_MISMATCH):
+        try:
+            res = await self.upstream.bulk(BulkProc.READ, bulk.ReadArgs(
+                fh, offset, count, Codec.ZSTD), call.cred, call.verf)
+        except CallRefused as e:
+            if e.program_unavailable:
                 raise BulkUnavailable(const.AcceptStat(
-                    reply.accept_stat).name)
-            raise TransferError("the next hop refused a bulk READ")
-        res = bulk.decode_res(BulkProc.READ, reply.results)
+                    e.reply.accept_stat).name) from e
+            raise TransferError("the next hop refused a bulk READ") from e
+        except ReplyError as e:
+            raise TransferError(str(e)) from e
         if not res.ok:
             raise TransferError(const.status_name(res.status))
         return res.body

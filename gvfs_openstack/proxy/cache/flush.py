@@ -4,28 +4,28 @@
 The bytes come from the journal, in runs contiguous in the file of up to
 ``wsize`` bytes, as UNSTABLE WRITEs with ``window`` of them in flight,
 then one COMMIT; if the server's verifier changed in between (it
-restarted and may have lost unstable data) everything is sent again.
-Memory stays at ``window`` runs whatever the file's size.
+restarted and may have lost unstable data) everything is sent again:
+the NFS client's :class:`~gvfs_openstack.client.write_batch.WriteBatch`,
+with the file's last writer's credential.  A run is read from the
+journal each time it is sent, so memory stays at ``window`` runs
+whatever the file's size.
 """
 
-import asyncio
+import functools
 
-from oslo_log import log as logging
-
+from gvfs_openstack.client.write_batch import WriteBatch
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs.const import NfsStat
 from gvfs_openstack.nfs.const import StableHow
+from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
-from gvfs_openstack.proxy.cache.reads import Fallback
-
-LOG = logging.getLogger(__name__)
+from gvfs_openstack.proxy.upstream_calls import ReplyError
 
 #: Upstream answers meaning the file is gone: its dirty bytes have
 #: nowhere to go (the client removed it).
 _GONE = frozenset({NfsStat.NFS3ERR_STALE, NfsStat.NFS3ERR_BADHANDLE})
-MAX_COMMIT_RETRIES = 3
 
 
 class FlushError(Exception):
@@ -54,63 +54,75 @@ def _runs(extents, limit):
         yield run
 
 
-class Sender:
-    def __init__(self, journal, reads, wsize, window):
-        self.journal = journal
-        self.reads = reads
-        self.wsize = wsize
+class _AsWriter:
+    """WRITE and COMMIT upstream as the file's last writer.
+
+    The :class:`WriteBatch`'s client; keeps the last COMMIT's result,
+    whose attributes write-back learns the file's new size from.
+    """
+
+    def __init__(self, upstream, cred, window):
+        self.upstream = upstream
+        self.cred = cred
         self.window = window
+        #: ``nfs3.CommitOk`` of the last COMMIT.
+        self.committed = None
 
-    async def send(self, dirty, extents):
-        """UNSTABLE WRITEs of ``extents`` in a window, then COMMIT.
+    async def write(self, fh, offset, data):
+        return await self._call(Nfs3Proc.WRITE, nfs3.WriteArgs(
+            fh, offset, len(data), StableHow.UNSTABLE, data))
 
-        Everything is sent again if the server's verifier changed in
-        between (it restarted and may have lost unstable data).
-        """
-        call = rpc.Call(0, const.NFS_PROGRAM, const.NFS_V3, Nfs3Proc.WRITE,
-                        rpc.OpaqueAuth(*dirty.cred))
-        runs = list(_runs(extents, self.wsize))
-        for _ in range(MAX_COMMIT_RETRIES):
-            verifiers = set()
-            window = asyncio.Semaphore(self.window)
-            results = await asyncio.gather(
-                *(self._write_run(call, dirty.fh, run, window, verifiers)
-                  for run in runs), return_exceptions=True)
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
-            res = await self._upstream(call, Nfs3Proc.COMMIT,
-                                       nfs3.CommitArgs(dirty.fh, 0, 0))
-            if verifiers == {res.verf}:
-                return res
-            LOG.warning("server write verifier changed before COMMIT "
-                        "(restart?): writing the file back again")
-        raise FlushError("the server's write verifier kept changing")
+    async def commit(self, fh):
+        self.committed = await self._call(Nfs3Proc.COMMIT,
+                                          nfs3.CommitArgs(fh, 0, 0))
+        return self.committed.verf
 
-    async def _write_run(self, call, fh, run, window, verifiers):
-        async with window:
-            offset = run[0].offset
-            data = memoryview(b"".join(
-                self.journal.read(e.segment, e.position, e.length)
-                for e in run))
-            while data:
-                res = await self._upstream(call, Nfs3Proc.WRITE,
-                                           nfs3.WriteArgs(
-                                               fh, offset, len(data),
-                                               StableHow.UNSTABLE, data))
-                if res.count == 0:
-                    raise FlushError("the server accepted 0 bytes")
-                verifiers.add(res.verf)
-                offset, data = offset + res.count, data[res.count:]
-
-    async def _upstream(self, call, proc, args):
+    async def _call(self, proc, args):
         try:
-            res = await self.reads.upstream(call, proc, args)
-        except Fallback:
-            raise FlushError("%s refused upstream" % proc.name) from None
+            res = await self.upstream.nfs(proc, args, self.cred)
+        except ReplyError as e:
+            raise FlushError(str(e)) from e
         if res.status in _GONE:
             raise Gone()
         if not res.ok:
             raise FlushError("%s: %s" % (proc.name,
                                          const.status_name(res.status)))
         return res.body
+
+
+class FileWriter:
+    """Writes one file's dirty extents upstream from the journal."""
+
+    def __init__(self, journal, upstream, wsize, window):
+        self.journal = journal
+        #: The :class:`UpstreamCalls` of the next hop.
+        self.upstream = upstream
+        self.wsize = wsize
+        self.window = window
+
+    async def send(self, dirty, extents):
+        """UNSTABLE WRITEs of ``extents`` in a window, then COMMIT.
+
+        Returns the COMMIT's ``nfs3.CommitOk``.  Raises :class:`Gone`, or
+        :class:`FlushError` for anything else that kept the bytes from
+        being committed.
+        """
+        writer = _AsWriter(self.upstream, rpc.OpaqueAuth(*dirty.cred),
+                           self.window)
+        batch = WriteBatch(writer, dirty.fh, writer.write)
+        try:
+            for run in _runs(extents, self.wsize):
+                await batch.add(run[0].offset,
+                                functools.partial(self._load, run),
+                                sum(e.length for e in run))
+            await batch.commit()
+        except NfsError as e:
+            raise FlushError(str(e)) from e
+        finally:
+            batch.abandon()  # Nothing in flight once committed.
+        return writer.committed
+
+    def _load(self, run):
+        """The bytes of a run, read from the journal when sent."""
+        return b"".join(self.journal.read(e.segment, e.position, e.length)
+                        for e in run)

@@ -1,21 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""READs served from the block cache, and what keeps it from going stale.
+"""READs served from the block cache.
 
 A READ is split into blocks; hits come from the :class:`BlockStore`,
 misses are coalesced into as few upstream READs as possible, concurrent
 misses of one block share one fetch (collapsed forwarding), and a
-sequential reader gets the next blocks fetched ahead of it.
-
-Freshness (never serve stale bytes silently): every block carries the
-file's (size, mtime, ctime) from when it was fetched.  The proxy keeps,
-per file, the set of attributes that are "current" -- the last ones the
-server reported, plus those produced by writes that went through this very
-proxy.  An unexplained change empties that set, so every older block is a
-miss.  Replies to calls in flight together come back in any order, so
-attributes older than the newest the proxy has (by ctime, then size: a
-WRITE only grows a file) are past news and change nothing, unless
-nothing at all was heard of the file while that call was out; and the
-bytes of a READ that raced a WRITE of them are not kept.
+sequential reader gets the next blocks fetched ahead of it.  Which
+blocks are still valid is :mod:`freshness`'s to say; the bytes of a READ
+that raced a WRITE of them are not kept.
 
 How often the proxy asks the server (GETATTR) is the consistency
 policy: within a coherence window the last answer is trusted; an
@@ -26,11 +17,13 @@ image many times, each otherwise a round trip to the DTN for attributes
 the proxy trusts for its READs anyway.  Only briefly, so that a client
 asking later still learns of an image changed in place, against the
 policy.
+
+A call the cache cannot serve (a directory, an error from the server, a
+garbled call) is answered None here, and the role forwards it: the
+server says what is wrong.
 """
 
 import asyncio
-import collections
-import dataclasses
 import time
 
 from oslo_log import log as logging
@@ -41,152 +34,68 @@ from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.xdr import Packer
-from gvfs_openstack.proxy.cache import exports
-from gvfs_openstack.proxy.cache.store import Attrs
+from gvfs_openstack.proxy.cache.freshness import attrs_of
+from gvfs_openstack.proxy.cache.freshness import cached_block
+from gvfs_openstack.proxy.cache.freshness import version_key
 from gvfs_openstack.proxy.cache.store import fh_digest
+from gvfs_openstack.proxy.upstream_calls import GarbledReply
+from gvfs_openstack.proxy.upstream_calls import ReplyError
 
 LOG = logging.getLogger(__name__)
 
-#: Files whose state is kept in memory (least recently used dropped).
-MAX_FILES = 65536
-#: Attribute versions remembered as current per file.
-MAX_CURRENT = 64
 
+class FetchError(Exception):
+    """An upstream READ for the cache brought no bytes to keep.
 
-def attrs_of(attrs):
-    """Change attributes of a fattr3 or a wcc_attr (both have them)."""
-    return Attrs(attrs.size,
-                 attrs.mtime.seconds << 32 | attrs.mtime.nseconds,
-                 attrs.ctime.seconds << 32 | attrs.ctime.nseconds)
-
-
-@dataclasses.dataclass
-class _File:
-    fh: bytes
-    fattr: nfs3.Fattr
-    checked: float
-    current: list
-    digest: bytes
-    next_offset: int = -1
-    #: READs in a row that each started where the one before ended.
-    streak: int = 0
-    #: Read-ahead has looked at the blocks before this one.
-    ahead: int = 0
-    #: Where a read-ahead guided by the zero map last looked from.
-    ahead_from: int = 0
-    #: The file's sidecar, its zero map, and the (size, mtime) they are
-    #: valid for.
-    sidecar: object = None
-    zeros: object = None
-    zeros_for: tuple = None
-    #: Counts the attribute reports taken: one that is unchanged since a
-    #: call went out means the call's reply is the newest word.
-    reports: int = 0
-
-
-class Fallback(Exception):
-    """This READ cannot be served through the cache: forward it as is."""
+    The server answered it with an error, refused it, or the fetch was
+    stopped.  Set on the futures :meth:`CachedReads.fetch` returns: a
+    READ waiting on them is answered None (forwarded), a warm reports it.
+    """
 
 
 class CachedReads:
-    def __init__(self, store, pool, counters, policies=None,
+    """READ (and some GETATTR) answered from the block cache.
+
+    ``files`` is the :class:`freshness.FileStates` it shares with the
+    other users of the cache, ``upstream`` the
+    :class:`~gvfs_openstack.proxy.upstream_calls.UpstreamCalls` its
+    fetches go through, ``policies`` the :class:`exports.ExportPolicies`.
+    With ``sidecars`` (:class:`sidecars.Sidecars`) files' zero maps are
+    used, with ``whole_files`` (:class:`bulk_fetch.WholeFiles`) their
+    ``whole_file`` action.
+    """
+
+    def __init__(self, store, files, upstream, counters, policies,
+                 sidecars=None, whole_files=None,
                  readahead=4 * 1024 * 1024, max_fetch=1024 * 1024,
                  max_read=1024 * 1024, clock=time.monotonic):
         self.store = store
-        self.pool = pool
+        self.files = files
+        self.upstream = upstream
         #: :class:`counters.CacheCounters`
         self.counters = counters
-        self.policies = policies or exports.ExportPolicies(3.0)
-        self.readahead_blocks = readahead // store.geometry.block_size
-        self.max_fetch_blocks = max(1, max_fetch // store.geometry.block_size)
+        self.policies = policies
+        self.sidecars = sidecars
+        self.whole_files = whole_files
+        self.block_size = store.geometry.block_size
+        self.readahead_blocks = readahead // self.block_size
+        self.max_fetch_blocks = max(1, max_fetch // self.block_size)
         self.max_read = max_read
         self.clock = clock
-        self._files = collections.OrderedDict()
         self._inflight = {}
         #: (digest, block) of fetches in flight that a WRITE overtook.
         self._overtaken = set()
-        #: Set to a :class:`Sidecars` to use the files' zero maps, and to
-        #: a :class:`WholeFiles` to act on their ``whole_file`` action.
-        self.sidecars = None
-        self.whole_files = None
         #: Zeros to send: never written, so calloc's pages stay shared.
-        self._zeros = memoryview(bytes(max(max_read,
-                                           store.geometry.block_size)))
-        self._zero_block = self._zeros[:store.geometry.block_size]
+        self._zeros = memoryview(bytes(max(max_read, self.block_size)))
+        self._zero_block = self._zeros[:self.block_size]
 
     # --- file state ---------------------------------------------------------
 
-    def reports_of(self, fh):
-        """A mark to give :meth:`observe` for a reply to a call sent now."""
-        state = self._files.get(bytes(fh))
-        return None if state is None else state.reports
-
-    def observe(self, fh, fattr, reports=None):
-        """The server reported ``fattr`` for ``fh``.
-
-        ``reports`` is :meth:`reports_of` from when the call went out.
-        Returns the file's state, unchanged if ``fattr`` is past news.
-        """
-        if fattr is None:
-            return
-        fh = bytes(fh)
-        attrs = attrs_of(fattr)
-        state = self._files.get(fh)
-        if state is None:
-            state = _File(fh, fattr, self.clock(), [attrs], fh_digest(fh))
-            self._files[fh] = state
-            if len(self._files) > MAX_FILES:
-                self._files.popitem(last=False)
-            return state
-        if (reports is None or reports != state.reports) and \
-                _is_older(attrs, attrs_of(state.fattr)):
-            self.counters.cache_stale_replies += 1
-            return state
-        state.reports += 1
-        if attrs not in state.current:
-            # Changed behind our back: every older block is stale.
-            self.counters.cache_invalidations += 1
-            state.current = [attrs]
-        state.fattr = fattr
-        state.checked = self.clock()
-        self._files.move_to_end(fh)
-        return state
-
-    def observe_own_change(self, fh, wcc, reset=False):
-        """A WRITE or SETATTR that went through this proxy changed ``fh``.
-
-        If the file was as we knew it just before (``wcc.before``), the
-        new attributes join the current ones and blocks cached under the
-        old ones stay valid (except those the caller discards); a size
-        change by SETATTR (``reset``) keeps only the new attributes.
-        """
-        state = self._files.get(bytes(fh))
-        if state is None or wcc is None or wcc.after is None:
-            return
-        after = attrs_of(wcc.after)
-        if not reset and _is_older(after, attrs_of(state.fattr)):
-            # A WRITE answered after a later one: its bytes were
-            # discarded all the same; its attributes are past.
-            self.counters.cache_stale_replies += 1
-            return
-        state.reports += 1
-        ours = wcc.before is not None and \
-            attrs_of(wcc.before) in state.current
-        if reset or not ours:
-            if not ours:
-                self.counters.cache_invalidations += 1
-            state.current = [after]
-        elif after not in state.current:
-            state.current.append(after)
-            del state.current[:-MAX_CURRENT]
-        state.fattr = wcc.after
-        state.checked = self.clock()
-
     def discard_range(self, fh, offset, count):
         """Forget blocks a WRITE changed, and those being fetched."""
-        state = self._files.get(bytes(fh))
+        state = self.files.get(fh)
         digest = state.digest if state else fh_digest(fh)
-        bs = self.store.geometry.block_size
+        bs = self.block_size
         for block in range(offset // bs, (offset + max(count, 1) - 1) // bs
                            + 1):
             self.store.discard(digest, block)
@@ -195,56 +104,55 @@ class CachedReads:
                 self._overtaken.add((digest, block))
 
     async def state_of(self, call, fh):
-        state = self._files.get(fh)
+        """The state of ``fh``, asking the server if it is too old.
+
+        None if the server does not answer the GETATTR with attributes.
+        """
+        state = self.files.get(fh)
         if state is not None and self.clock() - state.checked < \
                 self.policies.revalidate_after(fh):
             return state
         self.counters.cache_revalidations += 1
-        reports = self.reports_of(fh)
-        res = await self.upstream(call, Nfs3Proc.GETATTR,
-                                  nfs3.GetattrArgs(fh))
-        if not res.ok:
-            raise Fallback()
-        return self.observe(fh, res.body.obj_attributes, reports)
+        reports = self.files.reports_of(fh)
+        res = await self._nfs(call, Nfs3Proc.GETATTR, nfs3.GetattrArgs(fh))
+        if res is None or not res.ok:
+            return None
+        return self.files.observe(fh, res.body.obj_attributes, reports)
 
     def attributes(self, call):
         """The GETATTR reply for ``call`` from the proxy's own record.
 
         Only for a regular file checked within its export's
-        ``answers_getattr_for`` seconds; raises Fallback otherwise
-        (directories always go to the server: their entries are not
-        cached here).
+        ``answers_getattr_for`` seconds; None otherwise (directories
+        always go to the server: their entries are not cached here).
         """
         try:
             fh = bytes(nfs3.decode_args(Nfs3Proc.GETATTR, call.args).object)
         except ProtocolError:
-            raise Fallback() from None
-        state = self._files.get(fh)
+            return None
+        state = self.files.get(fh)
         if state is None or state.fattr.type != const.FileType.NF3REG or \
                 self.clock() - state.checked >= \
                 self.policies.answers_getattr_for(fh):
-            raise Fallback()
+            return None
         self.counters.cache_getattrs_answered += 1
         return rpc.accepted(call.xid, results=nfs3.encode_res(
             Nfs3Proc.GETATTR, nfs3.Result(0, nfs3.GetattrOk(state.fattr))))
 
     # --- upstream calls ------------------------------------------------------
 
-    async def upstream(self, call, proc, args):
-        """Call ``proc`` upstream with the client's own credential."""
-        body = nfs3.encode_args(proc, args)
+    async def _nfs(self, call, proc, args):
+        """``proc`` upstream with the client's own credential.
 
-        record = await self.pool.call(rpc.call_builder(
-            const.NFS_PROGRAM, const.NFS_V3, proc, call.cred, call.verf,
-            body), True)
+        None if the next hop refused it or garbled the reply.
+        """
         try:
-            results = rpc.results_of(record)
-            if results is None:
-                raise Fallback()
-            return nfs3.decode_res(proc, results)
-        except ProtocolError as e:
-            LOG.warning("garbled %s reply from upstream: %s", proc.name, e)
-            raise Fallback() from e
+            return await self.upstream.nfs(proc, args, call.cred, call.verf)
+        except GarbledReply as e:
+            LOG.warning("%s", e)
+        except ReplyError:
+            pass  # Forwarded, the call gets the same answer.
+        return None
 
     def fetch(self, call, state, first, count):
         """Start fetching ``count`` blocks from ``first`` upstream.
@@ -261,10 +169,11 @@ class CachedReads:
 
     async def _read_range(self, call, fh, start, end):
         """``(data, fattr, eof)`` of one upstream READ."""
-        res = await self.upstream(call, Nfs3Proc.READ, nfs3.ReadArgs(
+        res = await self._nfs(call, Nfs3Proc.READ, nfs3.ReadArgs(
             fh, start, end - start))
-        if not res.ok:
-            raise Fallback()
+        if res is None or not res.ok:
+            raise FetchError("READ refused upstream" if res is None else
+                             const.status_name(res.status))
         self.counters.cache_bytes_fetched += len(res.body.data)
         self._count(fh, "bytes_fetched", len(res.body.data))
         return res.body.data, res.body.file_attributes, res.body.eof
@@ -289,7 +198,7 @@ class CachedReads:
         return data, fattr
 
     async def _fill(self, call, state, first, count, futures):
-        bs = self.store.geometry.block_size
+        bs = self.block_size
         fh = state.fh
         reports = state.reports
         try:
@@ -305,7 +214,7 @@ class CachedReads:
                 data, fattr, eof = await self._read_range(
                     call, fh, start, (first + count) * bs)
             data = memoryview(data)
-            fresh = self.observe(fh, fattr, reports) or state
+            fresh = self.files.observe(fh, fattr, reports) or state
             attrs = attrs_of(fattr) if fattr is not None else \
                 fresh.current[-1]
             keep = attrs in fresh.current
@@ -319,7 +228,7 @@ class CachedReads:
             for future in futures.values():
                 if not future.done():
                     future.set_exception(e if isinstance(e, Exception)
-                                         else Fallback())
+                                         else FetchError("fetch stopped"))
             if not isinstance(e, Exception):
                 raise
         finally:
@@ -349,29 +258,19 @@ class CachedReads:
 
     # --- the READ path -------------------------------------------------------
 
-    def cached_block(self, state, block, expected_len):
-        """A block's bytes if cached under the file's current attributes."""
-        found = self.store.get(state.digest, block)
-        if found is None:
-            return None
-        data, attrs = found
-        if attrs not in state.current or len(data) != expected_len:
-            return None
-        return data
-
     async def read(self, call):
         """The READ reply for ``call`` as a tuple of buffers.
 
-        Raises Fallback when the call cannot be served from the cache.
+        None when the call cannot be served from the cache.
         """
         try:
             args = nfs3.decode_args(Nfs3Proc.READ, call.args)
         except ProtocolError:
-            raise Fallback() from None
+            return None
         fh = bytes(args.file)
         state = await self.state_of(call, fh)
-        if state.fattr.type != const.FileType.NF3REG:
-            raise Fallback()
+        if state is None or state.fattr.type != const.FileType.NF3REG:
+            return None
         await self.load_zeros(call, state)
         size = state.fattr.size
         # A short read is always allowed (RFC 1813 section 3.3.6): a
@@ -405,11 +304,14 @@ class CachedReads:
             pieces = [self._zeros[:count]]
         elif end > args.offset:
             pieces = await self.blocks(call, state, args.offset, end)
+            if pieces is None:
+                return None
         return read_reply(call.xid, state.fattr, count,
                           args.offset + count >= size, pieces)
 
     async def blocks(self, call, state, start, end):
-        bs = self.store.geometry.block_size
+        """The bytes of [start, end) as views, None if a fetch failed."""
+        bs = self.block_size
         size = state.fattr.size
         first, last = start // bs, (end - 1) // bs
         pieces = {}
@@ -425,7 +327,7 @@ class CachedReads:
                 zero_blocks += 1
                 zero_bytes += expected
                 continue
-            data = self.cached_block(state, block, expected)
+            data = cached_block(self.store, state, block, expected)
             if data is not None:
                 pieces[block] = data
                 self.counters.cache_hits += 1
@@ -437,9 +339,12 @@ class CachedReads:
                 self.counters.cache_misses += 1
         for run_start, run_len in _runs(missing, self.max_fetch_blocks):
             waiting.update(self.fetch(call, state, run_start, run_len))
-        for block, future in waiting.items():
-            chunk, _ = await asyncio.shield(future)
-            pieces[block] = chunk
+        try:
+            for block, future in waiting.items():
+                chunk, _ = await asyncio.shield(future)
+                pieces[block] = chunk
+        except FetchError:
+            return None
         local = sum(len(pieces[b]) for b in pieces
                     if b not in waiting) - zero_bytes
         self.counters.cache_bytes_local += local
@@ -465,7 +370,7 @@ class CachedReads:
         It is cached (by its tag), or all zeros by the zero map.
         """
         zeros = self.zeros_of(state)
-        bs = self.store.geometry.block_size
+        bs = self.block_size
         if zeros is not None and zeros.covers(block * bs,
                                               block * bs + expected_len):
             return True
@@ -480,11 +385,11 @@ class CachedReads:
         the third: two scattered READs that happen to touch (a guest's
         boot) cost little, a stream gets everything at once.
         """
-        full = self.readahead_blocks * self.store.geometry.block_size
+        full = self.readahead_blocks * self.block_size
         return full if state.streak >= 3 else min(full, 2 * count)
 
     def _read_ahead(self, call, state, end, size, window):
-        bs = self.store.geometry.block_size
+        bs = self.block_size
         # Blocks before state.ahead were looked at by an earlier call.
         first = max(-(-end // bs), state.ahead)
         horizon = -(-end // bs) * bs + window
@@ -519,25 +424,11 @@ class CachedReads:
 
     def forget(self, fh):
         """Ask the server about ``fh`` again before trusting it."""
-        self._files.pop(bytes(fh), None)
+        self.files.forget(fh)
 
     def drop(self):
         self.store.drop_all()
-        self._files.clear()
-
-
-def _is_older(attrs, than):
-    """Whether ``attrs`` of a file are from before ``than``.
-
-    The server's ctime orders changes; a WRITE never shrinks a file, so
-    within one tick of its clock the larger size is the later.
-    """
-    return (attrs.ctime, attrs.size) < (than.ctime, than.size)
-
-
-def version_key(fattr):
-    """What a zero map is valid for: the file's size and mtime."""
-    return fattr.size, fattr.mtime.seconds * 10 ** 9 + fattr.mtime.nseconds
+        self.files.clear()
 
 
 def read_reply(xid, fattr, count, eof, pieces):

@@ -25,8 +25,8 @@ from oslo_log import log as logging
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
-from gvfs_openstack.proxy.cache.reads import Fallback
-from gvfs_openstack.proxy.cache.reads import version_key
+from gvfs_openstack.proxy.cache.freshness import version_key
+from gvfs_openstack.proxy.upstream_calls import ReplyError
 from gvfs_openstack.sidecar import format as meta_format
 
 LOG = logging.getLogger(__name__)
@@ -35,11 +35,18 @@ MAX_FILES = 65536
 
 
 class Sidecars:
-    def __init__(self, reads, counters, recheck_after=60.0,
-                 clock=time.monotonic):
-        self.reads = reads
+    """Where each file's sidecar is, and the sidecars loaded.
+
+    ``upstream`` is the :class:`UpstreamCalls` they are read through,
+    ``max_read`` the largest READ to send.
+    """
+
+    def __init__(self, upstream, counters, max_read=1024 * 1024,
+                 recheck_after=60.0, clock=time.monotonic):
+        self.upstream = upstream
         #: :class:`counters.SidecarCounters`
         self.counters = counters
+        self.max_read = max_read
         self.recheck_after = recheck_after
         self.clock = clock
         self._names = collections.OrderedDict()
@@ -93,7 +100,7 @@ class Sidecars:
             self.counters.sidecars_invalid += 1
             LOG.warning("ignoring the metadata sidecar of %r: %s", name, e)
             return None
-        except Fallback:
+        except ReplyError:
             return None  # Unreadable now: block reads, look again later.
         if not sidecar.matches(*key):
             self.counters.sidecars_stale += 1
@@ -104,14 +111,16 @@ class Sidecars:
         return sidecar
 
     async def _read(self, call, dir_fh, sidecar_name):
-        """The sidecar's bytes, or None if there is none."""
-        res = await self.reads.upstream(call, Nfs3Proc.LOOKUP,
-                                        nfs3.LookupArgs(nfs3.DirOpArgs(
-                                            dir_fh, sidecar_name)))
-        if res.status == const.NfsStat.NFS3ERR_NOENT:
-            return None
+        """The sidecar's bytes, or None if there is none to read now.
+
+        With the reader's credential: a sidecar is read only by those
+        who may read its directory.
+        """
+        res = await self.upstream.nfs(
+            Nfs3Proc.LOOKUP, nfs3.LookupArgs(nfs3.DirOpArgs(
+                dir_fh, sidecar_name)), call.cred, call.verf)
         if not res.ok:
-            raise Fallback()
+            return None  # None there (NOENT), or not for this reader.
         attrs = res.body.obj_attributes
         if attrs is not None and (attrs.type != const.FileType.NF3REG or
                                   attrs.size > meta_format.MAX_BYTES):
@@ -121,12 +130,11 @@ class Sidecars:
         fh = res.body.object
         data = bytearray()
         while len(data) <= meta_format.MAX_BYTES:
-            read = await self.reads.upstream(call, Nfs3Proc.READ,
-                                             nfs3.ReadArgs(
-                                                 fh, len(data),
-                                                 self.reads.max_read))
+            read = await self.upstream.nfs(
+                Nfs3Proc.READ, nfs3.ReadArgs(fh, len(data), self.max_read),
+                call.cred, call.verf)
             if not read.ok:
-                raise Fallback()
+                return None
             data += read.body.data
             if read.body.eof or not read.body.data:
                 return bytes(data)

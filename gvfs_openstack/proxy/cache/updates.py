@@ -38,60 +38,91 @@ def _write_range(args):
             u.unpack_uint())
 
 
-def observe_mount(cache, call, reply_message):
-    """An MNT reply names the root handle of an export."""
-    if call.proc != MountProc.MNT:
-        return
-    try:
-        results = rpc.results_of(reply_message)
-        if results is None:
-            return
-        res = mount3.decode_res(MountProc.MNT, results)
-        if res.ok:
-            path = mount3.decode_args(MountProc.MNT, call.args).dirpath
-            cache.policies.learn_root(res.body.fhandle, path)
-    except ProtocolError as e:
-        LOG.warning("cannot learn from an MNT reply: %s", e)
+class ReplyObserver:
+    """Tells the cache what each reply passing through the proxy means.
 
-
-def observe_reply(cache, call, reply_message, dirty=()):
-    """What ``reply_message`` to ``call`` tells ``cache``.
-
-    ``dirty``: handles of files with bytes written back here only.
+    ``reads`` (:class:`CachedReads`) drops written blocks, ``files``
+    (:class:`FileStates`) takes attributes, ``policies``
+    (:class:`ExportPolicies`) and ``sidecars`` (:class:`Sidecars`, if
+    any) learn which export and which name a handle has.
     """
-    if call.proc not in _WATCHED:
-        return
-    try:
-        if call.proc == Nfs3Proc.WRITE:
-            fh, offset, count = _write_range(call.args)
-            # Whatever the outcome, those bytes may have changed.
-            cache.discard_range(fh, offset, count)
-        results = rpc.results_of(reply_message)
-        if results is None:
+
+    def __init__(self, reads, files, policies, sidecars=None):
+        self.reads = reads
+        self.files = files
+        self.policies = policies
+        self.sidecars = sidecars
+
+    def mount(self, call, reply_message):
+        """An MNT reply names the root handle of an export."""
+        if call.proc != MountProc.MNT:
             return
-        res = nfs3.decode_res(call.proc, results)
-        if call.proc == Nfs3Proc.WRITE:
-            cache.observe_own_change(
-                fh, res.body.file_wcc if res.ok else res.body.obj_wcc)
-        elif call.proc == Nfs3Proc.SETATTR:
+        try:
+            results = rpc.results_of(reply_message)
+            if results is None:
+                return
+            res = mount3.decode_res(MountProc.MNT, results)
+            if res.ok:
+                path = mount3.decode_args(MountProc.MNT, call.args).dirpath
+                self.policies.learn_root(res.body.fhandle, path)
+        except ProtocolError as e:
+            LOG.warning("cannot learn from an MNT reply: %s", e)
+
+    def wrote(self, fh, offset, count, res):
+        """A WRITE of ``count`` bytes at ``offset`` went upstream.
+
+        ``res`` is its ``nfs3.Result``, None if there is none to read.
+        """
+        # Whatever the outcome, those bytes may have changed.
+        self.reads.discard_range(fh, offset, count)
+        if res is not None:
+            self._own_write(fh, res)
+
+    def _own_write(self, fh, res):
+        self.files.observe_own_change(
+            fh, res.body.file_wcc if res.ok else res.body.obj_wcc)
+
+    def reply(self, call, reply_message, dirty=()):
+        """What ``reply_message`` to NFS ``call`` tells the cache.
+
+        ``dirty``: handles of files with bytes written back here only.
+        """
+        if call.proc not in _WATCHED:
+            return
+        try:
+            if call.proc == Nfs3Proc.WRITE:
+                fh, offset, count = _write_range(call.args)
+                # Whatever the outcome, those bytes may have changed.
+                self.reads.discard_range(fh, offset, count)
+            results = rpc.results_of(reply_message)
+            if results is None:
+                return
+            res = nfs3.decode_res(call.proc, results)
+            if call.proc == Nfs3Proc.WRITE:
+                self._own_write(fh, res)
+            else:
+                self._learn(call, res, dirty)
+        except ProtocolError as e:
+            LOG.warning("cannot learn from a %s reply: %s",
+                        Nfs3Proc(call.proc).name, e)
+
+    def _learn(self, call, res, dirty):
+        if call.proc == Nfs3Proc.SETATTR:
             fh = nfs3.decode_args(Nfs3Proc.SETATTR, call.args).object
-            cache.observe_own_change(fh, res.body.obj_wcc, reset=True)
+            self.files.observe_own_change(fh, res.body.obj_wcc, reset=True)
         elif call.proc == Nfs3Proc.GETATTR and res.ok:
             fh = nfs3.decode_args(Nfs3Proc.GETATTR, call.args).object
-            cache.observe(fh, res.body.obj_attributes)
+            self.files.observe(fh, res.body.obj_attributes)
         elif call.proc == Nfs3Proc.LOOKUP and res.ok:
             args = nfs3.decode_args(Nfs3Proc.LOOKUP, call.args)
-            cache.policies.learn_child(args.what.dir, res.body.object)
+            self.policies.learn_child(args.what.dir, res.body.object)
             if res.body.object not in dirty:
-                cache.observe(res.body.object, res.body.obj_attributes)
-            if cache.sidecars is not None:
-                cache.sidecars.learn(args.what.dir, args.what.name,
-                                     res.body.object)
-        elif res.ok and res.body.obj:
-            # CREATE and MKDIR: the new object lives in its directory's
-            # export.
+                self.files.observe(res.body.object, res.body.obj_attributes)
+            if self.sidecars is not None:
+                self.sidecars.learn(args.what.dir, args.what.name,
+                                    res.body.object)
+        elif call.proc in (Nfs3Proc.CREATE, Nfs3Proc.MKDIR) and res.ok \
+                and res.body.obj:
+            # The new object lives in its directory's export.
             where = nfs3.decode_args(call.proc, call.args).where
-            cache.policies.learn_child(where.dir, res.body.obj)
-    except ProtocolError as e:
-        LOG.warning("cannot learn from a %s reply: %s",
-                    Nfs3Proc(call.proc).name, e)
+            self.policies.learn_child(where.dir, res.body.obj)

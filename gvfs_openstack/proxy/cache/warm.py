@@ -15,10 +15,11 @@ from gvfs_openstack import exceptions
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import MountProc
 from gvfs_openstack.nfs.const import Nfs3Proc
-from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.cache.reads import FetchError
+from gvfs_openstack.proxy.upstream_calls import ReplyError
 
 MIB = 1024 * 1024
 
@@ -28,25 +29,27 @@ class WarmError(exceptions.GvfsError):
 
 
 class Warmer:
-    def __init__(self, reads, pool, default_rate_mib):
+    """Warms files into ``reads``'s cache through ``upstream``.
+
+    What it resolves teaches ``policies`` (and ``sidecars``, if any)
+    the files' export and name, as a client's MNT and LOOKUPs would.
+    """
+
+    def __init__(self, reads, upstream, policies, sidecars, block_size,
+                 default_rate_mib):
         self.reads = reads
-        self.pool = pool
+        self.upstream = upstream
+        self.policies = policies
+        self.sidecars = sidecars
+        self.block_size = block_size
         self.default_rate_mib = default_rate_mib
         # Warming acts as root on this host; the server proxy maps that
         # to the export's file account like any other identity.
         self.cred = rpc.AuthSys(0, 0, (), "gvfs-proxy-warm").to_opaque()
 
-    async def _call(self, prog, proc, args):
-        record = await self.pool.call(
-            rpc.call_builder(prog, 3, proc, self.cred, args=args), True)
-        results = rpc.results_of(record)
-        if results is None:
-            raise ProtocolError("call refused upstream")
-        return results
-
     async def _resolve(self, path):
-        exports = mount3.decode_res(MountProc.EXPORT, await self._call(
-            const.MOUNT_PROGRAM, MountProc.EXPORT, b""))
+        exports = await self.upstream.mount(MountProc.EXPORT, None,
+                                            self.cred)
         matches = [e.directory for e in exports.exports
                    if path == e.directory or path.startswith(
                        e.directory.rstrip("/") + "/")]
@@ -54,27 +57,25 @@ class Warmer:
             raise WarmError(path=path, reason="it is not under an export "
                                               "the next hop serves")
         export = max(matches, key=len)
-        res = mount3.decode_res(MountProc.MNT, await self._call(
-            const.MOUNT_PROGRAM, MountProc.MNT,
-            mount3.encode_args(MountProc.MNT, mount3.MntArgs(export))))
+        res = await self.upstream.mount(MountProc.MNT,
+                                        mount3.MntArgs(export), self.cred)
         if not res.ok:
             raise WarmError(path=path, reason="MNT of %s refused (%s)" % (
                 export, const.status_name(res.status)))
         fh = res.body.fhandle
-        self.reads.policies.learn_root(fh, export)
+        self.policies.learn_root(fh, export)
         for name in path[len(export):].split("/"):
             if not name:
                 continue
-            res = nfs3.decode_res(Nfs3Proc.LOOKUP, await self._call(
-                const.NFS_PROGRAM, Nfs3Proc.LOOKUP, nfs3.encode_args(
-                    Nfs3Proc.LOOKUP, nfs3.LookupArgs(
-                        nfs3.DirOpArgs(fh, name)))))
+            res = await self.upstream.nfs(
+                Nfs3Proc.LOOKUP, nfs3.LookupArgs(nfs3.DirOpArgs(fh, name)),
+                self.cred)
             if not res.ok:
                 raise WarmError(path=path, reason="%s: %s" % (
                     name, const.status_name(res.status)))
-            self.reads.policies.learn_child(fh, res.body.object)
-            if self.reads.sidecars is not None:
-                self.reads.sidecars.learn(fh, name, res.body.object)
+            self.policies.learn_child(fh, res.body.object)
+            if self.sidecars is not None:
+                self.sidecars.learn(fh, name, res.body.object)
             fh = res.body.object
         return fh
 
@@ -87,17 +88,19 @@ class Warmer:
         rate = (rate_mib or self.default_rate_mib) * MIB
         try:
             fh = bytes(await self._resolve(path))
-        except ProtocolError as e:
+        except ReplyError as e:
             raise WarmError(path=path, reason=str(e)) from e
         reads = self.reads
         call = rpc.Call(0, const.NFS_PROGRAM, 3, Nfs3Proc.READ, self.cred)
         reads.forget(fh)
         state = await reads.state_of(call, fh)
+        if state is None:
+            raise WarmError(path=path, reason="GETATTR refused upstream")
         if state.fattr.type != const.FileType.NF3REG:
             raise WarmError(path=path, reason="not a regular file")
         # Zero blocks by the file's sidecar count as present.
         await reads.load_zeros(call, state)
-        bs = reads.store.geometry.block_size
+        bs = self.block_size
         size = state.fattr.size
         missing = [b for b in range(-(-size // bs))
                    if not reads.in_flight(state, b) and
@@ -106,9 +109,12 @@ class Warmer:
         fetched = 0
         for first, count in reads.runs(missing):
             futures = reads.fetch(call, state, first, count)
-            for future in futures.values():
-                chunk, _ = await future
-                fetched += len(chunk)
+            try:
+                for future in futures.values():
+                    chunk, _ = await future
+                    fetched += len(chunk)
+            except FetchError as e:
+                raise WarmError(path=path, reason=str(e)) from e
             # Keep the average at or under the cap.
             ahead = fetched / rate - (time.monotonic() - start)
             if ahead > 0:

@@ -43,10 +43,10 @@ from gvfs_openstack.proxy.cache.dirty import DirtyMap
 from gvfs_openstack.proxy.cache.dirty import Extent
 from gvfs_openstack.proxy.cache import flush as flush_mod
 from gvfs_openstack.proxy.cache.flush import FlushError
-from gvfs_openstack.proxy.cache.reads import Fallback
 from gvfs_openstack.proxy.cache.reads import read_reply
-from gvfs_openstack.proxy.cache import updates as cache_updates
 from gvfs_openstack.proxy.upstream import UpstreamError
+from gvfs_openstack.proxy.upstream_calls import CallRefused
+from gvfs_openstack.proxy.upstream_calls import ReplyError
 
 LOG = logging.getLogger(__name__)
 
@@ -75,17 +75,31 @@ def _wcc_attr(fattr):
 
 
 class WriteBack:
-    def __init__(self, journal, reads, counters, max_bytes, flush_bytes,
-                 idle_seconds, wsize=1024 * 1024, window=16,
+    """Answers WRITE and COMMIT of written-back files, and flushes them.
+
+    ``reads`` is the :class:`CachedReads` the server's bytes and
+    attributes come from, ``upstream`` the :class:`UpstreamCalls` of the
+    next hop, ``policies`` the :class:`ExportPolicies` that say which
+    files are written back, ``observer`` the :class:`ReplyObserver` told
+    of the WRITEs written through.
+    """
+
+    def __init__(self, journal, reads, upstream, policies, observer,
+                 counters, max_bytes, flush_bytes, idle_seconds,
+                 wsize=1024 * 1024, window=16, max_read=1024 * 1024,
                  clock=time.monotonic):
         self.journal = journal
         self.reads = reads
+        self.upstream = upstream
+        self.policies = policies
+        self.observer = observer
         #: :class:`counters.WritebackCounters`
         self.counters = counters
         self.max_bytes = max_bytes
         self.flush_bytes = flush_bytes
         self.idle_seconds = idle_seconds
-        self.sender = flush_mod.Sender(journal, reads, wsize, window)
+        self.max_read = max_read
+        self.writer = flush_mod.FileWriter(journal, upstream, wsize, window)
         self.clock = clock
         self.dirty = DirtyMap()
         #: New in every process: see the module docstring.
@@ -153,7 +167,7 @@ class WriteBack:
 
     def takes(self, fh):
         """Whether WRITE and COMMIT of ``fh`` are answered here."""
-        return fh in self.dirty or self.reads.policies.writes_back(fh)
+        return fh in self.dirty or self.policies.writes_back(fh)
 
     def relays(self, fh):
         """Whether a WRITE to ``fh`` may go upstream while it arrives.
@@ -206,9 +220,8 @@ class WriteBack:
         base = self._bases.get(fh)
         if base is not None:
             return base
-        try:
-            state = await self.reads.state_of(call, fh)
-        except Fallback:
+        state = await self.reads.state_of(call, fh)
+        if state is None:
             return None
         if fh in self.dirty:
             self._bases[fh] = state.fattr
@@ -372,16 +385,21 @@ class WriteBack:
         self.counters.writeback_fallbacks += 1
         async with self._exclusive(fh):
             newest = self.journal.last_record
-            body = nfs3.encode_args(Nfs3Proc.WRITE, dataclasses.replace(
-                args, stable=StableHow.FILE_SYNC))
-            record = await self.reads.pool.call(rpc.call_builder(
-                const.NFS_PROGRAM, const.NFS_V3, Nfs3Proc.WRITE, call.cred,
-                call.verf, body), True)
-            reply = rpc.set_xid(record, call.xid)
-            cache_updates.observe_reply(self.reads, call, reply)
-            res = _ok_result(Nfs3Proc.WRITE, reply)
-            if res is None:
-                return reply
+            try:
+                res = await self.upstream.nfs(
+                    Nfs3Proc.WRITE, dataclasses.replace(
+                        args, stable=StableHow.FILE_SYNC),
+                    call.cred, call.verf)
+            except ReplyError as e:
+                # Whatever the outcome, those bytes may have changed.
+                self.observer.wrote(fh, args.offset, args.count, None)
+                if isinstance(e, CallRefused):
+                    return rpc.encode_message(dataclasses.replace(
+                        e.reply, xid=call.xid))
+                raise
+            self.observer.wrote(fh, args.offset, args.count, res)
+            if not res.ok:
+                return _reply(call.xid, Nfs3Proc.WRITE, res)
             dirty = self.dirty.get(fh)
             if dirty:
                 dirty.forget_range(args.offset, args.offset + res.body.count,
@@ -399,16 +417,16 @@ class WriteBack:
         if shown is None or not dirty:
             return None  # Flushed meanwhile: the normal path serves it.
         start = args.offset
-        end = min(start + min(args.count, self.reads.max_read), shown.size)
+        end = min(start + min(args.count, self.max_read), shown.size)
         data = bytearray(max(0, end - start))
         if data and not dirty.covers(start, end):
             # Hold off a flush of the file: its bytes must not leave the
             # dirty map between reading the server's copy and laying the
             # dirty bytes over it.
             async with self._exclusive(fh):
-                if not self.dirty.get(fh):
+                if not self.dirty.get(fh) or not await self._read_upstream(
+                        call, fh, start, end, data):
                     return None
-                await self._read_upstream(call, fh, start, end, data)
                 self._overlay(fh, start, end, data)
                 shown = await self.shown_attrs(call, fh)
         else:
@@ -417,16 +435,25 @@ class WriteBack:
                           (data,))
 
     async def _read_upstream(self, call, fh, start, end, data):
-        """Fill ``data`` with the server's bytes of [start, end)."""
+        """Fill ``data`` with the server's bytes of [start, end).
+
+        False if they cannot be had from the cache (the READ is then
+        forwarded, and the server says why).
+        """
         state = await self.reads.state_of(call, fh)
+        if state is None:
+            return False
         upstream_end = min(end, state.fattr.size)
         if upstream_end <= start:
-            return
+            return True
         pieces = await self.reads.blocks(call, state, start, upstream_end)
+        if pieces is None:
+            return False
         position = 0
         for piece in pieces:
             data[position:position + len(piece)] = piece
             position += len(piece)
+        return True
 
     def _overlay(self, fh, start, end, data):
         dirty = self.dirty.get(fh)
@@ -512,7 +539,7 @@ class WriteBack:
             if not extents:
                 return
             try:
-                commit = await self.sender.send(dirty, extents)
+                commit = await self.writer.send(dirty, extents)
             except flush_mod.Gone:
                 lost = self.dirty.discard(fh)
                 self._bases.pop(fh, None)
@@ -536,7 +563,7 @@ class WriteBack:
     def dirty_by_export(self):
         totals = {}
         for dirty in self.dirty.files():
-            export = self.reads.policies.export_of(dirty.fh) or "?"
+            export = self.policies.export_of(dirty.fh) or "?"
             totals[export] = totals.get(export, 0) + dirty.dirty_bytes
         return totals
 

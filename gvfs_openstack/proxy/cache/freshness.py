@@ -1,0 +1,173 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the proxy knows of each file's attributes, and which blocks hold.
+
+Never serve stale bytes silently: every cached block carries the file's
+(size, mtime, ctime) from when it was fetched.  The proxy keeps, per
+file, the set of attributes that are "current" -- the last ones the
+server reported, plus those produced by writes that went through this
+very proxy.  An unexplained change empties that set, so every older
+block is a miss.  Replies to calls in flight together come back in any
+order, so attributes older than the newest the proxy has (by ctime, then
+size: a WRITE only grows a file) are past news and change nothing,
+unless nothing at all was heard of the file while that call was out.
+
+Block reads, whole-file transfers and the replies passing through the
+proxy all report and consult the same :class:`FileStates`.
+"""
+
+import collections
+import dataclasses
+import time
+
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.proxy.cache.store import Attrs
+from gvfs_openstack.proxy.cache.store import fh_digest
+
+#: Files whose state is kept in memory (least recently used dropped).
+MAX_FILES = 65536
+#: Attribute versions remembered as current per file.
+MAX_CURRENT = 64
+
+
+def attrs_of(attrs):
+    """Change attributes of a fattr3 or a wcc_attr (both have them)."""
+    return Attrs(attrs.size,
+                 attrs.mtime.seconds << 32 | attrs.mtime.nseconds,
+                 attrs.ctime.seconds << 32 | attrs.ctime.nseconds)
+
+
+def version_key(fattr):
+    """What a zero map is valid for: the file's size and mtime."""
+    return fattr.size, fattr.mtime.seconds * 10 ** 9 + fattr.mtime.nseconds
+
+
+def _is_older(attrs, than):
+    """Whether ``attrs`` of a file are from before ``than``.
+
+    The server's ctime orders changes; a WRITE never shrinks a file, so
+    within one tick of its clock the larger size is the later.
+    """
+    return (attrs.ctime, attrs.size) < (than.ctime, than.size)
+
+
+@dataclasses.dataclass
+class FileState:
+    fh: bytes
+    fattr: nfs3.Fattr
+    checked: float
+    current: list
+    digest: bytes
+    next_offset: int = -1
+    #: READs in a row that each started where the one before ended.
+    streak: int = 0
+    #: Read-ahead has looked at the blocks before this one.
+    ahead: int = 0
+    #: Where a read-ahead guided by the zero map last looked from.
+    ahead_from: int = 0
+    #: The file's sidecar, its zero map, and the (size, mtime) they are
+    #: valid for.
+    sidecar: object = None
+    zeros: object = None
+    zeros_for: tuple = None
+    #: Counts the attribute reports taken: one that is unchanged since a
+    #: call went out means the call's reply is the newest word.
+    reports: int = 0
+
+
+def cached_block(store, state, block, expected_len):
+    """A block's bytes from ``store`` if cached under current attributes."""
+    found = store.get(state.digest, block)
+    if found is None:
+        return None
+    data, attrs = found
+    if attrs not in state.current or len(data) != expected_len:
+        return None
+    return data
+
+
+class FileStates:
+    """Per file handle: its attributes, which of them are current."""
+
+    def __init__(self, counters, clock=time.monotonic):
+        #: :class:`counters.CacheCounters`
+        self.counters = counters
+        self.clock = clock
+        self._files = collections.OrderedDict()
+
+    def get(self, fh):
+        """The state of ``fh``, or None if nothing is known of it."""
+        return self._files.get(bytes(fh))
+
+    def reports_of(self, fh):
+        """A mark to give :meth:`observe` for a reply to a call sent now."""
+        state = self._files.get(bytes(fh))
+        return None if state is None else state.reports
+
+    def observe(self, fh, fattr, reports=None):
+        """The server reported ``fattr`` for ``fh``.
+
+        ``reports`` is :meth:`reports_of` from when the call went out.
+        Returns the file's state, unchanged if ``fattr`` is past news.
+        """
+        if fattr is None:
+            return None
+        fh = bytes(fh)
+        attrs = attrs_of(fattr)
+        state = self._files.get(fh)
+        if state is None:
+            state = FileState(fh, fattr, self.clock(), [attrs],
+                              fh_digest(fh))
+            self._files[fh] = state
+            if len(self._files) > MAX_FILES:
+                self._files.popitem(last=False)
+            return state
+        if (reports is None or reports != state.reports) and \
+                _is_older(attrs, attrs_of(state.fattr)):
+            self.counters.cache_stale_replies += 1
+            return state
+        state.reports += 1
+        if attrs not in state.current:
+            # Changed behind our back: every older block is stale.
+            self.counters.cache_invalidations += 1
+            state.current = [attrs]
+        state.fattr = fattr
+        state.checked = self.clock()
+        self._files.move_to_end(fh)
+        return state
+
+    def observe_own_change(self, fh, wcc, reset=False):
+        """A WRITE or SETATTR that went through this proxy changed ``fh``.
+
+        If the file was as we knew it just before (``wcc.before``), the
+        new attributes join the current ones and blocks cached under the
+        old ones stay valid (except those the caller discards); a size
+        change by SETATTR (``reset``) keeps only the new attributes.
+        """
+        state = self._files.get(bytes(fh))
+        if state is None or wcc is None or wcc.after is None:
+            return
+        after = attrs_of(wcc.after)
+        if not reset and _is_older(after, attrs_of(state.fattr)):
+            # A WRITE answered after a later one: its bytes were
+            # discarded all the same; its attributes are past.
+            self.counters.cache_stale_replies += 1
+            return
+        state.reports += 1
+        ours = wcc.before is not None and \
+            attrs_of(wcc.before) in state.current
+        if reset or not ours:
+            if not ours:
+                self.counters.cache_invalidations += 1
+            state.current = [after]
+        elif after not in state.current:
+            state.current.append(after)
+            del state.current[:-MAX_CURRENT]
+        state.fattr = wcc.after
+        state.checked = self.clock()
+
+    def forget(self, fh):
+        """Ask the server about ``fh`` again before trusting it."""
+        self._files.pop(bytes(fh), None)
+
+    def clear(self):
+        self._files.clear()
