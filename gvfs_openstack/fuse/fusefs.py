@@ -15,6 +15,7 @@ default); holes are still made by writing sparse files and kept by
 
 import asyncio
 import errno
+import functools
 import itertools
 import math
 import os
@@ -31,6 +32,7 @@ from gvfs_openstack.fuse import nfsattr
 from gvfs_openstack.fuse import readcache
 from gvfs_openstack.fuse import session as nfs_session
 from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.errors import LocalProtocolError
 
 LOG = logging.getLogger(__name__)
 
@@ -39,25 +41,75 @@ pyfuse3.asyncio.enable()
 _DOTS = (".", "..")
 
 
+#: NAME_MAX: longer names are refused here rather than sent to the server.
+_NAME_MAX = 255
+
+
 def _name(raw):
     """A FUSE name (bytes) as the str the NFS codec carries."""
+    if len(raw) > _NAME_MAX:
+        raise pyfuse3.FUSEError(errno.ENAMETOOLONG)
     return os.fsdecode(raw)
 
 
-class _Failures:
-    """Turns session errors into the FUSEError the kernel understands."""
+def _errno_for(error):
+    """The errno a request that failed with ``error`` answers.
 
-    def __enter__(self):
-        return self
+    The kernel waits for an answer to every request: a handler that
+    raised anything but FUSEError would leave its caller blocked in the
+    kernel forever, so every failure gets one.
+    """
+    if isinstance(error, nfs_session.OperationFailed):
+        return error.errno
+    if isinstance(error, inodes.StaleInode):
+        return errno.ESTALE
+    if isinstance(error, nfsattr.NotRepresentable):
+        return errno.EOVERFLOW
+    if isinstance(error, LocalProtocolError):
+        return errno.EINVAL     # Arguments NFSv3 cannot encode.
+    if isinstance(error, TimeoutError):
+        return errno.ETIMEDOUT
+    if isinstance(error, OSError) and error.errno:
+        return error.errno
+    return errno.EIO
 
-    def __exit__(self, kind, error, tb):
-        if isinstance(error, nfs_session.OperationFailed):
-            raise pyfuse3.FUSEError(error.errno) from error
-        if isinstance(error, inodes.StaleInode):
-            raise pyfuse3.FUSEError(errno.ESTALE) from error
-        return False
+
+#: pyfuse3's request handlers that answer the kernel (``forget`` has no
+#: answer).
+_REQUESTS = ("lookup", "getattr", "setattr", "readlink", "mknod", "mkdir",
+             "symlink", "link", "unlink", "rmdir", "rename", "opendir",
+             "readdir", "releasedir", "open", "create", "read", "write",
+             "flush", "fsync", "release", "statfs", "access", "setxattr",
+             "getxattr", "listxattr", "removexattr", "fsyncdir")
 
 
+def _answering(handler):
+    @functools.wraps(handler)
+    async def answer(self, *args):
+        try:
+            return await handler(self, *args)
+        except pyfuse3.FUSEError:
+            raise
+        except Exception as e:
+            err = _errno_for(e)
+            if err == errno.EIO and not isinstance(e, OSError):
+                LOG.exception("%s failed in the mount", handler.__name__)
+            else:
+                LOG.debug("%s: %s (%s)", handler.__name__,
+                          errno.errorcode.get(err, err), e)
+            raise pyfuse3.FUSEError(err) from e
+    return answer
+
+
+def _answers_every_request(cls):
+    """Wrap each request handler ``cls`` defines in :func:`_answering`."""
+    for name in _REQUESTS:
+        if name in vars(cls):
+            setattr(cls, name, _answering(vars(cls)[name]))
+    return cls
+
+
+@_answers_every_request
 class GvfsFuse(pyfuse3.Operations):
     """The FUSE operations of one mounted export."""
 
@@ -128,10 +180,9 @@ class GvfsFuse(pyfuse3.Operations):
     # --- names ---------------------------------------------------------------
 
     async def lookup(self, parent_inode, name, ctx=None):
-        with _Failures():
-            ok = await self.session.call("lookup", self._fh(parent_inode),
-                                         _name(name))
-            return await self._new_entry(ok.object, ok.obj_attributes)
+        ok = await self.session.call("lookup", self._fh(parent_inode),
+                                     _name(name))
+        return await self._new_entry(ok.object, ok.obj_attributes)
 
     def forget(self, inode_list):
         for ino, count in inode_list:
@@ -140,82 +191,73 @@ class GvfsFuse(pyfuse3.Operations):
                 self.read_cache.forget(ino)
 
     async def getattr(self, inode, ctx=None):
-        with _Failures():
-            fh = self._fh(inode)
-            await self._settle_writes(inode)
-            return self._entry(await self.session.call("getattr", fh),
-                               inode)
+        fh = self._fh(inode)
+        await self._settle_writes(inode)
+        return self._entry(await self.session.call("getattr", fh),
+                           inode)
 
     async def setattr(self, inode, attr, fields, fh, ctx):
-        with _Failures():
-            nfs_fh = self._fh(inode)
-            if fields.update_size:
-                await self._commit_inode(inode)
-                if self.read_cache is not None:
-                    self.read_cache.invalidate(inode)
-            new = nfsattr.sattr(
-                {"mode": fields.update_mode, "uid": fields.update_uid,
-                 "gid": fields.update_gid, "size": fields.update_size,
-                 "atime": fields.update_atime,
-                 "mtime": fields.update_mtime},
-                {"st_mode": attr.st_mode, "st_uid": attr.st_uid,
-                 "st_gid": attr.st_gid, "st_size": attr.st_size,
-                 "st_atime_ns": attr.st_atime_ns,
-                 "st_mtime_ns": attr.st_mtime_ns})
-            wcc = await self.session.call("setattr", nfs_fh, new)
-            return self._entry(await self._attrs_of(
-                nfs_fh, wcc.obj_wcc.after), inode)
+        nfs_fh = self._fh(inode)
+        if fields.update_size:
+            await self._commit_inode(inode)
+            if self.read_cache is not None:
+                self.read_cache.invalidate(inode)
+        new = nfsattr.sattr(
+            {"mode": fields.update_mode, "uid": fields.update_uid,
+             "gid": fields.update_gid, "size": fields.update_size,
+             "atime": fields.update_atime,
+             "mtime": fields.update_mtime},
+            {"st_mode": attr.st_mode, "st_uid": attr.st_uid,
+             "st_gid": attr.st_gid, "st_size": attr.st_size,
+             "st_atime_ns": attr.st_atime_ns,
+             "st_mtime_ns": attr.st_mtime_ns})
+        wcc = await self.session.call("setattr", nfs_fh, new)
+        return self._entry(await self._attrs_of(
+            nfs_fh, wcc.obj_wcc.after), inode)
 
     async def readlink(self, inode, ctx):
-        with _Failures():
-            return os.fsencode(await self.session.call(
-                "readlink", self._fh(inode)))
+        return os.fsencode(await self.session.call(
+            "readlink", self._fh(inode)))
 
     async def mkdir(self, parent_inode, name, mode, ctx):
-        with _Failures():
-            fh, fattr = await self.session.call(
-                "mkdir", self._fh(parent_inode), _name(name), mode & 0o7777,
-                attributes=True, idempotent=False)
-            return await self._new_entry(fh, fattr)
+        fh, fattr = await self.session.call(
+            "mkdir", self._fh(parent_inode), _name(name), mode & 0o7777,
+            attributes=True, idempotent=False)
+        return await self._new_entry(fh, fattr)
 
     async def symlink(self, parent_inode, name, target, ctx):
-        with _Failures():
-            fh, fattr = await self.session.call(
-                "symlink", self._fh(parent_inode), _name(name),
-                os.fsdecode(target), attributes=True, idempotent=False)
-            return await self._new_entry(fh, fattr)
+        fh, fattr = await self.session.call(
+            "symlink", self._fh(parent_inode), _name(name),
+            os.fsdecode(target), attributes=True, idempotent=False)
+        return await self._new_entry(fh, fattr)
 
     async def link(self, inode, new_parent_inode, new_name, ctx):
-        with _Failures():
-            fh = self._fh(inode)
-            await self.session.call(
-                "link", fh, self._fh(new_parent_inode), _name(new_name),
-                idempotent=False)
-            return await self._new_entry(fh)
+        fh = self._fh(inode)
+        await self.session.call(
+            "link", fh, self._fh(new_parent_inode), _name(new_name),
+            idempotent=False)
+        return await self._new_entry(fh)
 
     async def unlink(self, parent_inode, name, ctx):
-        with _Failures():
-            await self.session.call("remove", self._fh(parent_inode),
-                                    _name(name), idempotent=False)
+        await self.session.call("remove", self._fh(parent_inode),
+                                _name(name), idempotent=False)
 
     async def rmdir(self, parent_inode, name, ctx):
-        with _Failures():
-            await self.session.call("rmdir", self._fh(parent_inode),
-                                    _name(name), idempotent=False)
+        await self.session.call("rmdir", self._fh(parent_inode),
+                                _name(name), idempotent=False)
 
     async def rename(self, parent_inode_old, name_old, parent_inode_new,
                      name_new, flags, ctx):
         if flags & pyfuse3.RENAME_EXCHANGE:
             # NFSv3 has no atomic exchange.
             raise pyfuse3.FUSEError(errno.EINVAL)
-        with _Failures():
-            old_dir = self._fh(parent_inode_old)
-            new_dir = self._fh(parent_inode_new)
-            if flags & pyfuse3.RENAME_NOREPLACE:
-                await self._refuse_existing(new_dir, _name(name_new))
-            await self.session.call("rename", old_dir, _name(name_old),
-                                    new_dir, _name(name_new),
-                                    idempotent=False)
+        old_dir = self._fh(parent_inode_old)
+        new_dir = self._fh(parent_inode_new)
+        if flags & pyfuse3.RENAME_NOREPLACE:
+            await self._refuse_existing(new_dir, _name(name_new))
+        await self.session.call("rename", old_dir, _name(name_old),
+                                new_dir, _name(name_new),
+                                idempotent=False)
 
     async def _refuse_existing(self, dir_fh, name):
         try:
@@ -229,9 +271,8 @@ class GvfsFuse(pyfuse3.Operations):
     # --- directories -------------------------------------------------------
 
     async def opendir(self, inode, ctx):
-        with _Failures():
-            entries = [e for e in await self.session.call(
-                "readdirplus", self._fh(inode)) if e.name not in _DOTS]
+        entries = [e for e in await self.session.call(
+            "readdirplus", self._fh(inode)) if e.name not in _DOTS]
         handle = next(self._handles)
         self._listings[handle] = (inode, entries)
         return handle
@@ -240,12 +281,11 @@ class GvfsFuse(pyfuse3.Operations):
         dir_inode, entries = self._listings[fh]
         for index in range(start_id, len(entries)):
             entry = entries[index]
-            with _Failures():
-                nfs_fh = entry.name_handle
-                if nfs_fh is None:
-                    nfs_fh = (await self.session.call(
-                        "lookup", self._fh(dir_inode), entry.name)).object
-                fattr = await self._attrs_of(nfs_fh, entry.name_attributes)
+            nfs_fh = entry.name_handle
+            if nfs_fh is None:
+                nfs_fh = (await self.session.call(
+                    "lookup", self._fh(dir_inode), entry.name)).object
+            fattr = await self._attrs_of(nfs_fh, entry.name_attributes)
             attrs = self._entry(fattr, self.inodes.inode(nfs_fh))
             if not pyfuse3.readdir_reply(token, os.fsencode(entry.name),
                                          attrs, index + 1):
@@ -258,42 +298,39 @@ class GvfsFuse(pyfuse3.Operations):
     # --- files ---------------------------------------------------------------
 
     async def open(self, inode, flags, ctx):
-        with _Failures():
-            fh = self._fh(inode)
-            if self.read_cache is not None:
-                # Close-to-open: what another host changed since shows
-                # from this open on.
-                await self._settle_writes(inode)
-                self.read_cache.observe(
-                    inode, await self.session.call("getattr", fh))
+        fh = self._fh(inode)
+        if self.read_cache is not None:
+            # Close-to-open: what another host changed since shows
+            # from this open on.
+            await self._settle_writes(inode)
+            self.read_cache.observe(
+                inode, await self.session.call("getattr", fh))
         handle = next(self._handles)
         self._open[handle] = [inode, None]
         return pyfuse3.FileInfo(fh=handle)
 
     async def create(self, parent_inode, name, mode, flags, ctx):
-        with _Failures():
-            fh, fattr = await self.session.call(
-                "create", self._fh(parent_inode), _name(name),
-                mode & 0o7777, bool(flags & os.O_EXCL), attributes=True,
-                idempotent=False)
-            entry = await self._new_entry(fh, fattr)
+        fh, fattr = await self.session.call(
+            "create", self._fh(parent_inode), _name(name),
+            mode & 0o7777, bool(flags & os.O_EXCL), attributes=True,
+            idempotent=False)
+        entry = await self._new_entry(fh, fattr)
         handle = next(self._handles)
         self._open[handle] = [entry.st_ino, None]
         return pyfuse3.FileInfo(fh=handle), entry
 
     async def read(self, fh, off, size):
         inode = self._open[fh][0]
-        with _Failures():
-            for writer in self._writers_of(inode):
-                await writer.settle(off, off + size)
-            if self.read_cache is None:
-                return await self._fetch(inode, off, size)
-            data = self.read_cache.get(inode, off, size)
-            if data is None:
-                start, end = self.read_cache.span(off, size)
-                data = await self._fetch(inode, start, end - start)
-                data = data[off - start:off - start + size]
-            return data
+        for writer in self._writers_of(inode):
+            await writer.settle(off, off + size)
+        if self.read_cache is None:
+            return await self._fetch(inode, off, size)
+        data = self.read_cache.get(inode, off, size)
+        if data is None:
+            start, end = self.read_cache.span(off, size)
+            data = await self._fetch(inode, start, end - start)
+            data = data[off - start:off - start + size]
+        return data
 
     async def _fetch(self, inode, off, size):
         """READs of [off, +size) until all of it or the end of the file.
@@ -321,12 +358,11 @@ class GvfsFuse(pyfuse3.Operations):
         state = self._open[fh]
         if self.read_cache is not None:
             self.read_cache.invalidate(state[0], off, off + len(buf))
-        with _Failures():
-            if state[1] is None:
-                state[1] = nfs_session.FileWriter(
-                    self.session, self._fh(state[0]),
-                    self.write_buffer_bytes)
-            await state[1].write(off, bytes(buf))
+        if state[1] is None:
+            state[1] = nfs_session.FileWriter(
+                self.session, self._fh(state[0]),
+                self.write_buffer_bytes)
+        await state[1].write(off, bytes(buf))
         return len(buf)
 
     async def _commit_handle(self, fh):
@@ -344,17 +380,14 @@ class GvfsFuse(pyfuse3.Operations):
                 await self._commit_handle(handle)
 
     async def flush(self, fh):
-        with _Failures():
-            await self._commit_handle(fh)
+        await self._commit_handle(fh)
 
     async def fsync(self, fh, datasync):
-        with _Failures():
-            await self._commit_handle(fh)
+        await self._commit_handle(fh)
 
     async def release(self, fh):
         try:
-            with _Failures():
-                await self._commit_handle(fh)
+            await self._commit_handle(fh)
         finally:
             self._open.pop(fh, None)
 
@@ -369,8 +402,7 @@ class GvfsFuse(pyfuse3.Operations):
                 now - self._fsstat[1] < self.attr_timeout:
             ok = self._fsstat[0]
         else:
-            with _Failures():
-                ok = await self.session.call("fsstat")
+            ok = await self.session.call("fsstat")
             self._fsstat = (ok, now)
         block = 4096
         stats = pyfuse3.StatvfsData()

@@ -84,7 +84,24 @@ def _ns(t):
     return t.seconds * _NS + t.nseconds
 
 
+class NotRepresentable(OverflowError):
+    """A value NFSv3 cannot carry (a time outside its 32-bit seconds)."""
+
+
+#: nfstime3 seconds are an unsigned 32-bit count (RFC 1813 section 2.5):
+#: 1970 to early 2106.
+_NFS_TIME_MAX_NS = (1 << 32) * _NS - 1
+
+
 def nfs_time(ns):
+    """``ns`` since the epoch as an nfstime3.
+
+    Raises NotRepresentable for a time the protocol cannot carry (before
+    1970, from 2106 on) instead of sending a wrapped one.
+    """
+    if not 0 <= ns <= _NFS_TIME_MAX_NS:
+        raise NotRepresentable("time %d ns is outside what NFSv3 carries"
+                               % ns)
     return nfs3.NfsTime(ns // _NS, ns % _NS)
 
 

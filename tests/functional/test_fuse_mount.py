@@ -411,3 +411,70 @@ def test_the_kernel_keeps_max_background_requests_in_flight(
          m.mountpoint], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert "nothing is mounted at %s" % m.mountpoint in out.stderr
+
+
+#: Requests NFSv3 or the server cannot carry out, each run in a child
+#: process: a request the daemon never answers leaves its caller blocked
+#: in the kernel, and the child is then killed and the test fails.
+_UNANSWERABLE = {
+    # nfstime3 seconds are 32 bits: year 2106 (pjdfstest utimensat/09.t).
+    "mtime of 2^32 s": (
+        "open(p, 'w').close(); os.utime(p, ns=(2**31 * 10**9, "
+        "2**32 * 10**9))", errno.EOVERFLOW),
+    "atime before 1970": (
+        "open(p, 'w').close(); os.utime(p, ns=(-10**9, 0))",
+        errno.EOVERFLOW),
+    "a name of 256 bytes": ("open(os.path.join(d, 'n' * 256), 'w')",
+                            errno.ENAMETOOLONG),
+    "a directory name of 256 bytes": ("os.mkdir(os.path.join(d, 'n' * 256))",
+                                      errno.ENAMETOOLONG),
+    "a FIFO": ("os.mkfifo(os.path.join(d, 'fifo'))", None),
+    "a size beyond any file": (
+        "open(p, 'w').close(); os.truncate(p, 2**63 - 1)", None),
+    "a rename exchange": (
+        "open(p, 'w').close(); open(p + '2', 'w').close(); "
+        "renameat2(p, p + '2', RENAME_EXCHANGE)", errno.EINVAL),
+}
+
+_CHILD = """
+import ctypes, errno, os, sys
+RENAME_EXCHANGE = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+def renameat2(old, new, flags):
+    if _libc.renameat2(-100, old.encode(), -100, new.encode(), flags):
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+d = sys.argv[1]
+p = os.path.join(d, "f")
+try:
+    %s
+except OSError as e:
+    print(e.errno)
+else:
+    print(0)
+"""
+
+
+@pytest.mark.parametrize("case", sorted(_UNANSWERABLE))
+def test_every_request_gets_an_answer(workdir, case):
+    """Each request is answered within seconds.
+
+    With the errno expected, or with the server's own answer where NFSv3
+    can carry the request.
+    """
+    code, expected = _UNANSWERABLE[case]
+    child = subprocess.Popen([sys.executable, "-c", _CHILD % code, workdir],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        out, err = child.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        # A caller blocked on an unanswered FUSE request may not even die
+        # of SIGKILL until the daemon goes: never wait for it here.
+        child.kill()
+        pytest.fail("%s: no answer within 30 s" % case)
+    assert child.returncode == 0, err
+    answer = int(out)
+    if expected is not None:
+        assert answer == expected, (case, errno.errorcode.get(answer))
+    assert os.listdir(workdir) is not None   # The mount still answers.
