@@ -37,6 +37,9 @@ DEFAULT_MAX_RECORD = 4 * 1024 * 1024
 SCRATCH_SIZE = 64 * 1024
 #: Largest fragment we write; big enough that headers cost nothing.
 MAX_FRAGMENT = 1 << 30
+#: Bytes kept of a record refused for its size: the RPC call header up to
+#: the procedure number (RFC 5531 section 9), to answer it by name.
+REFUSED_HEAD = 24
 
 
 class Role(enum.Enum):
@@ -77,6 +80,13 @@ class RecordReader:
     reply is copied once between the kernel and the next ``send``.
     Records are returned as ``bytearray``: the proxy rewrites XIDs in
     place instead of copying.
+
+    A record over ``max_record_size`` is never buffered: its first
+    :data:`REFUSED_HEAD` bytes are kept, the rest is read and dropped,
+    and :meth:`next_record` raises :class:`RecordTooLarge` for it once,
+    in its place in the stream.  The stream stays usable: one peer's
+    oversized call (or one oversized reply) costs that call alone, not
+    the connection other calls share.
     """
 
     def __init__(self, max_record_size=DEFAULT_MAX_RECORD,
@@ -92,7 +102,12 @@ class RecordReader:
         self._record_len = 0
         self._records = collections.deque()
         self._eof = False
-        self._error = None
+        #: Bytes of the current fragment of an oversized record still to
+        #: drop, whether that fragment is its last, and whether one is
+        #: being dropped at all.
+        self._skip_left = 0
+        self._skip_last = False
+        self._skipping = False
 
     @property
     def at_eof(self):
@@ -135,23 +150,32 @@ class RecordReader:
             self.buffer_updated(n)
 
     def _parse(self):
-        if self._error is not None:
-            return
         scratch = self._scratch
-        while self._end - self._start >= 4:
+        while True:
+            if self._skip_left:
+                n = min(self._skip_left, self._end - self._start)
+                self._start += n
+                self._skip_left -= n
+                if self._skip_left:
+                    break
+                self._skipping = not self._skip_last
+                continue
+            if self._end - self._start < 4:
+                break
             header = _HEADER.unpack_from(scratch, self._start)[0]
             length = header & _LENGTH_MASK
             last = bool(header & _LAST_FRAGMENT)
-            if self._record_len + length > self.max_record_size:
-                first = self._record_len == 0 and length >= 4 and \
-                    self._end - self._start >= 8
-                self._error = RecordTooLarge(
-                    "record of at least %d bytes exceeds the limit of %d"
-                    % (self._record_len + length, self.max_record_size),
-                    xid=_HEADER.unpack_from(scratch, self._start + 4)[0]
-                    if first else None)
-                return
             body = self._start + 4
+            if self._skipping:
+                # A later fragment of a record being dropped.
+                self._start = body
+                self._skip_left, self._skip_last = length, last
+                self._skipping = not last
+                continue
+            if self._record_len + length > self.max_record_size:
+                if not self._refuse(body, length, last):
+                    break   # Its head is not all here yet.
+                continue
             have = self._end - body
             if have >= length:
                 self._start = body + length
@@ -165,6 +189,33 @@ class RecordReader:
             break
         if self._start == self._end:
             self._start = self._end = 0
+
+    def _refuse(self, body, length, last):
+        """Drop the oversized record whose fragment starts at ``body``.
+
+        Waits (False) until its first :data:`REFUSED_HEAD` bytes are in,
+        so that the refusal can name its XID and procedure.
+        """
+        earlier = b"".join(bytes(f) for f in self._fragments)
+        size = self._record_len + length
+        wanted = min(REFUSED_HEAD, size) - len(earlier)
+        have = self._end - body
+        if wanted > 0 and have < min(wanted, length):
+            return False
+        take = max(min(wanted, length), 0)
+        head = (earlier + bytes(self._scratch[body:body + take]))[
+            :REFUSED_HEAD]
+        self._records.append(RecordTooLarge(
+            "record of at least %d bytes exceeds the limit of %d"
+            % (size, self.max_record_size),
+            xid=_HEADER.unpack_from(head)[0] if len(head) >= 4 else None,
+            head=head))
+        self._fragments = []
+        self._record_len = 0
+        self._start = body
+        self._skip_left, self._skip_last = length, last
+        self._skipping = not last
+        return True
 
     def _fragment_done(self, fragment, last):
         if last and not self._fragments:
@@ -195,15 +246,18 @@ class RecordReader:
     def next_record(self):
         """A complete record, or ``None`` when more bytes are needed.
 
-        Raises :class:`RecordTooLarge` before buffering an oversized record
-        and :class:`ProtocolError` if the stream ended inside a record.
+        Raises :class:`RecordTooLarge` in place of a record over the
+        limit (the next call goes on with the stream), and
+        :class:`ProtocolError` if the stream ended inside a record.
         """
         if self._records:
-            return self._records.popleft()
-        if self._error is not None:
-            raise self._error
+            record = self._records.popleft()
+            if isinstance(record, RecordTooLarge):
+                raise record
+            return record
         if self._eof and (self._end > self._start or self._fragments
-                          or self._big is not None):
+                          or self._big is not None or self._skip_left
+                          or self._skipping):
             raise ProtocolError("connection closed inside a record")
         return None
 
@@ -276,6 +330,29 @@ class RecordArriving:
     tag: object = None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordRefused:
+    """A record over the size limit, dropped unread; the stream goes on.
+
+    ``xid`` is its XID (None if too little of it came to tell), ``head``
+    its first bytes and ``reason`` what was wrong.  For a server it is a
+    call to refuse, alone; for a client, the reply to the outstanding
+    call ``tag`` (None when its XID is not outstanding), which is no
+    longer outstanding.
+    """
+
+    xid: object
+    head: bytes
+    reason: str
+    tag: object = None
+
+    @property
+    def is_call(self):
+        """Whether its head says it is a call (RFC 5531 section 9)."""
+        return len(self.head) >= 8 and \
+            rpc.read_msg_type(self.head) == const.MsgType.CALL
+
+
 #: Bytes of an arriving reply needed to know its XID and message type.
 _REPLY_HEAD = 8
 #: Bytes of an arriving call needed to decode its header: more than the
@@ -334,7 +411,13 @@ class RpcConnection:
         if self._broken:
             raise ProtocolError("connection already failed")
         try:
-            record = self._reader.next_record()
+            try:
+                record = self._reader.next_record()
+            except RecordTooLarge as e:
+                tag = None
+                if self.role is Role.CLIENT and e.xid is not None:
+                    tag = self.outstanding.pop(e.xid, None)
+                return RecordRefused(e.xid, e.head, str(e), tag)
             if record is None:
                 if self._reader.at_eof:
                     return CLOSED

@@ -23,12 +23,14 @@ class RecordTooLarge(ProtocolError):
 
     ``xid`` is the record's XID when its first bytes had arrived (a reply
     too large for us can then fail its own call, not every call on the
-    connection), else None.
+    connection), else None; ``head`` its first bytes, as far as they
+    arrived (a call's header, to refuse it by program and procedure).
     """
 
-    def __init__(self, message, xid=None):
+    def __init__(self, message, xid=None, head=b""):
         super().__init__(message)
         self.xid = xid
+        self.head = head
 
 
 class LocalProtocolError(Exception):

@@ -610,3 +610,37 @@ def codecs_for(table):
 
 
 encode_args, decode_args, encode_res, decode_res = codecs_for(PROCEDURES)
+
+
+# --- the reply-size counts of a call, for a hop that must bound them --------
+
+_FIXED_AFTER_FH = {
+    # Bytes between the file handle and the first count (RFC 1813 3.3.6,
+    # 3.3.16, 3.3.17), and how many uint32 counts follow.
+    P.READ: (8, 1),             # offset
+    P.READDIR: (16, 1),         # cookie, cookieverf
+    P.READDIRPLUS: (16, 2),     # cookie, cookieverf; dircount, maxcount
+}
+
+
+def count_offsets(proc, args):
+    """Offsets in encoded ``args`` of the counts that size the reply.
+
+    READ's ``count``, READDIR's ``count``, READDIRPLUS's ``dircount`` and
+    ``maxcount``; none for other procedures.  A proxy rewrites them in
+    place to what it can carry, as a server clamps them (RFC 1813 allows
+    a short READ and a shorter directory reply), without decoding and
+    re-encoding the call.  Raises ProtocolError for arguments too short to
+    hold them.
+    """
+    layout = _FIXED_AFTER_FH.get(proc)
+    if layout is None:
+        return ()
+    skip, counts = layout
+    u = Unpacker(args)
+    u.unpack_opaque_view(const.NFS3_FHSIZE)
+    first = len(args) - u.remaining() + skip
+    if len(args) < first + 4 * counts:
+        raise XdrError("arguments of procedure %d end before their count"
+                       % proc)
+    return tuple(first + 4 * i for i in range(counts))

@@ -18,6 +18,7 @@ class ListenerCounters:
     connections: int = 0
     peers_refused: int = 0
     protocol_errors: int = 0
+    calls_too_large: int = 0
     max_inflight_seen: int = 0
     downstream_bytes_in: int = 0
     downstream_bytes_out: int = 0

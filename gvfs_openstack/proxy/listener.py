@@ -12,7 +12,9 @@ import asyncio
 from oslo_log import log as logging
 
 from gvfs_openstack.nfs import connection
+from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.policy import PeerAllowlist
 from gvfs_openstack.proxy import streams
 from gvfs_openstack import transport as transport_io
@@ -61,6 +63,8 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
                     connection.NEED_DATA:
                 if isinstance(event, connection.RecordArriving):
                     self._relay_partial(event)
+                elif isinstance(event, connection.RecordRefused):
+                    self._refuse(event)
                 else:
                     self._received(event)
             if len(self.tasks) > self.counters.max_inflight_seen:
@@ -84,6 +88,18 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         task = asyncio.get_running_loop().create_task(
             self._serve(call, event.record, relay))
         self.tasks.add(task)
+
+    def _refuse(self, event):
+        """A call over ``[proxy] max_record_size``: refused, alone.
+
+        Its arguments were never read, so it is answered GARBAGE_ARGS; the
+        connection, which other clients may share behind a proxy, goes on.
+        """
+        self.counters.calls_too_large += 1
+        LOG.warning("refusing a call from %s: %s", self.peer, event.reason)
+        if event.xid is not None and event.is_call:
+            self.writer.write_record((rpc.accepted(
+                event.xid, const.AcceptStat.GARBAGE_ARGS),))
 
     def _relay_partial(self, event):
         """Start or continue relaying a large call that is still arriving."""

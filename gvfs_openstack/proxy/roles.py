@@ -20,6 +20,7 @@ below after a tunnel failure is executed once.
 from oslo_log import log as logging
 
 from gvfs_openstack.nfs import bulk
+from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import AcceptStat
 from gvfs_openstack.nfs.const import MountProc
@@ -30,6 +31,7 @@ from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.xdr import Unpacker
 from gvfs_openstack.proxy import drc as drc_mod
 from gvfs_openstack.proxy import handles
+from gvfs_openstack.proxy import limits as hop_limits
 from gvfs_openstack.proxy import streams
 from gvfs_openstack.proxy.upstream import UpstreamError
 
@@ -60,10 +62,13 @@ class Role:
 
     name = None
 
-    def __init__(self, counters, drc=None):
+    def __init__(self, counters, drc=None, limits=None):
         #: :class:`counters.RoleCounters`
         self.counters = counters
         self.drc = drc or drc_mod.DuplicateRequestCache()
+        #: :class:`limits.HopLimits`: the sizes this hop lets through.
+        self.limits = limits or hop_limits.HopLimits(
+            connection.DEFAULT_MAX_RECORD)
 
     async def handle(self, call, record, writer=None, relay=None):
         """The reply message (unframed) for ``call``, or None for none.
@@ -94,7 +99,16 @@ class Role:
                 reply = self._reply(await relay.wait(), call)
                 self.after(call, reply)
                 return reply
-            return await self.dispatch(call, record, writer)
+            try:
+                self.limits.clamp_call(call)
+            except ProtocolError:
+                pass    # Garbled: refused where its arguments are read.
+            reply = await self.dispatch(call, record, writer)
+            if call.prog == const.NFS_PROGRAM and reply is not None and \
+                    call.proc == const.Nfs3Proc.FSINFO and \
+                    not isinstance(reply, tuple):
+                reply = self.limits.fsinfo_reply(call.xid, reply)
+            return reply
         except UpstreamError as e:
             LOG.warning("%s call xid %#x failed upstream: %s", name,
                         call.xid, e)
@@ -189,8 +203,8 @@ class ClientRole(Role):
     name = "client"
 
     def __init__(self, pool, counters, drc=None, cache=None,
-                 writeback=None, observer=None):
-        super().__init__(counters, drc)
+                 writeback=None, observer=None, limits=None):
+        super().__init__(counters, drc, limits)
         self.pool = pool
         #: :class:`CachedReads`, with the :class:`ReplyObserver` that
         #: tells it what forwarded replies mean, and :class:`WriteBack`.
@@ -257,8 +271,8 @@ class ServerRole(Role):
     name = "server"
 
     def __init__(self, nfs_pool, mount_pool, identity, exports, guard,
-                 bulk, counters, drc=None):
-        super().__init__(counters, drc)
+                 bulk, counters, drc=None, limits=None):
+        super().__init__(counters, drc, limits)
         self.nfs_pool = nfs_pool
         self.mount_pool = mount_pool
         self.identity = identity

@@ -29,6 +29,7 @@ from gvfs_openstack.proxy.cache import writeback
 from gvfs_openstack.proxy import control
 from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import exportguard
+from gvfs_openstack.proxy import limits
 from gvfs_openstack.proxy.listener import Listener
 from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import roles
@@ -98,6 +99,7 @@ class ProxyService:
     def __init__(self, conf):
         self.conf = conf
         self.counters = counters.Counters()
+        self.limits = limits.HopLimits(conf.proxy.max_record_size)
         self.pools = []
         self.cache = None
         self.writeback = None
@@ -170,7 +172,7 @@ class ProxyService:
         cache_counters = self.counters.part(counters.CacheCounters)
         files = freshness.FileStates(cache_counters)
         # A READ and its reply must fit in one RPC record.
-        max_read = self.conf.proxy.max_record_size // 2
+        max_read = self.limits.io_size
         side = whole_files = None
         if opts.sidecars:
             side = sidecars.Sidecars(
@@ -223,12 +225,13 @@ class ProxyService:
             self.cache = self._build_cache(pool)
             if self.cache is None:
                 return roles.ClientRole(
-                    pool, self.counters.part(counters.RoleCounters))
+                    pool, self.counters.part(counters.RoleCounters),
+                    limits=self.limits)
             self.writeback = self._build_writeback(self.cache)
             return roles.ClientRole(
                 pool, self.counters.part(counters.RoleCounters),
                 cache=self.cache.reads, writeback=self.writeback,
-                observer=self.cache.observer)
+                observer=self.cache.observer, limits=self.limits)
         server = conf.server
         try:
             exports = policy.ExportAllowlist(server.exports)
@@ -263,7 +266,7 @@ class ProxyService:
             level=server.bulk_zstd_level)
         return roles.ServerRole(
             nfs_pool, mount_pool, identity, exports, guard, bulk,
-            self.counters.part(counters.RoleCounters))
+            self.counters.part(counters.RoleCounters), limits=self.limits)
 
     async def _stats(self, request):
         """The counters, with the gauges read now (sizes, dirty bytes)."""

@@ -18,7 +18,6 @@ from oslo_log import log as logging
 from gvfs_openstack import deadline
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs.errors import ProtocolError
-from gvfs_openstack.nfs.errors import RecordTooLarge
 from gvfs_openstack.proxy import counters as counters_mod
 from gvfs_openstack.proxy import relay as relays
 from gvfs_openstack.proxy import streams
@@ -96,24 +95,31 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
                     self._relay_partial(event)
                 elif isinstance(event, connection.ReplyReceived):
                     self._received(event)
+                elif isinstance(event, connection.RecordRefused):
+                    self._refused(event)
                 else:
                     LOG.debug("dropping reply to unknown or finished xid "
                               "%#x", event.xid)
-        except RecordTooLarge as e:
-            pending = self.rpc.forget(e.xid) if e.xid is not None else None
-            if pending is not None and not pending.future.done():
-                self.pool.counters.upstream_failed_calls += 1
-                pending.future.set_exception(UpstreamReplyTooLarge(
-                    "reply from %s to call %#x: %s; raise [proxy] "
-                    "max_record_size" % (self.pool.connector.describe(),
-                                         e.xid, e)))
-            LOG.warning("upstream %s sent a record over the size limit, "
-                        "reconnecting: %s", self.pool.connector.describe(), e)
-            self.transport.abort()
         except ProtocolError as e:
             LOG.warning("upstream %s sent garbage, reconnecting: %s",
                         self.pool.connector.describe(), e)
             self.transport.abort()
+
+    def _refused(self, event):
+        """A reply over ``[proxy] max_record_size`` fails its call alone.
+
+        Sending the call again would bring the same reply, so it fails at
+        once; the connection and the other calls on it go on.
+        """
+        LOG.warning("upstream %s sent a reply over the size limit: %s",
+                    self.pool.connector.describe(), event.reason)
+        pending = event.tag
+        if pending is not None and not pending.future.done():
+            self.pool.counters.upstream_failed_calls += 1
+            pending.future.set_exception(UpstreamReplyTooLarge(
+                "reply from %s to call %#x: %s; raise [proxy] "
+                "max_record_size" % (self.pool.connector.describe(),
+                                     event.xid, event.reason)))
 
     def _received(self, event):
         relay = self.relay

@@ -91,11 +91,50 @@ def test_buffered_protocol_interface_gives_the_same_records():
     assert records == [bytes([i]) * (i * 37) for i in range(1, 12)]
 
 
-def test_oversized_record_is_refused_before_buffering():
-    server = RpcConnection(Role.SERVER, max_record_size=1024)
-    server.receive_data(struct.pack(">I", 0x80000000 | 1 << 20))
-    with pytest.raises(RecordTooLarge):
-        server.next_event()
+def test_an_oversized_call_is_refused_alone_and_the_stream_goes_on():
+    server = RpcConnection(Role.SERVER, max_record_size=1024,
+                           scratch_size=256)
+    big = connection.frame(rpc.encode_message(
+        rpc.Call(0xABCD, 100003, 3, 7, args=bytes(1 << 20))))
+    after = connection.frame(rpc.encode_message(rpc.Call(0xABCE, 100003,
+                                                         3, 1)))
+    seen = []
+    pump(big + after, server, chunk=4093)
+    while (event := server.next_event()) is not NEED_DATA:
+        seen.append(event)
+    refused, call = seen
+    assert isinstance(refused, connection.RecordRefused)
+    assert (refused.xid, refused.is_call) == (0xABCD, True)
+    assert struct.unpack_from(">I", refused.head, 20)[0] == 7  # proc
+    assert isinstance(call, connection.CallReceived)
+    assert call.call.xid == 0xABCE
+
+
+def test_an_oversized_multi_fragment_record_is_dropped_whole():
+    reader = connection.RecordReader(max_record_size=100, scratch_size=64)
+    body = bytes(range(40)) * 5
+    data = b"".join(struct.pack(">I", n) + body[i:i + n] for i, n in
+                    ((0, 60), (60, 60), (120, 60)))
+    data += struct.pack(">I", 0x80000000 | 20) + body[180:200]
+    reader.feed(data + connection.frame(b"next"))
+    with pytest.raises(RecordTooLarge) as e:
+        reader.next_record()
+    assert e.value.head == body[:24]
+    assert bytes(reader.next_record()) == b"next"
+    assert reader.next_record() is None
+
+
+def test_an_oversized_reply_fails_its_own_call_only():
+    client = RpcConnection(Role.CLIENT, max_record_size=1024)
+    client.expect_reply(1, "big")
+    client.expect_reply(2, "small")
+    client.receive_data(_reply_record(1, bytes(5000)) +
+                        _reply_record(2, b"ok"))
+    refused = client.next_event()
+    assert isinstance(refused, connection.RecordRefused)
+    assert (refused.xid, refused.tag, refused.is_call) == (1, "big", False)
+    assert client.next_event().tag == "small"
+    assert client.outstanding == {}
 
 
 def test_eof_inside_a_record_is_a_protocol_error():
@@ -140,12 +179,19 @@ def test_auth_sys_with_too_many_groups_is_refused():
         rpc.AuthSys(1, 1, tuple(range(17))).to_opaque()
 
 
-def test_an_oversized_record_names_its_xid_when_it_has_arrived():
+def test_an_oversized_record_waits_for_its_xid():
     server = RpcConnection(Role.SERVER, max_record_size=1024)
-    server.receive_data(struct.pack(">II", 0x80000000 | 1 << 20, 0xABCD))
-    with pytest.raises(RecordTooLarge) as e:
+    server.receive_data(struct.pack(">I", 0x80000000 | 1 << 20))
+    assert server.next_event() is NEED_DATA
+    server.receive_data(struct.pack(">II", 0xABCD, 0))
+    assert server.next_event() is NEED_DATA     # the rest of its head
+    server.receive_data(bytes(16))
+    event = server.next_event()
+    assert isinstance(event, connection.RecordRefused)
+    assert event.xid == 0xABCD
+    server.receive_data(b"")
+    with pytest.raises(ProtocolError, match="inside a record"):
         server.next_event()
-    assert e.value.xid == 0xABCD
 
 
 def _reply_record(xid, payload):

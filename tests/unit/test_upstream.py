@@ -20,8 +20,7 @@ _call = rpc.call_builder(100003, 3, 0, rpc.AUTH_NONE)
 async def _peer(oversized_first):
     """A peer that answers calls with empty successful replies.
 
-    With ``oversized_first``, the first answer is a record header
-    announcing 64 MiB, and the XID.
+    With ``oversized_first``, the first answer is a 2 MiB reply.
     """
     answered = []
 
@@ -37,12 +36,10 @@ async def _peer(oversized_first):
             size = struct.unpack(">I", header)[0] & 0x7FFFFFFF
             record = await reader.readexactly(size)
             xid = struct.unpack(">I", record[:4])[0]
-            if oversized_first and not answered:
-                writer.write(struct.pack(">II", 0x80000000 | 64 << 20, xid))
-            else:
-                reply = rpc.accepted(xid)
-                writer.write(struct.pack(">I", 0x80000000 | len(reply))
-                             + reply)
+            reply = rpc.accepted(xid, results=bytes(2 << 20)
+                                 if oversized_first and not answered
+                                 else b"")
+            writer.write(struct.pack(">I", 0x80000000 | len(reply)) + reply)
             answered.append(xid)
             await writer.drain()
 
@@ -63,11 +60,12 @@ def test_a_reply_over_the_size_limit_fails_its_call_at_once():
                 await pool.call(_call, replayable=True)
             assert time.monotonic() - started < 10
             assert "max_record_size" in str(e.value)
-            # Not sent again; the connection comes back for other calls.
+            # Not sent again; the connection goes on for other calls.
             assert len(answered) == 1
             reply = await pool.call(_call, replayable=True)
             assert isinstance(reply, (bytes, bytearray))
             assert pool.counters.upstream_failed_calls == 1
+            assert pool.counters.upstream_connects == 1
         finally:
             await pool.close()
             server.close()

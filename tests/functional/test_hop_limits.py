@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What each proxy advertises is what it carries.
+
+And one client's oversized request costs that request alone.
+
+A raw RPC client (our sans-IO codec, sizes chosen by the test) against
+every path to NFS-Ganesha: the server proxy alone, a pass-through client
+proxy over tcp, tls and ssh, a caching client proxy, and a leaf behind a
+caching LAN proxy.  NFS-Ganesha advertises 64 MiB in FSINFO; the proxies
+read records of at most ``[proxy] max_record_size`` (4 MiB).
+"""
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from gvfs_openstack.client.nfs import NfsClient
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.errors import RpcError
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.proxy import limits
+
+MIB = 1024 * 1024
+#: What a proxy with the default 4 MiB records carries in a READ or WRITE.
+IO_SIZE = limits.io_size(4 * MIB)
+FILE_SIZE = 8 * MIB
+
+
+@pytest.fixture(scope="module")
+def tcp_lab(lab_factory):
+    lab = lab_factory("tcp")
+    with open(os.path.join(lab.export, "eight-mib"), "wb") as f:
+        f.write(os.urandom(FILE_SIZE))
+    return lab
+
+
+def _start_path(lab_factory, tcp_lab, path):
+    """The port of a proxy that is the first hop of ``path``."""
+    if path == "server proxy":
+        return tcp_lab.server_proxy.port
+    if path == "pass-through/tcp":
+        return tcp_lab.client_proxy.port
+    if path in ("pass-through/tls", "pass-through/ssh"):
+        lab = lab_factory(path.split("/")[1])
+        with open(os.path.join(tcp_lab.export, "eight-mib"), "rb") as f:
+            content = f.read()
+        with open(os.path.join(lab.export, "eight-mib"), "wb") as f:
+            f.write(content)
+        return lab.client_proxy.port, lab
+    cache = {"capacity_mb": 64}
+    if path == "caching":
+        return tcp_lab.add_client("caching", cache=cache).port
+    tcp_lab.add_client("lan", cache=cache)
+    return tcp_lab.add_leaf("lan-leaf", cache=cache).port
+
+
+PATHS = ["server proxy", "pass-through/tcp", "pass-through/tls",
+         "pass-through/ssh", "caching", "leaf behind a LAN proxy"]
+
+
+@pytest.fixture(scope="module")
+def started_paths():
+    return {}
+
+
+@pytest.fixture(params=PATHS)
+def path(request, lab_factory, tcp_lab, started_paths):
+    """(port of the path's first hop, the lab whose export it serves)."""
+    if request.param not in started_paths:
+        started = _start_path(lab_factory, tcp_lab, request.param)
+        started_paths[request.param] = started if isinstance(
+            started, tuple) else (started, tcp_lab)
+    return started_paths[request.param]
+
+
+def _read_args(fh, offset, count):
+    return nfs3.encode_args(const.Nfs3Proc.READ,
+                            nfs3.ReadArgs(fh, offset, count))
+
+
+async def _raw(nfs, proc, args):
+    return nfs3.decode_res(proc, await nfs.nfs.call(
+        const.NFS_PROGRAM, const.NFS_V3, proc, args))
+
+
+def test_every_limit_advertised_is_carried(path):
+    port, lab = path
+
+    async def scenario():
+        async with NfsClient("127.0.0.1", port, port, uid=1000,
+                             gid=1000) as nfs:
+            root = await nfs.mount(lab.export)
+            info = await nfs.fsinfo(root)
+            for field in ("rtmax", "rtpref", "wtmax", "wtpref", "dtpref"):
+                assert 0 < getattr(info, field) <= IO_SIZE, field
+            fh = await nfs.lookup_path("eight-mib")
+            with open(os.path.join(lab.export, "eight-mib"), "rb") as f:
+                content = f.read()
+            # Counts far beyond what any hop carries get a short READ,
+            # never an error: 2^32 - 1, then twice rtmax.
+            for count in (2**32 - 1, 2 * info.rtmax):
+                res = await _raw(nfs, const.Nfs3Proc.READ,
+                                 _read_args(fh, 0, count))
+                assert res.ok, count
+                assert 0 < res.body.count <= info.rtmax
+                assert not res.body.eof
+                assert bytes(res.body.data) == content[:res.body.count]
+            # A WRITE of wtmax, FILE_SYNC, as advertised, is taken whole.
+            out = await nfs.create(root, "written-at-wtmax")
+            data = os.urandom(info.wtmax)
+            res = await _raw(nfs, const.Nfs3Proc.WRITE, nfs3.encode_args(
+                const.Nfs3Proc.WRITE, nfs3.WriteArgs(
+                    out, 0, len(data), const.StableHow.FILE_SYNC, data)))
+            assert res.ok and res.body.count == len(data)
+            # A READDIRPLUS asking for more than a hop carries is served.
+            res = await _raw(nfs, const.Nfs3Proc.READDIRPLUS,
+                             nfs3.encode_args(
+                                 const.Nfs3Proc.READDIRPLUS,
+                                 nfs3.ReaddirplusArgs(root, 0, bytes(8),
+                                                      2**32 - 1, 2**32 - 1)))
+            assert res.ok
+            await nfs.remove(root, "written-at-wtmax")
+
+    asyncio.run(scenario())
+
+
+def test_a_call_over_the_record_limit_is_refused_alone(path):
+    port, lab = path
+
+    async def scenario():
+        async with NfsClient("127.0.0.1", port, port, uid=1000,
+                             gid=1000) as nfs:
+            root = await nfs.mount(lab.export)
+            out = await nfs.create(root, "too-large-write")
+            data = os.urandom(5 * MIB)
+            with pytest.raises(RpcError) as e:
+                await _raw(nfs, const.Nfs3Proc.WRITE, nfs3.encode_args(
+                    const.Nfs3Proc.WRITE, nfs3.WriteArgs(
+                        out, 0, len(data), const.StableHow.FILE_SYNC,
+                        data)))
+            assert e.value.reply.accept_stat == \
+                const.AcceptStat.GARBAGE_ARGS
+            # The same connection goes on.
+            assert nfs.nfs.connected
+            assert (await nfs.getattr(out)).size == 0
+            await nfs.remove(root, "too-large-write")
+
+    asyncio.run(scenario())
+
+
+def test_a_client_flooding_huge_reads_breaks_nobody_else(tcp_lab):
+    """A client flooding READs of 2^32 - 1 bytes harms nobody else.
+
+    It asks one every 20 ms while three others create and remove files:
+    none of theirs fails, and the server proxy keeps its connections to
+    the NFS server.
+    """
+    connects = tcp_lab.server_proxy.stats()["upstream_connects"]
+    port = tcp_lab.client_proxy.port
+
+    async def flood(stop):
+        async with NfsClient("127.0.0.1", port, port, uid=1000,
+                             gid=1000) as nfs:
+            await nfs.mount(tcp_lab.export)
+            fh = await nfs.lookup_path("eight-mib")
+            sent = 0
+            while not stop.is_set():
+                res = await _raw(nfs, const.Nfs3Proc.READ,
+                                 _read_args(fh, 0, 2**32 - 1))
+                assert res.ok
+                sent += 1
+                await asyncio.sleep(0.02)
+            return sent
+
+    async def busy(index, stop):
+        calls = 0
+        async with NfsClient("127.0.0.1", port, port, uid=1000,
+                             gid=1000) as nfs:
+            root = await nfs.mount(tcp_lab.export)
+            name = "busy-%d" % index
+            while not stop.is_set():
+                fh = await nfs.create(root, name)
+                await nfs.getattr(fh)
+                await nfs.remove(root, name)
+                calls += 3
+        return calls
+
+    async def scenario():
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(flood(stop))] + [
+            asyncio.create_task(busy(i, stop)) for i in range(3)]
+        await asyncio.sleep(4)
+        stop.set()
+        return await asyncio.gather(*tasks)
+
+    started = time.monotonic()
+    floods, *calls = asyncio.run(scenario())
+    assert time.monotonic() - started < 60
+    assert floods > 10 and all(c > 0 for c in calls)
+    assert tcp_lab.server_proxy.stats()["upstream_connects"] == connects
