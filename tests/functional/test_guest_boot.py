@@ -1,0 +1,196 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The test guest boots for real: libvirtd, virtlogd and QEMU (TCG).
+
+The golden image is built (or found in the cache) from Debian packages;
+each guest's disk is a qcow2 overlay on it, as the ``gvfs`` Nova backend
+makes them.  The guest must print the digest the host computed from the
+golden image, a guest whose overlay hides one boot block must print the
+digest of that block's new bytes, its writes must land in its overlay
+and never in the golden image -- and the same guest must boot with its
+backing file on the lab's GVFS FUSE mount.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from tests.lab import bootset
+from tests.lab import guest
+from tests.lab import guestvm
+from tests.lab import libvirt
+from tests.lab import topology
+
+BLOCK = bootset.BLOCK
+#: Bytes the corrupted guest's overlay puts over one boot block.
+PATTERN = 0xAB
+MARKER_TIMEOUT = 90.0
+#: What Nova's libvirt driver gives a guest booted from aki/ari images
+#: with ``virt_type = qemu`` when the image sets no ``os_command_line``.
+NOVA_CMDLINE = ("root=/dev/vda console=tty0 console=ttyS0 console=hvc0 "
+                "no_timer_check")
+
+
+def _mount_namespaces_work():
+    return subprocess.run(["unshare", "--mount", "true"],
+                          capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def golden():
+    start = time.monotonic()
+    image = guest.golden()
+    print("\ngolden image %s: %.1f s here, %.1f s when built"
+          % (image.directory, time.monotonic() - start, image.build_seconds))
+    return image
+
+
+@pytest.fixture(scope="module")
+def hypervisor(tmp_path_factory):
+    if not _mount_namespaces_work():
+        pytest.skip("this kernel or container refuses mount namespaces "
+                    "(unshare --mount): the lab's libvirtd cannot run")
+    with libvirt.Libvirt(str(tmp_path_factory.mktemp("libvirt"))) as hv:
+        yield hv
+
+
+def _corrupt_block(golden):
+    """A boot block from the middle of the boot set."""
+    return golden.boot_set[len(golden.boot_set) // 2]
+
+
+def _boot(hv, golden, workdir, names_and_disks, **options):
+    """Start every domain, then wait for each marker; destroys them.
+
+    ``options[name]`` are the domain XML options of domain ``name``.
+    """
+    domains = []
+    try:
+        for name, disk in names_and_disks:
+            domains.append(guestvm.Domain(hv, workdir, name, golden, disk,
+                                          **options.get(name, {})))
+        results = {}
+        for domain in domains:
+            marker = domain.wait_for_marker(MARKER_TIMEOUT)
+            results[domain.name] = (marker, domain.marked - domain.started,
+                                    domain.cpu_seconds())
+            print("%s: marker after %.1f s (guest uptime %.1f s), QEMU CPU "
+                  "%.1f s" % (domain.name, results[domain.name][1],
+                              marker.uptime, results[domain.name][2]))
+        return results
+    finally:
+        for domain in domains:
+            domain.destroy()
+
+
+@pytest.fixture(scope="module")
+def boots(hypervisor, golden, tmp_path_factory):
+    """Guests booted at once, each on an overlay of the golden image.
+
+    ``clean``; ``corrupted``, whose overlay hides one boot block; and
+    ``nova``, with the kernel command line Nova gives it and the 128 MiB
+    of a small flavor.
+    """
+    work = str(tmp_path_factory.mktemp("guests"))
+    disks = [(name, guestvm.make_overlay(golden.qcow2, "qcow2", os.path.join(
+        work, name + ".qcow2"))) for name in ("clean", "corrupted", "nova")]
+    subprocess.run(["qemu-io", "-f", "qcow2", "-c", "write -P %d %d %d" % (
+        PATTERN, _corrupt_block(golden) * BLOCK, BLOCK), disks[1][1]],
+        check=True, capture_output=True)
+    markers = _boot(hypervisor, golden, work, disks, nova={
+        "cmdline": NOVA_CMDLINE, "memory_mib": 128})
+    return {name: (markers[name][0], disk) for name, disk in disks}
+
+
+def test_guest_prints_the_digest_of_its_boot_set(boots, golden):
+    marker, _ = boots["clean"]
+    assert marker.digest == golden.expected_digest
+    assert 0 < marker.uptime < MARKER_TIMEOUT
+
+
+def test_guest_boots_with_novas_kernel_command_line(boots, golden):
+    # Its last console= is hvc0, which the guest lacks: the marker still
+    # reaches the serial port, Nova's console.log.
+    marker, _ = boots["nova"]
+    assert marker.digest == golden.expected_digest
+
+
+def test_a_corrupted_boot_block_changes_the_digest(boots, golden):
+    marker, _ = boots["corrupted"]
+    assert marker.digest != golden.expected_digest
+    # Exactly the digest of the golden reads with that block replaced:
+    # the guest read every block from its disk, this one from the overlay.
+    assert marker.digest == golden.digest_with(
+        {_corrupt_block(golden): bytes([PATTERN]) * BLOCK})
+
+
+def test_guest_writes_land_in_its_overlay_not_the_golden_image(
+        boots, golden):
+    for marker, overlay in boots.values():
+        assert guestvm.top_layer_covers(overlay, golden.scratch_offset,
+                                        golden.write_bytes)
+        written = guestvm.read_region(overlay, golden.scratch_offset,
+                                      golden.write_bytes)
+        assert hashlib.sha256(written).hexdigest() == marker.wrote
+    assert len({marker.wrote for marker, _ in boots.values()}) == len(boots)
+    assert guestvm.read_region(golden.qcow2, golden.scratch_offset,
+                               golden.write_bytes) == \
+        bytes(golden.write_bytes)
+    assert golden.unchanged()
+
+
+def test_stop_destroys_domains_and_leaves_no_process(golden, tmp_path):
+    if not _mount_namespaces_work():
+        pytest.skip("mount namespaces refused: no lab libvirtd")
+    hv = libvirt.Libvirt(str(tmp_path / "libvirt"))
+    try:
+        disk = guestvm.make_overlay(golden.qcow2, "qcow2",
+                                    str(tmp_path / "disk.qcow2"))
+        domain = guestvm.Domain(hv, str(tmp_path), "left-running", golden,
+                                disk)
+        assert domain.pid in hv.pids()
+        # The serial log is written by virtlogd, as Nova's console.log is.
+        fds = "/proc/%d/fd" % hv.virtlogd.pid
+        assert domain.console_log in [os.readlink(os.path.join(fds, fd))
+                                      for fd in os.listdir(fds)]
+        # libvirt's state is in the lab, not in the machine's /run.
+        assert os.path.exists(hv.path("/run/libvirt/qemu/left-running.pid"))
+        assert hv.path("/run/libvirt").startswith(str(tmp_path))
+        assert not os.path.exists("/run/libvirt/qemu/left-running.pid")
+        daemons = [hv.libvirtd.pid, hv.virtlogd.pid, hv.holder.pid]
+    finally:
+        hv.stop()
+    assert hv.pids() == []
+    for pid in daemons + [domain.pid]:
+        assert not os.path.exists("/proc/%d" % pid)
+    assert not os.path.ismount(hv.mounts_dir)
+
+
+def test_guest_boots_from_a_golden_image_on_the_gvfs_mount(
+        hypervisor, golden, tmp_path):
+    """The backing file on a FUSE mount made after libvirtd started."""
+    with topology.Lab(str(tmp_path / "lab"), cache={
+            "capacity_mb": 256, "consistency": "immutable"}) as lab:
+        images = os.path.join(lab.export, "images")
+        os.makedirs(images)
+        shutil.copyfile(golden.qcow2, os.path.join(images, "golden.qcow2"))
+        for path in (images, os.path.join(images, "golden.qcow2")):
+            os.chown(path, topology.FILE_UID, topology.FILE_GID)
+        mount = lab.mount(os.path.join(hypervisor.mounts_dir, "gvfs"))
+        backing = os.path.join(mount.mountpoint, "images", "golden.qcow2")
+        overlay = guestvm.make_overlay(backing, "qcow2",
+                                       str(tmp_path / "instance.qcow2"))
+        before = lab.client_proxy.stats()["upstream_bytes_in"]
+        marker, = [m for m, _, _ in _boot(hypervisor, golden, str(tmp_path),
+                                          [("gvfs", overlay)]).values()]
+        fetched = lab.client_proxy.stats()["upstream_bytes_in"] - before
+    assert marker.digest == golden.expected_digest
+    # The boot set came through the proxy (zero blocks may be answered
+    # without a fetch, so not all of it).
+    assert fetched > 0
+    print("gvfs: %.1f MiB fetched through the client proxy for a %.1f MiB "
+          "boot set" % (fetched / 2 ** 20,
+                        len(golden.boot_set) * BLOCK / 2 ** 20))
