@@ -31,8 +31,14 @@ Related options:
                min=64 * 1024, max=64 * 1024 * 1024,
                help="""Largest ONC-RPC record accepted, in bytes.
 
-A peer that announces a larger record is disconnected before anything is
-buffered. Must exceed the largest rsize/wsize in use plus headers.
+A larger call or reply is never buffered: it is read and dropped, and
+refused alone (a call gets GARBAGE_ARGS, a reply fails its own call); the
+connection goes on. The proxy advertises in FSINFO, and lowers READ and
+READDIR counts to, the largest power of two that fits a record with its
+headers: 2 MiB with the default.
+
+Related options:
+  [cache] readahead_kb, [cache] whole_file_chunk_mb (bounded by it).
 """),
     cfg.IntOpt("max_inflight", default=128, min=1, max=4096,
                help="Calls a single downstream connection may have in "
