@@ -334,23 +334,17 @@ class RecordArriving:
 class RecordRefused:
     """A record over the size limit, dropped unread; the stream goes on.
 
-    ``xid`` is its XID (None if too little of it came to tell), ``head``
-    its first bytes and ``reason`` what was wrong.  For a server it is a
-    call to refuse, alone; for a client, the reply to the outstanding
-    call ``tag`` (None when its XID is not outstanding), which is no
-    longer outstanding.
+    ``xid`` is its XID, ``head`` its first bytes and ``reason`` what was
+    wrong.  For a server it is a call to refuse, alone; for a client, the
+    reply to the outstanding call ``tag`` (None when its XID is not
+    outstanding), which is no longer outstanding.  An oversized record of
+    the wrong kind (or too short to tell) is a ProtocolError instead.
     """
 
-    xid: object
+    xid: int
     head: bytes
     reason: str
     tag: object = None
-
-    @property
-    def is_call(self):
-        """Whether its head says it is a call (RFC 5531 section 9)."""
-        return len(self.head) >= 8 and \
-            rpc.read_msg_type(self.head) == const.MsgType.CALL
 
 
 #: Bytes of an arriving reply needed to know its XID and message type.
@@ -414,10 +408,7 @@ class RpcConnection:
             try:
                 record = self._reader.next_record()
             except RecordTooLarge as e:
-                tag = None
-                if self.role is Role.CLIENT and e.xid is not None:
-                    tag = self.outstanding.pop(e.xid, None)
-                return RecordRefused(e.xid, e.head, str(e), tag)
+                return self._refused(e)
             if record is None:
                 if self._reader.at_eof:
                     return CLOSED
@@ -436,6 +427,25 @@ class RpcConnection:
         except ProtocolError:
             self._broken = True
             raise
+
+    def _refused(self, error):
+        """The event for an oversized record, if it is of the right kind.
+
+        An oversized call (for a server) or reply (for a client) costs
+        itself alone; anything else that large is garbage.
+        """
+        expected = const.MsgType.CALL if self.role is Role.SERVER \
+            else const.MsgType.REPLY
+        if len(error.head) < 8 or \
+                rpc.read_msg_type(error.head) != expected:
+            raise ProtocolError("a %s received an oversized record that is "
+                                "not a %s: %s" % (self.role.value,
+                                                  expected.name.lower(),
+                                                  error))
+        tag = None
+        if self.role is Role.CLIENT:
+            tag = self.outstanding.pop(error.xid, None)
+        return RecordRefused(error.xid, error.head, str(error), tag)
 
     def _call(self, record):
         msg = rpc.decode_message(record)

@@ -9,6 +9,7 @@ nobody else's; a peer that is not allowed is dropped at accept.
 
 import asyncio
 
+from cryptography.x509.oid import ExtendedKeyUsageOID
 from oslo_log import log as logging
 
 from gvfs_openstack.nfs import connection
@@ -17,6 +18,7 @@ from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.policy import PeerAllowlist
 from gvfs_openstack.proxy import streams
+from gvfs_openstack.proxy import tunnel
 from gvfs_openstack import transport as transport_io
 
 LOG = logging.getLogger(__name__)
@@ -44,13 +46,22 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer = "%s:%s" % peer[:2]
         if not self.listener.peers.allows(peer[0]):
-            self.counters.peers_refused += 1
-            LOG.warning("refusing connection from %s: not an allowed "
-                        "tunnel endpoint", self.peer)
-            transport.abort()
+            self._refuse_peer("not an allowed tunnel endpoint")
+            return
+        if self.listener.ssl_context is not None and \
+                not tunnel.certificate_allows(
+                    transport.get_extra_info("ssl_object"),
+                    ExtendedKeyUsageOID.CLIENT_AUTH):
+            self._refuse_peer("its certificate is not issued for TLS "
+                              "clients (extended key usage clientAuth)")
             return
         self.counters.connections += 1
         self.listener.connections.add(self)
+
+    def _refuse_peer(self, why):
+        self.counters.peers_refused += 1
+        LOG.warning("refusing connection from %s: %s", self.peer, why)
+        self.transport.abort()
 
     def get_buffer(self, sizehint):
         return self.rpc.get_buffer()
@@ -97,9 +108,8 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         """
         self.counters.calls_too_large += 1
         LOG.warning("refusing a call from %s: %s", self.peer, event.reason)
-        if event.xid is not None and event.is_call:
-            self.writer.write_record((rpc.accepted(
-                event.xid, const.AcceptStat.GARBAGE_ARGS),))
+        self.writer.write_record((rpc.accepted(
+            event.xid, const.AcceptStat.GARBAGE_ARGS),))
 
     def _relay_partial(self, event):
         """Start or continue relaying a large call that is still arriving."""

@@ -23,6 +23,8 @@ from gvfs_openstack.proxy import tunnel
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
+from tests.lab import certs
+from tests.lab import process
 from tests.lab.topology import FILE_GID
 from tests.lab.topology import FILE_UID
 from tests.lab.topology import Proxy
@@ -361,3 +363,100 @@ def test_ssh_tunnel_refuses_a_host_key_it_does_not_know(lab_factory,
         lab.sshd.user, lab.sshd.key, str(known_hosts))
     with pytest.raises(paramiko.SSHException, match="not in"):
         connector._transport()
+
+
+def _tls_chain(lab, workdir, server_cert, client_cert, ca):
+    """A server proxy and a client proxy over TLS; both proxies.
+
+    ``server_cert`` and ``client_cert`` are (pem, key) pairs.
+    """
+    server = Proxy(workdir, "purpose-server", {
+        "proxy": {"role": "server"},
+        "listen": {"host": "127.0.0.1", "port": process.free_port(),
+                   "allowed_peers": "127.0.0.1/32",
+                   "tls_cert": server_cert[0], "tls_key": server_cert[1],
+                   "tls_ca": ca},
+        "server": {"nfs_port": lab.ganesha.nfs_port,
+                   "mount_port": lab.ganesha.mount_port,
+                   "exports": lab.export, "squash_uid": FILE_UID,
+                   "squash_gid": FILE_GID},
+    })
+    client = Proxy(workdir, "purpose-client", {
+        "proxy": {"role": "client"},
+        "listen": {"host": "127.0.0.1", "port": process.free_port()},
+        "upstream": {"tunnel": "tls", "host": "127.0.0.1",
+                     "port": server.port, "tls_cert": client_cert[0],
+                     "tls_key": client_cert[1], "tls_ca": ca,
+                     "reconnect_max_delay": 0.5},
+    })
+    return server, client
+
+
+@pytest.mark.parametrize("case", [
+    "a server certificate as the client's",
+    "a client certificate without a purpose",
+    "a client certificate as the server's",
+    "a server certificate without a purpose",
+])
+def test_each_proxy_checks_the_purpose_of_the_peer_certificate(
+        lab_factory, tmp_path, case):
+    """A DTN's certificate does not pass as a client's, and the reverse.
+
+    Certificates without an extended key usage, which OpenSSL accepts for
+    any purpose, are refused too.
+    """
+    lab = lab_factory("tls")
+    pki = certs.make_pki(str(tmp_path / "pki"),
+                         names=("server", "client", "any"),
+                         purposes={"any": None})
+    server_cert, client_cert = {
+        "a server certificate as the client's": ("server", "server"),
+        "a client certificate without a purpose": ("server", "any"),
+        "a client certificate as the server's": ("client", "client"),
+        "a server certificate without a purpose": ("any", "client"),
+    }[case]
+    server, client = _tls_chain(lab, str(tmp_path), pki[server_cert],
+                                pki[client_cert], pki["ca"])
+    try:
+        async def scenario():
+            nfs = NfsClient("127.0.0.1", client.port, client.port,
+                            timeout=3)
+            try:
+                with pytest.raises((TimeoutError, ConnectionError,
+                                    NfsError)):
+                    await nfs.mount(lab.export)
+            finally:
+                nfs.close()
+
+        asyncio.run(scenario())
+        with open(client.process.log_path, errors="replace") as f:
+            client_log = f.read()
+        # A certificate for the other purpose fails OpenSSL's own check in
+        # the handshake; one with no purpose passes it and is refused by
+        # the proxy's.
+        if case == "a client certificate without a purpose":
+            assert server.stats()["peers_refused"] >= 1
+        elif case == "a server certificate without a purpose":
+            assert "not issued for TLS servers" in client_log
+        elif case == "a client certificate as the server's":
+            assert "unsuitable certificate purpose" in client_log
+        # The right pair works, from the same CA.
+        os.mkdir(tmp_path / "good")
+        good_server, good_client = _tls_chain(
+            lab, str(tmp_path / "good"), pki["server"], pki["client"],
+            pki["ca"])
+    finally:
+        client.stop()
+        server.stop()
+
+    async def works():
+        async with NfsClient("127.0.0.1", good_client.port,
+                             good_client.port, timeout=10) as nfs:
+            await nfs.mount(lab.export)
+            await nfs.null()
+
+    try:
+        asyncio.run(works())
+    finally:
+        good_client.stop()
+        good_server.stop()

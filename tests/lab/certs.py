@@ -9,6 +9,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives import serialization
 from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.oid import NameOID
 
 
@@ -26,11 +27,24 @@ def _write(path, key, cert):
         f.write(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def make_pki(workdir, names=("server", "client")):
+#: What each certificate of the lab is for (extended key usage): a DTN's
+#: server proxy proves it is a TLS server, a client proxy a TLS client,
+#: and neither passes for the other.
+PURPOSES = {
+    "server": ExtendedKeyUsageOID.SERVER_AUTH,
+    "client": ExtendedKeyUsageOID.CLIENT_AUTH,
+}
+
+
+def make_pki(workdir, names=("server", "client"), purposes=None):
     """Write ca.pem and NAME.pem/NAME.key valid for 127.0.0.1.
 
-    Returns a dict of the paths written.
+    Each certificate names its purpose (``purposes``, default
+    :data:`PURPOSES`) in its extended key usage; a name mapped to None
+    gets no extended key usage at all.  Returns a dict of the paths
+    written.
     """
+    purposes = dict(PURPOSES, **(purposes or {}))
     os.makedirs(workdir, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -48,18 +62,21 @@ def make_pki(workdir, names=("server", "client")):
     _write(os.path.join(workdir, "ca"), ca_key, ca_cert)
     for name in names:
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = (x509.CertificateBuilder()
-                .subject_name(_name("gvfs lab %s" % name))
-                .issuer_name(ca_cert.subject)
-                .public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=2))
-                .add_extension(x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"),
-                     x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                    critical=False)
-                .sign(ca_key, hashes.SHA256()))
+        builder = (x509.CertificateBuilder()
+                   .subject_name(_name("gvfs lab %s" % name))
+                   .issuer_name(ca_cert.subject)
+                   .public_key(key.public_key())
+                   .serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=2))
+                   .add_extension(x509.SubjectAlternativeName(
+                       [x509.DNSName("localhost"),
+                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                       critical=False))
+        if purposes.get(name) is not None:
+            builder = builder.add_extension(
+                x509.ExtendedKeyUsage([purposes[name]]), critical=False)
+        cert = builder.sign(ca_key, hashes.SHA256())
         base = os.path.join(workdir, name)
         _write(base, key, cert)
         paths[name] = (base + ".pem", base + ".key")

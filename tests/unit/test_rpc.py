@@ -104,7 +104,7 @@ def test_an_oversized_call_is_refused_alone_and_the_stream_goes_on():
         seen.append(event)
     refused, call = seen
     assert isinstance(refused, connection.RecordRefused)
-    assert (refused.xid, refused.is_call) == (0xABCD, True)
+    assert refused.xid == 0xABCD
     assert struct.unpack_from(">I", refused.head, 20)[0] == 7  # proc
     assert isinstance(call, connection.CallReceived)
     assert call.call.xid == 0xABCE
@@ -132,7 +132,7 @@ def test_an_oversized_reply_fails_its_own_call_only():
                         _reply_record(2, b"ok"))
     refused = client.next_event()
     assert isinstance(refused, connection.RecordRefused)
-    assert (refused.xid, refused.tag, refused.is_call) == (1, "big", False)
+    assert (refused.xid, refused.tag) == (1, "big")
     assert client.next_event().tag == "small"
     assert client.outstanding == {}
 
@@ -179,7 +179,7 @@ def test_auth_sys_with_too_many_groups_is_refused():
         rpc.AuthSys(1, 1, tuple(range(17))).to_opaque()
 
 
-def test_an_oversized_record_waits_for_its_xid():
+def test_an_oversized_record_waits_for_its_head():
     server = RpcConnection(Role.SERVER, max_record_size=1024)
     server.receive_data(struct.pack(">I", 0x80000000 | 1 << 20))
     assert server.next_event() is NEED_DATA
@@ -192,6 +192,17 @@ def test_an_oversized_record_waits_for_its_xid():
     server.receive_data(b"")
     with pytest.raises(ProtocolError, match="inside a record"):
         server.next_event()
+
+
+@pytest.mark.parametrize("role,msg_type", [(Role.SERVER, 1),
+                                           (Role.CLIENT, 0),
+                                           (Role.SERVER, 0x41414141)])
+def test_an_oversized_record_of_the_wrong_kind_is_garbage(role, msg_type):
+    conn = RpcConnection(role, max_record_size=1024)
+    conn.receive_data(struct.pack(">III", 0x80000000 | 1 << 20, 5,
+                                  msg_type) + bytes(16))
+    with pytest.raises(ProtocolError, match="oversized record"):
+        conn.next_event()
 
 
 def _reply_record(xid, payload):
