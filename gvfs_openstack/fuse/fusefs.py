@@ -14,11 +14,13 @@ default); holes are still made by writing sparse files and kept by
 """
 
 import asyncio
+import collections
 import errno
 import functools
 import itertools
 import math
 import os
+import secrets
 import signal
 import time
 
@@ -31,6 +33,7 @@ from gvfs_openstack.fuse import inodes
 from gvfs_openstack.fuse import nfsattr
 from gvfs_openstack.fuse import readcache
 from gvfs_openstack.fuse import session as nfs_session
+from gvfs_openstack.fuse import unlinked
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import LocalProtocolError
 
@@ -118,9 +121,16 @@ class GvfsFuse(pyfuse3.Operations):
 
     def __init__(self, session, attr_timeout=1.0, entry_timeout=1.0,
                  write_buffer_bytes=64 * 1024 * 1024,
-                 dir_entry_timeout=None, read_cache_bytes=0):
+                 dir_entry_timeout=None, read_cache_bytes=0,
+                 unlinked_files=None):
         super().__init__()
         self.session = session
+        #: :class:`unlinked.UnlinkedFiles`: where files unlinked while
+        #: open wait for their last close.  :func:`serve` names it after
+        #: the mount, so that the next run cleans up after a crash; by
+        #: default it has a name of its own that no later run knows.
+        self.unlinked = unlinked_files or unlinked.UnlinkedFiles(
+            session, secrets.token_hex(8))
         self.attr_timeout = attr_timeout
         self.entry_timeout = entry_timeout
         self.dir_entry_timeout = entry_timeout \
@@ -129,6 +139,8 @@ class GvfsFuse(pyfuse3.Operations):
         self.inodes = inodes.InodeTable(session.root)
         self._handles = itertools.count(1)
         self._open = {}        # file handle -> (inode, FileWriter or None)
+        self._open_count = collections.Counter()    # inode -> handles
+        self._hidden = {}      # inode -> where unlink or rename hid it
         self._listings = {}    # directory handle -> entries
         self._fsstat = None    # (FSSTAT result, when it was asked)
         self.read_cache = readcache.ReadCache(read_cache_bytes) \
@@ -239,8 +251,28 @@ class GvfsFuse(pyfuse3.Operations):
         return await self._new_entry(fh)
 
     async def unlink(self, parent_inode, name, ctx):
-        await self.session.call("remove", self._fh(parent_inode),
-                                _name(name), idempotent=False)
+        dir_fh, name = self._fh(parent_inode), _name(name)
+        if not await self._hide_if_open(dir_fh, name):
+            await self.session.call("remove", dir_fh, name,
+                                    idempotent=False)
+
+    async def _hide_if_open(self, dir_fh, name):
+        """Hide ``name`` instead of losing it if it is open here.
+
+        Only when some file is open is the name looked up: an unlink or
+        rename costs no extra round trip otherwise.
+        """
+        if not self._open_count:
+            return False
+        try:
+            fh = (await self.session.call("lookup", dir_fh, name)).object
+        except nfs_session.OperationFailed:
+            return False    # The REMOVE or RENAME itself says why.
+        ino = self.inodes.known(fh)
+        if ino is None or not self._open_count[ino] or ino in self._hidden:
+            return False
+        self._hidden[ino] = await self.unlinked.hide(dir_fh, name)
+        return True
 
     async def rmdir(self, parent_inode, name, ctx):
         await self.session.call("rmdir", self._fh(parent_inode),
@@ -255,6 +287,9 @@ class GvfsFuse(pyfuse3.Operations):
         new_dir = self._fh(parent_inode_new)
         if flags & pyfuse3.RENAME_NOREPLACE:
             await self._refuse_existing(new_dir, _name(name_new))
+        else:
+            # A file replaced while open stays readable through it.
+            await self._hide_if_open(new_dir, _name(name_new))
         await self.session.call("rename", old_dir, _name(name_old),
                                 new_dir, _name(name_new),
                                 idempotent=False)
@@ -272,7 +307,9 @@ class GvfsFuse(pyfuse3.Operations):
 
     async def opendir(self, inode, ctx):
         entries = [e for e in await self.session.call(
-            "readdirplus", self._fh(inode)) if e.name not in _DOTS]
+            "readdirplus", self._fh(inode))
+            if e.name not in _DOTS and not (
+                inode == pyfuse3.ROOT_INODE and e.name == unlinked.DIRECTORY)]
         handle = next(self._handles)
         self._listings[handle] = (inode, entries)
         return handle
@@ -305,9 +342,7 @@ class GvfsFuse(pyfuse3.Operations):
             await self._settle_writes(inode)
             self.read_cache.observe(
                 inode, await self.session.call("getattr", fh))
-        handle = next(self._handles)
-        self._open[handle] = [inode, None]
-        return pyfuse3.FileInfo(fh=handle)
+        return pyfuse3.FileInfo(fh=self._opened(inode))
 
     async def create(self, parent_inode, name, mode, flags, ctx):
         fh, fattr = await self.session.call(
@@ -315,9 +350,13 @@ class GvfsFuse(pyfuse3.Operations):
             mode & 0o7777, bool(flags & os.O_EXCL), attributes=True,
             idempotent=False)
         entry = await self._new_entry(fh, fattr)
+        return pyfuse3.FileInfo(fh=self._opened(entry.st_ino)), entry
+
+    def _opened(self, inode):
         handle = next(self._handles)
-        self._open[handle] = [entry.st_ino, None]
-        return pyfuse3.FileInfo(fh=handle), entry
+        self._open[handle] = [inode, None]
+        self._open_count[inode] += 1
+        return handle
 
     async def read(self, fh, off, size):
         inode = self._open[fh][0]
@@ -389,7 +428,18 @@ class GvfsFuse(pyfuse3.Operations):
         try:
             await self._commit_handle(fh)
         finally:
-            self._open.pop(fh, None)
+            opened = self._open.pop(fh, None)
+            if opened is not None:
+                await self._closed(opened[0])
+
+    async def _closed(self, inode):
+        self._open_count[inode] -= 1
+        if self._open_count[inode] > 0:
+            return
+        del self._open_count[inode]
+        hidden = self._hidden.pop(inode, None)
+        if hidden is not None:
+            await self.unlinked.drop(hidden)
 
     async def statfs(self, ctx):
         """The export's usage, asked at most once per ``attr_timeout``.
@@ -438,8 +488,15 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     an error at start, not an empty directory.
     """
     await session.start()
+    unlinked_files = unlinked.UnlinkedFiles(
+        session, unlinked.mount_id(mountpoint, session.export))
+    try:
+        await unlinked_files.clean_up()
+    except nfs_session.OperationFailed as e:
+        LOG.warning("cannot remove files a crash left unlinked in %s: %s",
+                    unlinked.DIRECTORY, e)
     ops = GvfsFuse(session, attr_timeout, entry_timeout, write_buffer_bytes,
-                   dir_entry_timeout, read_cache_bytes)
+                   dir_entry_timeout, read_cache_bytes, unlinked_files)
     options = set(pyfuse3.default_options)
     options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
     if allow_other:

@@ -478,3 +478,89 @@ def test_every_request_gets_an_answer(workdir, case):
     if expected is not None:
         assert answer == expected, (case, errno.errorcode.get(answer))
     assert os.listdir(workdir) is not None   # The mount still answers.
+
+
+def _hidden_on_export(lab):
+    hidden = os.path.join(lab.export, ".gvfs-unlinked")
+    return sorted(os.listdir(hidden)) if os.path.isdir(hidden) else []
+
+
+def _gone_from_export(lab, timeout=10):
+    """Whether no hidden file is left, waiting a little.
+
+    The kernel sends RELEASE after close() has returned, so the daemon's
+    REMOVE comes a little later.
+    """
+    deadline = time.monotonic() + timeout
+    while _hidden_on_export(lab) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _hidden_on_export(lab) == []
+
+
+def test_an_open_file_unlinked_stays_readable_and_writable(
+        workdir, lab, mnt):
+    path = os.path.join(workdir, "unlinked-while-open")
+    payload = os.urandom(MIB + 7)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, payload, 0)
+        os.fsync(fd)
+        os.unlink(path)
+        assert not os.path.exists(path)
+        assert "unlinked-while-open" not in os.listdir(workdir)
+        assert ".gvfs-unlinked" not in os.listdir(mnt)
+        assert os.pread(fd, len(payload), 0) == payload   # not ESTALE
+        os.pwrite(fd, b"more", len(payload))
+        os.fsync(fd)
+        assert os.fstat(fd).st_size == len(payload) + 4
+        assert len(_hidden_on_export(lab)) == 1
+    finally:
+        os.close(fd)
+    # The last close removes it.
+    assert _gone_from_export(lab)
+
+
+def test_a_file_renamed_over_while_open_stays_readable(workdir, lab):
+    old = os.path.join(workdir, "replaced")
+    new = os.path.join(workdir, "replacement")
+    with open(old, "wb") as f:
+        f.write(b"old contents")
+    with open(new, "wb") as f:
+        f.write(b"new contents")
+    with open(old, "rb") as reader:
+        os.rename(new, old)
+        assert reader.read() == b"old contents"
+        with open(old, "rb") as f:
+            assert f.read() == b"new contents"
+    assert _gone_from_export(lab)
+
+
+def test_files_a_crash_left_unlinked_go_at_the_next_mount(lab, tmp_path):
+    where = str(tmp_path / "m")
+    m = lab.mount(where, name="crash-mount")
+    path = os.path.join(m.mountpoint, "open-at-the-crash")
+    with open(path, "wb") as f:
+        f.write(b"x" * 4096)
+    before = set(_hidden_on_export(lab))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.unlink(path)
+        left = set(_hidden_on_export(lab)) - before
+        assert len(left) == 1
+        m.process.signal(signal.SIGKILL)
+        m.process.popen.wait(timeout=30)
+    finally:
+        try:
+            os.close(fd)
+        except OSError as e:
+            assert e.errno == errno.ENOTCONN   # The daemon is gone.
+    m.stop()
+    assert left <= set(_hidden_on_export(lab))
+    # The same mount (host, mount point, export) again: it cleans up.
+    again = lab.mount(where, name="crash-mount-again")
+    try:
+        assert not left & set(_hidden_on_export(lab))
+        assert "removed 1 files unlinked while open" in open(
+            again.log_path).read()
+    finally:
+        again.stop()
