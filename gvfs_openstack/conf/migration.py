@@ -79,14 +79,27 @@ SITE_OPTS = [
     cfg.URIOpt("glance_endpoint",
                help="""The site's Images API, e.g. ``http://ctl:9292``.
 
-Unset: found in the Keystone catalog of the site's credentials (the
-keystoneauth options of this group, ``auth_type`` and the rest).
+Unset (the usual case): found in the Keystone catalog of the site's
+credentials -- the keystoneauth options of this group (``auth_type =
+password``, ``auth_url``, ``username``, ``password``, ``project_name``,
+``user_domain_name``, ``project_domain_name``), by ``glance_region`` and
+``glance_interface``.  The token goes with every call either way; only
+``auth_type = none`` talks to a Glance without Keystone.
+
+Related options: glance_region, glance_interface, auth_type.
 """),
     cfg.StrOpt("glance_interface", default="public",
                choices=["public", "internal", "admin"],
                help="Catalog interface of the Images API."),
     cfg.StrOpt("glance_region",
-               help="Catalog region of the Images API."),
+               help="""Catalog region of the site's Images API.
+
+Two sites whose clouds share one Keystone are two regions of its catalog:
+each site's group names its own.  Unset: whichever Images API the catalog
+lists first, right only for a catalog with one.
+
+Related options: glance_endpoint.
+"""),
     cfg.StrOpt("gvfs_store",
                help="""The ``gvfs`` Glance store on this site's DTN export.
 
@@ -267,8 +280,8 @@ def load(conf, argv, prog):
 def list_opts():
     site = cfg.OptGroup(SITE_GROUP % "name", help="""One group per site named
 in ``[conductor] sites`` (``[site:east]`` for ``east``): the site's Glance
-(endpoint and keystoneauth credentials), its DTN's NFS export, GridFTP
-server or Globus collection, and SSH access.""")
+(keystoneauth credentials, catalog region, or an endpoint), its DTN's NFS
+export, GridFTP server or Globus collection, and SSH access.""")
     return [(GROUP, CONDUCTOR_OPTS),
             (GLOBUS_GROUP, GLOBUS_OPTS),
             (site, SITE_OPTS

@@ -2,13 +2,18 @@
 """The few Images API v2 calls a migration makes, over a keystoneauth session.
 
 Glance's own client would do, but the conductor needs exactly these calls,
-streamed, with their statuses mapped to this project's errors.
+streamed, with their statuses mapped to this project's errors.  The
+session logs in with the site's credentials, renews the token and finds
+the Images API in the site's catalog; a login Keystone refuses or a
+catalog without the Images API is a clear, final error, an unreachable
+server a transient one.
 """
 
 import json
 import time
 
 from keystoneauth1 import adapter
+from keystoneauth1 import exceptions as ks_exceptions
 
 from gvfs_openstack import exceptions
 
@@ -35,13 +40,50 @@ def copied_attributes(image):
             and value is not None}
 
 
-class GlanceClient:
-    def __init__(self, session, site, timeout=600.0):
-        self.site = site.name
-        self.api = adapter.Adapter(
+class _Api:
+    """The Images API of one site, over its keystoneauth session.
+
+    Failing to log in, to find the API or to reach it is StageFailed.
+    """
+
+    def __init__(self, session, site):
+        self.site = site
+        self.adapter = adapter.Adapter(
             session, service_type="image", interface=site.glance_interface,
             region_name=site.glance_region,
             endpoint_override=site.glance_endpoint, raise_exc=False)
+
+    def _failed(self, what, image_id, reason, transient):
+        return exceptions.StageFailed(
+            stage=what, image=image_id, transient=transient,
+            reason="site %s: %s" % (self.site.name, reason))
+
+    def request(self, method, path, image_id, what, **kwargs):
+        try:
+            return self.adapter.request(path, method, **kwargs)
+        except ks_exceptions.Unauthorized as e:
+            raise self._failed(what, image_id, "its Keystone refused the "
+                               "conductor's credentials (%s)" % e,
+                               False) from e
+        except (ks_exceptions.EndpointNotFound,
+                ks_exceptions.EmptyCatalog) as e:
+            raise self._failed(what, image_id, "no Images API in its "
+                               "catalog for region %s, interface %s (%s)"
+                               % (self.site.glance_region,
+                                  self.site.glance_interface, e),
+                               False) from e
+        except ks_exceptions.MissingAuthPlugin as e:
+            raise self._failed(what, image_id, "no credentials and no "
+                               "glance_endpoint (%s)" % e, False) from e
+        except ks_exceptions.ConnectionError as e:
+            raise self._failed(what, image_id, "cannot reach Glance or "
+                               "Keystone (%s)" % e, True) from e
+
+
+class GlanceClient:
+    def __init__(self, session, site, timeout=600.0):
+        self.site = site.name
+        self._api = _Api(session, site)
         self.timeout = timeout
 
     def _check(self, reply, image_id, what):
@@ -56,8 +98,10 @@ class GlanceClient:
         return reply
 
     def image(self, image_id):
-        return self._check(self.api.get("/v2/images/%s" % image_id),
-                           image_id, "reading the image").json()
+        what = "reading the image"
+        return self._check(self._api.request(
+            "GET", "/v2/images/%s" % image_id, image_id, what),
+            image_id, what).json()
 
     def find(self, name_or_id):
         """The image with this id, or else the one image with this name."""
@@ -65,8 +109,10 @@ class GlanceClient:
             return self.image(name_or_id)
         except exceptions.ImageNotFound:
             pass
-        reply = self._check(self.api.get("/v2/images", params={
-            "name": name_or_id, "limit": 2}), name_or_id, "finding the image")
+        what = "finding the image"
+        reply = self._check(self._api.request(
+            "GET", "/v2/images", name_or_id, what,
+            params={"name": name_or_id, "limit": 2}), name_or_id, what)
         found = reply.json()["images"]
         if not found:
             raise exceptions.ImageNotFound(image=name_or_id, site=self.site)
@@ -79,9 +125,9 @@ class GlanceClient:
     def data(self, image_id, offset=0):
         """Yield the image's bytes from ``offset``, CHUNK at a time."""
         headers = {"Range": "bytes=%d-" % offset} if offset else {}
-        reply = self._check(self.api.get(
-            "/v2/images/%s/file" % image_id, headers=headers, stream=True),
-            image_id, "download")
+        reply = self._check(self._api.request(
+            "GET", "/v2/images/%s/file" % image_id, image_id, "download",
+            headers=headers, stream=True), image_id, "download")
         if offset and reply.status_code != 206:
             raise exceptions.StageFailed(
                 stage="download", image=image_id,
@@ -94,7 +140,9 @@ class GlanceClient:
 
     def create(self, attributes):
         """A queued image with ``attributes`` (an ``id`` among them)."""
-        reply = self.api.post("/v2/images", json=attributes)
+        reply = self._api.request("POST", "/v2/images",
+                                  attributes.get("id"), "creating the image",
+                                  json=attributes)
         if reply.status_code == 409:
             raise exceptions.ImageNotMigratable(
                 image=attributes.get("id"),
@@ -109,8 +157,9 @@ class GlanceClient:
         If the iterable raises, the body is cut short and Glance leaves
         the image queued: nothing half-written is ever activated.
         """
-        self._check(self.api.put(
-            "/v2/images/%s/file" % image_id, data=chunks,
+        self._check(self._api.request(
+            "PUT", "/v2/images/%s/file" % image_id, image_id, "upload",
+            data=chunks,
             headers={"Content-Type": "application/octet-stream"}),
             image_id, "upload")
 
@@ -121,12 +170,13 @@ class GlanceClient:
         activates the image only if its ``algo`` digest equals ``digest``.
         Needs the ``service`` role.
         """
-        self._check(self.api.post(
-            "/v2/images/%s/locations" % image_id,
+        what = "registering the location"
+        self._check(self._api.request(
+            "POST", "/v2/images/%s/locations" % image_id, image_id, what,
             data=json.dumps({"url": url, "validation_data": {
                 "os_hash_algo": algo, "os_hash_value": digest}}),
             headers={"Content-Type": "application/json"}),
-            image_id, "registering the location")
+            image_id, what)
 
     def wait_active(self, image_id, expected_digest, timeout=None):
         """Wait until Glance has hashed the image; it must be active.
@@ -172,7 +222,8 @@ class GlanceClient:
         """
         deadline = time.monotonic() + patience
         while True:
-            reply = self.api.delete("/v2/images/%s" % image_id)
+            reply = self._api.request("DELETE", "/v2/images/%s" % image_id,
+                                      image_id, "deleting the image")
             if reply.status_code in (204, 404):
                 return
             if reply.status_code not in (400, 409) or \

@@ -102,6 +102,15 @@ def load(conf, name):
                                            reason="it is required")
         return value
 
+    keystone = opts.auth_section or opts.auth_type not in (None, "", "none")
+    if not opts.glance_endpoint and not keystone:
+        raise exceptions.InvalidConfig(
+            option="[%s] auth_type" % group,
+            reason="the site's Glance is found in the Keystone catalog of "
+                   "the group's keystoneauth credentials (auth_type = "
+                   "password, auth_url, username, ...); set them, or "
+                   "glance_endpoint with auth_type = none for a Glance "
+                   "without Keystone")
     export = need("dtn_export")
     if not export.startswith("/"):
         raise exceptions.InvalidConfig(option="[%s] dtn_export" % group,
@@ -161,10 +170,12 @@ def load(conf, name):
 
 
 def glance_session(conf, name):
-    """A keystoneauth session and auth plugin for the site's Glance.
+    """A keystoneauth session for the site's Glance, with its credentials.
 
-    ``auth_type = none`` (with ``glance_endpoint``) talks to a Glance
-    without Keystone, as in the lab.
+    The ``[site:NAME]`` group's keystoneauth options, as every OpenStack
+    service reads its peers': the session gets and renews the token and
+    finds the Images API in the catalog.  ``auth_type = none`` (with
+    ``glance_endpoint``) talks to a Glance without Keystone.
     """
     group = migration_conf.SITE_GROUP % name
     auth = ks_loading.load_auth_from_conf_options(conf, group)

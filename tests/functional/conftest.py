@@ -12,6 +12,7 @@ import pytest
 from gvfs_openstack.mount import mounter
 from tests.lab import fusemount
 from tests.lab import glance_api
+from tests.lab import keystone as keystone_lab
 from tests.lab.topology import Lab
 
 REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen",
@@ -36,6 +37,18 @@ def fusectl():
         yield
 
 
+@pytest.fixture(scope="session")
+def keystone(tmp_path_factory):
+    """The session's Keystone: every glance-api and the DR lab use it.
+
+    One for the session: each glance-api has a region of its own in its
+    catalog, so they do not mix.
+    """
+    with keystone_lab.Keystone(str(tmp_path_factory.mktemp("keystone"))) \
+            as identity:
+        yield identity
+
+
 @pytest.fixture(scope="module")
 def lab_factory(tmp_path_factory):
     labs = []
@@ -52,8 +65,11 @@ def lab_factory(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def glance_on(lab, workdir, io_timeout=10, workers=2):
-    """glance-api with stores ``dtn`` (gvfs, default) and ``local``."""
+def glance_on(lab, workdir, keystone, io_timeout=10, workers=2):
+    """glance-api with stores ``dtn`` (gvfs, default) and ``local``.
+
+    Behind ``keystone``; its helper calls are those of ``alpha-member``.
+    """
     local = os.path.join(workdir, "local-store")
     os.makedirs(local)
     mounts = os.path.join(workdir, "mounts")
@@ -61,7 +77,7 @@ def glance_on(lab, workdir, io_timeout=10, workers=2):
         "dtn": ("gvfs", lab.gvfs_store_options(
             "images", mounts, gvfs_store_io_timeout=io_timeout)),
         "local": ("file", {"filesystem_store_datadir": local}),
-    }, workers=workers)
+    }, keystone, workers=workers)
     try:
         yield api
     finally:
@@ -70,9 +86,10 @@ def glance_on(lab, workdir, io_timeout=10, workers=2):
 
 
 @pytest.fixture(scope="module")
-def glance(lab, tmp_path_factory):
+def glance(lab, keystone, tmp_path_factory):
     """glance-api on the module's ``lab``."""
-    with glance_on(lab, str(tmp_path_factory.mktemp("glance"))) as api:
+    with glance_on(lab, str(tmp_path_factory.mktemp("glance")),
+                   keystone) as api:
         yield api
 
 

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Disaster-recovery migration between two loopback clouds.
 
-Real parts end to end: two glance-api servers, an NFS-Ganesha export, a
-GridFTP server and an sshd per DTN; the conductor's runner with its forked
-stage workers; ``globus-url-copy`` between the two GridFTP servers.
+Real parts end to end: two glance-api servers behind Keystone (two
+regions of the session's Keystone), an NFS-Ganesha export, a GridFTP
+server and an sshd per DTN; the conductor's runner with its forked stage
+workers, logging in to each site's Glance with its keystoneauth
+credentials; ``globus-url-copy`` between the two GridFTP servers.
 """
 
 import json
@@ -19,8 +21,10 @@ import pytest
 from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
+from gvfs_openstack.migration import glance as migration_glance
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
+from gvfs_openstack.migration import sites
 from tests.functional.conftest import sha256
 from tests.lab import drlab
 from tests.lab import process
@@ -30,8 +34,9 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def dr(tmp_path_factory):
-    with drlab.DrLab(str(tmp_path_factory.mktemp("dr"))) as lab:
+def dr(tmp_path_factory, keystone):
+    with drlab.DrLab(str(tmp_path_factory.mktemp("dr")),
+                     keystone=keystone) as lab:
         yield lab
 
 
@@ -254,6 +259,38 @@ def test_unknown_site_and_unknown_image_are_clear_errors(dr, tmp_path):
                        match="0000.* not found at site east"):
         manager.migrate(["00000000-0000-0000-0000-000000000000"], "west")
     assert manager.list() == []
+
+
+def test_the_conductor_logs_in_to_each_site_and_finds_it_by_region(
+        dr, tmp_path):
+    """What Keystone decides for the conductor.
+
+    Its session reaches east's Glance by region; a refused login, a
+    region without Glance, and the other site's region (whose Glance
+    does not have the image) are clear errors.
+    """
+    path = tmp_path / "regional.raw"
+    path.write_bytes(os.urandom(MIB))
+    image = dr.east.glance.add_image("regional", path, drlab.FILE_STORE)
+    conf = _manager(dr, tmp_path).conf
+    east = migration_glance.GlanceClient(sites.glance_session(conf, "east"),
+                                         sites.load(conf, "east"))
+    assert east.find("regional")["id"] == image["id"]
+    assert east.image(image["id"])["os_hash_value"] == image["os_hash_value"]
+    refused = _manager(dr, tmp_path, name="refused",
+                       east={"password": "not-the-password"})
+    with pytest.raises(exceptions.StageFailed,
+                       match="site east: its Keystone refused"):
+        refused.migrate([image["id"]], "west")
+    nowhere = _manager(dr, tmp_path, name="nowhere",
+                       east={"glance_region": "nowhere"})
+    with pytest.raises(exceptions.StageFailed,
+                       match="site east: no Images API.*region nowhere"):
+        nowhere.migrate([image["id"]], "west")
+    crossed = _manager(dr, tmp_path, name="crossed",
+                       east={"glance_region": dr.west.glance.region})
+    with pytest.raises(exceptions.ImageNotFound, match="at site east"):
+        crossed.migrate([image["id"]], "west")
 
 
 def test_runner_is_a_real_process_that_exits_nonzero_on_failure(dr,
@@ -505,10 +542,10 @@ def test_two_conductors_sharing_postgresql_run_each_job_once(dr, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def linked_dr(tmp_path_factory):
+def linked_dr(tmp_path_factory, keystone):
     """The two clouds with their DTNs joined by a 100 Mbit/s link."""
     with drlab.DrLab(str(tmp_path_factory.mktemp("linked")),
-                     dtn_link=(10, 100, 4)) as lab:
+                     dtn_link=(10, 100, 4), keystone=keystone) as lab:
         yield lab
 
 

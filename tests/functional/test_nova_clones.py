@@ -69,6 +69,8 @@ def node(lab, glance, mounts, tmp_path):
     with compute.nova_fixtures():
         yield compute.ComputeNode(
             str(tmp_path / "instances"), glance_url=glance.url,
+            auth_token=glance.token(),
+            service_auth=glance.keystone.auth_options("nova"),
             **node_options(lab, mounts("nova-mounts"))).activate()
 
 
@@ -231,8 +233,8 @@ def test_concurrent_clones_on_one_host_and_on_two_hosts(
     for host, options in hosts.items():
         process, spec = clone_on_host({
             "instances_path": str(tmp_path / host), "host": host,
-            "glance_url": glance.url, "gvfs": options,
-            "image_id": image_id, "count": 4, "root_gb": 1,
+            "glance_url": glance.url, "auth_token": glance.token(),
+            "gvfs": options, "image_id": image_id, "count": 4, "root_gb": 1,
             "reads": reads_of(written)})
         running.append((host, process, spec))
     for _, process, spec in running:

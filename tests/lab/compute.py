@@ -57,6 +57,28 @@ def nova_fixtures():
     finally:
         for fixture in reversed(used):
             fixture.cleanUp()
+        from nova import service_auth
+        service_auth.reset_globals()
+
+
+def _service_user(conf, options):
+    """What ``[service_user]`` of nova.conf gives nova-compute.
+
+    Its service token goes beside the user's (``send_service_user_token``).
+    The keystoneauth plugin goes straight into Nova's cache of loaded
+    plugins: loading it from options would register keystoneauth's
+    plugin options at run time, which Nova's ConfFixture does not allow
+    between tests.
+    """
+    from keystoneauth1.identity import v3
+    from nova import service_auth
+
+    conf.set_override("send_service_user_token", True,
+                      group="service_user")
+    service_auth.reset_globals()
+    service_auth._AUTHS["service_user"] = v3.Password(**{
+        name: value for name, value in options.items()
+        if name != "auth_type"})
 
 
 class ComputeNode:
@@ -68,7 +90,7 @@ class ComputeNode:
     """
 
     def __init__(self, instances_path, host="compute-1", glance_url=None,
-                 **gvfs):
+                 auth_token=None, service_auth=None, **gvfs):
         from nova import context
         from nova import objects
 
@@ -78,8 +100,13 @@ class ComputeNode:
         self.glance_url = glance_url
         self.gvfs = gvfs
         self.context = context.get_admin_context()
-        # The lab's glance-api takes any token (no Keystone).
-        self.context.auth_token = "lab"
+        # The Keystone token nova-compute would hold for the user whose
+        # instance it builds: the lab's glance-api checks it.
+        self.context.auth_token = auth_token
+        #: keystoneauth options of Nova's service user (``[service_user]``):
+        #: its token goes beside the user's, as Glance's location API
+        #: requires of a snapshot registered by location.
+        self.service_auth = service_auth
         self.driver = None
 
     def activate(self):
@@ -97,6 +124,8 @@ class ComputeNode:
         if self.glance_url:
             conf.set_override("api_servers", [self.glance_url],
                               group="glance")
+        if self.service_auth:
+            _service_user(conf, self.service_auth)
         nova_compute.register()
         # What the driver registers when it loads, to hold this host's
         # values before it does.
@@ -198,7 +227,8 @@ def make_golden(path, fmt, size_mib=64, pattern_every_mib=8):
 def run_spec(spec):
     """Clone ``spec["count"]`` instances of ``spec["image_id"]``.
 
-    ``spec``: ``instances_path``, ``host``, ``glance_url``, ``gvfs``
+    ``spec``: ``instances_path``, ``host``, ``glance_url``,
+    ``auth_token`` (a Keystone token of the images' owner), ``gvfs``
     (options), ``image_id``, ``count``, ``root_gb``, optionally ``reads``
     (qemu-io commands each clone replays: its guest's boot),
     ``cache_mode`` (the guest's qemu cache mode) and ``sequential`` (one
@@ -208,7 +238,8 @@ def run_spec(spec):
     its backing file and the seconds the clone and the reads took.
     """
     node = ComputeNode(spec["instances_path"], spec["host"],
-                       spec["glance_url"], **spec["gvfs"]).activate()
+                       spec["glance_url"], spec["auth_token"],
+                       spec.get("service_auth"), **spec["gvfs"]).activate()
     node.driver.image_export.datadir()
 
     def clone(_):

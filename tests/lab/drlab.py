@@ -9,6 +9,15 @@ export's directory) plus a plain ``file`` store.  The two Glance
 servers keep their databases in one PostgreSQL server, as production
 Glance does in a real database: with sqlite, concurrent location imports
 lock each other up.
+
+The two clouds share one Keystone, as two regions of its catalog: each
+glance-api is the Images API of its own region and checks tokens with
+it, and the conductor finds each site's Glance by region with the
+keystoneauth credentials of its ``[site:NAME]`` group, as deployed.  One
+Keystone rather than two: the conductor's code is the same either way (a
+session per site group), a second Keystone would cost every DR lab some
+seconds, and with both Glance servers in one catalog a conductor that
+ignored a site's region would reach the wrong cloud and fail the tests.
 :meth:`DrLab.conductor_config` writes the conductor's configuration for
 the two sites.
 """
@@ -22,6 +31,7 @@ from tests.lab import dnat
 from tests.lab import ganesha
 from tests.lab import glance_api
 from tests.lab import gridftp
+from tests.lab import keystone as keystone_lab
 from tests.lab import postgres
 from tests.lab import process
 from tests.lab import sshd
@@ -37,12 +47,18 @@ GVFS_STORE = "dtn"
 #: the 17th transfer within a minute found no free port and was aborted).
 DATA_PORTS = 64
 FILE_STORE = "local"
+#: Whose token the lab's own calls to the two Glance servers carry: the
+#: cloud's admin sees every project's images, the conductor's included.
+OPERATOR = "admin"
+#: The conductor's service user at both sites.
+CONDUCTOR = "gvfs-conductor"
 
 
 class DrSite:
-    def __init__(self, workdir, name, stack, database, data_interface=None,
-                 data_ports=None):
+    def __init__(self, workdir, name, stack, database, keystone,
+                 data_interface=None, data_ports=None):
         self.name = name
+        self.keystone = keystone
         self.workdir = workdir
         self.export = os.path.join(workdir, "export")
         os.makedirs(self.export, exist_ok=True)
@@ -85,7 +101,7 @@ class DrSite:
                     "gvfs_store_file_perm": 0o644,
                     "gvfs_store_delete_grace": 0}),
                 FILE_STORE: ("file", {"filesystem_store_datadir": local}),
-            }, database=database)))
+            }, keystone, database=database, user=OPERATOR)))
 
     def compressed_local_copy(self):
         """Site options for a local copy in zstd through the proxy."""
@@ -95,9 +111,8 @@ class DrSite:
 
     def site_options(self, in_place=True):
         """This site's ``[site:NAME]`` group for the conductor."""
-        options = {
-            "glance_endpoint": self.glance.url,
-            "auth_type": "none",
+        options = dict(self.keystone.auth_options(CONDUCTOR), **{
+            "glance_region": self.glance.region,
             "dtn_export": self.export,
             "dtn_images_dir": IMAGES_DIR,
             "dtn_staging_dir": STAGING_DIR,
@@ -114,7 +129,7 @@ class DrSite:
             # their PATH.
             "gvfs_meta_command": os.path.join(
                 os.path.dirname(sys.executable), "gvfs-meta"),
-        }
+        })
         if in_place:
             options["gvfs_store"] = GVFS_STORE
         return options
@@ -141,9 +156,12 @@ class DrLab:
     scp a user would otherwise run.
     """
 
-    def __init__(self, workdir, dtn_link=None):
+    def __init__(self, workdir, dtn_link=None, keystone=None):
         self.workdir = workdir
         self.dtn_link = dtn_link
+        #: A started Keystone to share (a test session's); without one,
+        #: the lab starts its own.
+        self.keystone = keystone
         self.toxiproxy = None
         self.ssh_link_port = None
         self._stack = contextlib.ExitStack()
@@ -153,11 +171,16 @@ class DrLab:
         try:
             self._stack.enter_context(_stopping(ganesha.Rpcbind(
                 self.workdir)))
+            if self.keystone is None:
+                self.keystone = self._stack.enter_context(
+                    keystone_lab.Keystone(os.path.join(self.workdir,
+                                                       "keystone")))
             self.postgres = self._stack.enter_context(_stopping(
                 postgres.PostgreSQL(os.path.join(self.workdir, "postgres"))))
             self.east = DrSite(os.path.join(self.workdir, "east"), "east",
                                self._stack,
-                               self.postgres.database("glance_east"))
+                               self.postgres.database("glance_east"),
+                               self.keystone)
             data_ports = None
             if self.dtn_link:
                 first = process.free_port_range(DATA_PORTS)
@@ -165,6 +188,7 @@ class DrLab:
             self.west = DrSite(os.path.join(self.workdir, "west"), "west",
                                self._stack,
                                self.postgres.database("glance_west"),
+                               self.keystone,
                                data_interface="127.0.0.2" if data_ports
                                else None, data_ports=data_ports)
             if data_ports:

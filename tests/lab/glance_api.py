@@ -3,13 +3,14 @@
 
 glance 33 has no standalone ``glance-api`` program: the WSGI application
 ``glance.wsgi.api:application`` reads ``glance-api.conf`` from
-``OS_GLANCE_CONFIG_DIR``.  The lab runs it with a sqlite database and
-without Keystone.  Glance's own unauthenticated pipeline gives requests
-no project, which image import tasks need, so the lab's pipeline puts a
-fixed identity (one project, admin and member roles, and the ``service``
-role of a service token, which Nova's snapshots by location need) in
-front of Glance's regular ``context`` filter instead -- the headers
-keystonemiddleware would set after checking the tokens.
+``OS_GLANCE_CONFIG_DIR``.  The lab runs it as a deployment does, behind
+``keystonemiddleware.auth_token`` (Glance's own paste pipeline, flavor
+``keystone``) with the lab's real Keystone (:mod:`tests.lab.keystone`):
+every request carries a token that Keystone issued and auth_token
+validated, and Glance's policies see the user's real project and roles.
+Each glance-api puts itself in Keystone's catalog in a region of its own
+(several share one Keystone in a test session; the DR lab's two are its
+two sites).
 """
 
 import configparser
@@ -21,50 +22,23 @@ import sys
 import urllib.error
 import urllib.request
 
+from tests.lab import keystone as keystone_lab
 from tests.lab import process
 
-PROJECT_ID = "0a1b2c3d4e5f40718293a4b5c6d7e8f9"
-USER_ID = "9f8e7d6c5b4a40392817f6e5d4c3b2a1"
 #: Bytes per write of an upload's body (python-glanceclient's chunk).
 UPLOAD_CHUNK = 64 * 1024
 
-_IDENTITY = {
-    "HTTP_X_IDENTITY_STATUS": "Confirmed",
-    "HTTP_X_PROJECT_ID": PROJECT_ID,
-    "HTTP_X_USER_ID": USER_ID,
-    "HTTP_X_ROLES": "admin,member,reader",
-    "HTTP_X_SERVICE_ROLES": "service",
-}
-
-
-def fixed_identity_factory(global_conf, **local_conf):
-    """Paste filter: every request is the lab's admin user."""
-
-    def wrap(app):
-        def middleware(environ, start_response):
-            environ.update(_IDENTITY)
-            return app(environ, start_response)
-        return middleware
-    return wrap
-
-
-_PIPELINE = ("cors http_proxy_to_wsgi versionnegotiation fixedidentity "
-             "context rootapp")
-
 
 def _paste_ini(path):
-    """Glance's shipped paste file with the lab's pipeline."""
+    """Glance's shipped paste file, its healthcheck kept in the lab."""
     shipped = os.path.join(sys.prefix, "etc", "glance",
                            "glance-api-paste.ini")
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str
     parser.read(shipped)
-    if not parser.has_section("composite:api"):
-        raise process.LabError("glance's paste file not found at %s"
-                               % shipped)
-    parser["composite:api"]["default"] = _PIPELINE
-    parser["filter:fixedidentity"] = {
-        "paste.filter_factory": __name__ + ":fixed_identity_factory"}
+    if not parser.has_option("composite:api", "keystone"):
+        raise process.LabError("glance's paste file with its keystone "
+                               "pipeline not found at %s" % shipped)
     parser["app:healthcheck"]["disable_by_file_path"] = os.path.join(
         os.path.dirname(path), "healthcheck_disable")
     with open(path, "w") as f:
@@ -72,39 +46,58 @@ def _paste_ini(path):
 
 
 class GlanceApi:
-    """glance-api on ``127.0.0.1:port`` with ``backends``.
+    """glance-api on ``127.0.0.1:port`` with ``backends``, behind Keystone.
 
     ``backends`` maps a store name to ``(type, {option: value})``, e.g.
     ``{"dtn": ("gvfs", {"gvfs_store_datadir": ...}), "local": ("file",
     {...})}``; the first is the default.  ``database`` is an SQLAlchemy
     URL (default: sqlite in ``workdir``, which serialises badly when
     several image imports run at once).
+
+    ``keystone``: a started :class:`tests.lab.keystone.Keystone`; without
+    one, this glance-api starts its own in ``workdir`` and stops it with
+    itself.  Its endpoint goes into the catalog in ``region`` (default:
+    a region named after its port).  ``user`` is the lab user whose
+    token the helper calls below send (:meth:`create_image`,
+    :meth:`upload`, :meth:`image`, ...); :meth:`openstack` runs the CLI
+    as any user.
     """
 
-    def __init__(self, workdir, backends, workers=2, database=None):
+    def __init__(self, workdir, backends, keystone=None, workers=2,
+                 database=None, region=None, user="alpha-member"):
         self.workdir = workdir
         self.port = process.free_port()
         self.url = "http://127.0.0.1:%d" % self.port
+        self.region = region or "glance-%d" % self.port
+        self.user = user
         os.makedirs(workdir, exist_ok=True)
-        self.config_dir = os.path.join(workdir, "etc")
-        os.makedirs(self.config_dir, exist_ok=True)
-        self._write_config(backends, database or "sqlite:///%s" % (
-            os.path.join(workdir, "glance.sqlite")))
-        self._db_sync()
-        gunicorn = shutil.which("gunicorn") or os.path.join(
-            os.path.dirname(sys.executable), "gunicorn")
-        env = dict(os.environ, OS_GLANCE_CONFIG_DIR=self.config_dir)
-        self.process = process.ManagedProcess(
-            "glance-api", [gunicorn, "--bind", "127.0.0.1:%d" % self.port,
-                           "--workers", str(workers), "--timeout", "600",
-                           "--worker-class", "gthread", "--threads", "4",
-                           "--control-socket",
-                           os.path.join(workdir, "gunicorn.ctl"),
-                           "glance.wsgi.api:application"],
-            os.path.join(workdir, "glance-api.log"), env=env)
+        self._own_keystone = keystone is None
+        self.keystone = keystone or keystone_lab.Keystone(
+            os.path.join(workdir, "keystone")).start()
+        self._endpoints = []
+        self.process = None
         try:
+            self.config_dir = os.path.join(workdir, "etc")
+            os.makedirs(self.config_dir, exist_ok=True)
+            self._write_config(backends, database or "sqlite:///%s" % (
+                os.path.join(workdir, "glance.sqlite")))
+            self._db_sync()
+            gunicorn = shutil.which("gunicorn") or os.path.join(
+                os.path.dirname(sys.executable), "gunicorn")
+            env = dict(os.environ, OS_GLANCE_CONFIG_DIR=self.config_dir)
+            self.process = process.ManagedProcess(
+                "glance-api", [gunicorn, "--bind",
+                               "127.0.0.1:%d" % self.port,
+                               "--workers", str(workers), "--timeout", "600",
+                               "--worker-class", "gthread", "--threads", "4",
+                               "--control-socket",
+                               os.path.join(workdir, "gunicorn.ctl"),
+                               "glance.wsgi.api:application"],
+                os.path.join(workdir, "glance-api.log"), env=env)
+            self._endpoints = self.keystone.add_endpoint(
+                "image", "glance", self.url, self.region)
             self._wait_healthy()
-        except process.LabError:
+        except BaseException:
             self.stop()
             raise
 
@@ -128,7 +121,8 @@ class GlanceApi:
         conf["database"] = {"connection": database}
         paste = os.path.join(self.config_dir, "glance-api-paste.ini")
         _paste_ini(paste)
-        conf["paste_deploy"] = {"config_file": paste}
+        conf["paste_deploy"] = {"config_file": paste, "flavor": "keystone"}
+        conf["keystone_authtoken"] = self._authtoken()
         conf["oslo_policy"] = {"enforce_new_defaults": "true"}
         # Import and location-import tasks take external locks.
         conf["oslo_concurrency"] = {"lock_path": os.path.join(self.workdir,
@@ -136,6 +130,22 @@ class GlanceApi:
         self.config_file = os.path.join(self.config_dir, "glance-api.conf")
         with open(self.config_file, "w") as f:
             conf.write(f)
+
+    def _authtoken(self):
+        """``[keystone_authtoken]``: the ``glance`` service user's.
+
+        Tokens are validated with Keystone and cached in each worker's
+        memory (no memcached); a service token (``X-Service-Token``, as
+        Nova sends with a snapshot's location) must carry ``service``.
+        """
+        options = self.keystone.auth_options("glance")
+        options.update({
+            "www_authenticate_uri": self.keystone.auth_url,
+            "service_token_roles": "service",
+            "service_token_roles_required": "true",
+            "region_name": keystone_lab.REGION,
+        })
+        return options
 
     def _db_sync(self):
         manage = shutil.which("glance-manage") or os.path.join(
@@ -159,35 +169,51 @@ class GlanceApi:
         process.wait_until(healthy, "answering its healthcheck", timeout,
                            self.process, 0.2)
 
-    def openstack(self, *args, timeout=600):
-        """Run the real ``openstack`` CLI against this glance-api."""
+    def credentials(self, user=None):
+        """The openrc (``OS_*``) of ``user`` for this glance-api's region."""
+        return self.keystone.credentials(user or self.user, self.region)
+
+    def token(self, user=None):
+        """A Keystone token of ``user`` (default: :attr:`user`)."""
+        return self.keystone.token(user or self.user)
+
+    def openstack(self, *args, user=None, timeout=600):
+        """Run the real ``openstack`` CLI as ``user``.
+
+        The CLI logs in with the user's password and finds this
+        glance-api in the catalog, by its region.
+        """
         program = shutil.which("openstack") or os.path.join(
             os.path.dirname(sys.executable), "openstack")
-        return subprocess.run(
-            [program, "--os-auth-type", "none", "--os-endpoint", self.url,
-             "--os-image-api-version", "2"] + list(args),
-            capture_output=True, text=True, timeout=timeout)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("OS_")}
+        env.update(self.credentials(user), OS_IMAGE_API_VERSION="2")
+        return subprocess.run([program] + list(args), capture_output=True,
+                              text=True, timeout=timeout, env=env)
 
     # --- the Images API v2, as its clients send it -------------------------
 
     def _request(self, path, method="GET", body=None, headers=None,
-                 timeout=600):
+                 timeout=600, user=None):
+        """urllib's answer, with ``user``'s token (HTTPError on >= 400)."""
+        headers = dict(headers or {}, **{"X-Auth-Token": self.token(user)})
         return urllib.request.urlopen(urllib.request.Request(
-            self.url + path, data=body, method=method,
-            headers=headers or {}), timeout=timeout)
+            self.url + path, data=body, method=method, headers=headers),
+            timeout=timeout)
 
-    def create_image(self, name, disk_format="raw", **attributes):
+    def create_image(self, name, disk_format="raw", user=None,
+                     **attributes):
         """A queued image (with any other ``attributes``); its id."""
         body = json.dumps(dict({"name": name, "disk_format": disk_format,
                                 "container_format": "bare"},
                                **attributes)).encode()
         with self._request("/v2/images", "POST", body, {
-                "Content-Type": "application/json"}) as reply:
+                "Content-Type": "application/json"}, user=user) as reply:
             return json.loads(reply.read())["id"]
 
-    def image(self, image_id):
+    def image(self, image_id, user=None):
         """The image as the API returns it (hashes and stores included)."""
-        with self._request("/v2/images/%s" % image_id) as reply:
+        with self._request("/v2/images/%s" % image_id, user=user) as reply:
             return json.loads(reply.read())
 
     def upload(self, image_id, path, store=None):
@@ -231,4 +257,13 @@ class GlanceApi:
         return size
 
     def stop(self):
-        return self.process.stop(timeout=30.0)
+        """Stop glance-api, take it out of the catalog; its exit status."""
+        status = None
+        if self.process is not None:
+            status, self.process = self.process.stop(timeout=30.0), None
+        if self._endpoints:
+            self.keystone.remove_endpoints(self._endpoints)
+            self._endpoints = []
+        if self._own_keystone:
+            self.keystone.stop()
+        return status

@@ -90,9 +90,11 @@ def _node(lab, work, name, proxy, stores=("dtn",), read_cache_mb=0):
     return node
 
 
-def _clones(glance_url, work, host, options, image_id, reads, count):
+def _clones(glance, glance_url, work, host, options, image_id, reads,
+            count):
     spec = {"instances_path": os.path.join(work, host + "-instances"),
             "host": host, "glance_url": glance_url, "gvfs": options,
+            "auth_token": glance.token(),
             "image_id": image_id, "count": count, "root_gb": 2,
             "reads": reads, "sequential": True, "cache_mode": "none"}
     try:
@@ -136,8 +138,8 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
 
                 def sequence(name, proxy, host, options, count=CLONES):
                     before = proxy.stats()["upstream_bytes_in"]
-                    done = _clones(glance_url, work, host, options,
-                                   image_id, reads, count)
+                    done = _clones(glance, glance_url, work, host,
+                                   options, image_id, reads, count)
                     parts.setdefault(name, []).extend(done)
                     seconds.setdefault(name, []).extend(
                         disk + boot for disk, boot in done)

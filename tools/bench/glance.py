@@ -2,7 +2,9 @@
 """Images through a real glance-api: the gvfs store against Glance's own
 ``file`` store.
 
-One lab, one glance-api (PyPI glance under gunicorn) with three stores:
+One lab, one glance-api (PyPI glance under gunicorn, behind its own lab
+Keystone: every request carries a token, as a client's would) with three
+stores:
 
 * ``local``: Glance's ``file`` store on local disk (the baseline);
 * ``gvfs``: the gvfs store on its own FUSE mount -> client proxy (block

@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: Apache-2.0
+"""How a conductor reaches a site's Glance: keystoneauth per site group."""
+
+import socket
+
+from keystoneauth1 import identity
+from keystoneauth1 import session
+from oslo_config import cfg
+import pytest
+
+from gvfs_openstack.conf import migration as migration_conf
+from gvfs_openstack import exceptions
+from gvfs_openstack.migration import glance as glance_api
+from gvfs_openstack.migration import sites
+
+DTN = """dtn_export = /export
+gridftp_url = ftp://127.0.0.1:2812/
+"""
+
+
+def _conf(tmp_path, east, west):
+    path = tmp_path / "conductor.conf"
+    path.write_text("[conductor]\nsites = east,west\nlocal_site = east\n"
+                    "[site:east]\n%s%s[site:west]\n%s%s"
+                    % (east, DTN, west, DTN))
+    return migration_conf.load(cfg.ConfigOpts(), ["--config-file",
+                                                  str(path)], "test")
+
+
+def _password(user, region):
+    return """auth_type = password
+auth_url = http://127.0.0.1:5000/v3
+username = %s
+password = secret
+project_name = service
+user_domain_name = Default
+project_domain_name = Default
+glance_region = %s
+""" % (user, region)
+
+
+def test_each_site_logs_in_with_its_own_credentials_and_region(tmp_path):
+    conf = _conf(tmp_path, _password("conductor-east", "RegionEast"),
+                 _password("conductor-west", "RegionWest"))
+    for name, user, region in (("east", "conductor-east", "RegionEast"),
+                               ("west", "conductor-west", "RegionWest")):
+        site = sites.load(conf, name)
+        assert site.glance_endpoint is None
+        assert site.glance_region == region
+        auth = sites.glance_session(conf, name).auth
+        assert isinstance(auth, identity.Password)
+        elements = auth.get_cache_id_elements()
+        assert elements["username"] == user
+        assert elements["auth_url"] == "http://127.0.0.1:5000/v3"
+        assert elements["project_name"] == "service"
+
+
+def test_a_site_without_credentials_or_endpoint_is_a_clear_error(tmp_path):
+    conf = _conf(tmp_path, "", _password("conductor", "RegionWest"))
+    with pytest.raises(exceptions.InvalidConfig,
+                       match=r"\[site:east\] auth_type.*Keystone catalog"):
+        sites.load(conf, "east")
+    # The other site is fine.
+    assert sites.load(conf, "west").glance_region == "RegionWest"
+
+
+def test_a_glance_without_keystone_needs_its_endpoint(tmp_path):
+    conf = _conf(tmp_path, "auth_type = none\n"
+                 "glance_endpoint = http://127.0.0.1:9292\n",
+                 "auth_type = none\n")
+    assert sites.load(conf, "east").glance_endpoint == \
+        "http://127.0.0.1:9292"
+    assert sites.glance_session(conf, "east").auth is not None
+    # auth_type = none without an endpoint: there is no catalog to ask.
+    with pytest.raises(exceptions.InvalidConfig,
+                       match=r"\[site:west\] auth_type"):
+        sites.load(conf, "west")
+
+
+def _closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_keystone_that_does_not_answer_is_a_transient_stage_failure(
+        tmp_path):
+    west = _password("conductor", "RegionWest").replace(
+        "127.0.0.1:5000", "127.0.0.1:%d" % _closed_port())
+    conf = _conf(tmp_path, _password("conductor", "RegionEast"), west)
+    client = glance_api.GlanceClient(sites.glance_session(conf, "west"),
+                                     sites.load(conf, "west"))
+    with pytest.raises(exceptions.StageFailed,
+                       match="site west: cannot reach") as failed:
+        client.image("some-image")
+    assert failed.value.transient
+
+
+def test_no_credentials_is_a_final_stage_failure(tmp_path):
+    conf = _conf(tmp_path, _password("conductor", "RegionEast"),
+                 _password("conductor", "RegionWest"))
+    site = sites.load(conf, "west")
+    client = glance_api.GlanceClient(session.Session(), site)
+    with pytest.raises(exceptions.StageFailed,
+                       match="site west: no credentials") as failed:
+        client.find("some-image")
+    assert not failed.value.transient
