@@ -75,6 +75,10 @@ def path(request, lab_factory, tcp_lab, started_paths):
     return started_paths[request.param]
 
 
+def _client(port):
+    return NfsClient("127.0.0.1", port, port, uid=1000, gid=1000)
+
+
 def _read_args(fh, offset, count):
     return nfs3.encode_args(const.Nfs3Proc.READ,
                             nfs3.ReadArgs(fh, offset, count))
@@ -89,8 +93,7 @@ def test_every_limit_advertised_is_carried(path):
     port, lab = path
 
     async def scenario():
-        async with NfsClient("127.0.0.1", port, port, uid=1000,
-                             gid=1000) as nfs:
+        async with _client(port) as nfs:
             root = await nfs.mount(lab.export)
             info = await nfs.fsinfo(root)
             for field in ("rtmax", "rtpref", "wtmax", "wtpref", "dtpref"):
@@ -130,8 +133,7 @@ def test_a_call_over_the_record_limit_is_refused_alone(path):
     port, lab = path
 
     async def scenario():
-        async with NfsClient("127.0.0.1", port, port, uid=1000,
-                             gid=1000) as nfs:
+        async with _client(port) as nfs:
             root = await nfs.mount(lab.export)
             out = await nfs.create(root, "too-large-write")
             data = os.urandom(5 * MIB)
@@ -161,8 +163,7 @@ def test_a_client_flooding_huge_reads_breaks_nobody_else(tcp_lab):
     port = tcp_lab.client_proxy.port
 
     async def flood(stop):
-        async with NfsClient("127.0.0.1", port, port, uid=1000,
-                             gid=1000) as nfs:
+        async with _client(port) as nfs:
             await nfs.mount(tcp_lab.export)
             fh = await nfs.lookup_path("eight-mib")
             sent = 0
@@ -176,8 +177,7 @@ def test_a_client_flooding_huge_reads_breaks_nobody_else(tcp_lab):
 
     async def busy(index, stop):
         calls = 0
-        async with NfsClient("127.0.0.1", port, port, uid=1000,
-                             gid=1000) as nfs:
+        async with _client(port) as nfs:
             root = await nfs.mount(tcp_lab.export)
             name = "busy-%d" % index
             while not stop.is_set():
