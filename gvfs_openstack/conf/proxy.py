@@ -43,6 +43,18 @@ Related options:
     cfg.IntOpt("max_inflight", default=128, min=1, max=4096,
                help="Calls a single downstream connection may have in "
                     "flight before the proxy stops reading from it."),
+    cfg.IntOpt("max_buffered_mb", default=32, min=1, max=1024,
+               help="""MiB of replies a downstream connection may leave unread.
+
+Past it the proxy stops reading that connection's calls until its
+replies drain, so that a client that sends calls without reading the
+replies (or reads them slowly) holds at most this much plus the replies
+of its ``max_inflight`` calls in the proxy's memory, and slows only
+itself.
+
+Related options:
+  max_inflight.
+"""),
     cfg.StrOpt("control_socket",
                help="""Path of the local control socket (mode 0600).
 

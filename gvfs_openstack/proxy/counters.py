@@ -19,6 +19,7 @@ class ListenerCounters:
     peers_refused: int = 0
     protocol_errors: int = 0
     calls_too_large: int = 0
+    clients_backlogged: int = 0
     max_inflight_seen: int = 0
     downstream_bytes_in: int = 0
     downstream_bytes_out: int = 0

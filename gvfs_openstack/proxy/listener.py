@@ -35,7 +35,11 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         self.transport = None
         self.tasks = set()
         self.relaying = None  # (record buffer, CallRelay or None)
-        self.paused = False
+        #: Too many of its calls in flight; its replies not read: either
+        #: stops reading its calls (see :meth:`_follow_load`).
+        self.busy = False
+        self.backlogged = False
+        self.reading = True
         self.peer = None
 
     def connection_made(self, transport):
@@ -43,6 +47,9 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         self.writer = streams.RecordWriter(transport, self.counters,
                                            "downstream_bytes_out")
         transport_io.tune_socket(transport)
+        transport.set_write_buffer_limits(
+            high=self.listener.max_buffered,
+            low=self.listener.max_buffered // 4)
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer = "%s:%s" % peer[:2]
         if not self.listener.peers.allows(peer[0]):
@@ -85,8 +92,35 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
             LOG.warning("closing connection from %s: %s", self.peer, e)
             self.transport.abort()
             return
-        if len(self.tasks) >= self.listener.max_inflight and not self.paused:
-            self.paused = True
+        if len(self.tasks) >= self.listener.max_inflight:
+            self.busy = True
+            self._follow_load()
+
+    def pause_writing(self):
+        self.backlogged = True
+        self.counters.clients_backlogged += 1
+        self._follow_load()
+
+    def resume_writing(self):
+        self.backlogged = False
+        self._follow_load()
+
+    def _follow_load(self):
+        """Read this client's calls only while it keeps up.
+
+        A client with ``[proxy] max_inflight`` calls in flight, or whose
+        replies pile up unread (beyond ``max_buffered_mb`` in the socket's
+        buffer), is not read from until it has fewer or reads them: what
+        one client makes the proxy hold is bounded, and a client that
+        floods it slows only itself.
+        """
+        want = not (self.busy or self.backlogged)
+        if want == self.reading or self.transport.is_closing():
+            return
+        self.reading = want
+        if want:
+            self.transport.resume_reading()
+        else:
             self.transport.pause_reading()
 
     def _received(self, event):
@@ -126,11 +160,10 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
                                                     self.writer, relay)
         finally:
             self.tasks.discard(asyncio.current_task())
-            if self.paused and \
-                    len(self.tasks) < self.listener.max_inflight // 2 and \
-                    not self.transport.is_closing():
-                self.paused = False
-                self.transport.resume_reading()
+            if self.busy and \
+                    len(self.tasks) < self.listener.max_inflight // 2:
+                self.busy = False
+                self._follow_load()
         if reply is not None:
             self.writer.write_record(reply if isinstance(reply, tuple)
                                      else (reply,))
@@ -148,7 +181,8 @@ class Listener:
     """Serves NFS and MOUNT on one TCP port for the given role."""
 
     def __init__(self, role, host, port, counters, ssl_context=None,
-                 peers=None, max_record_size=None, max_inflight=128):
+                 peers=None, max_record_size=None, max_inflight=128,
+                 max_buffered=32 * 1024 * 1024):
         self.role = role
         self.host = host
         self.port = port
@@ -157,6 +191,9 @@ class Listener:
         self.max_record_size = (max_record_size
                                 or connection.DEFAULT_MAX_RECORD)
         self.max_inflight = max_inflight
+        #: Bytes of replies a client may leave unread before its calls
+        #: are no longer read.
+        self.max_buffered = max_buffered
         #: :class:`counters.ListenerCounters`
         self.counters = counters
         self.connections = set()

@@ -121,7 +121,8 @@ class ProxyService:
         self.listener = Listener(
             self.role, listen.host, listen.port,
             self.counters.part(counters.ListenerCounters), ssl_context,
-            peers, conf.proxy.max_record_size, conf.proxy.max_inflight)
+            peers, conf.proxy.max_record_size, conf.proxy.max_inflight,
+            conf.proxy.max_buffered_mb * 1024 * 1024)
         self.control = None
         if conf.proxy.control_socket:
             self.control = control.ControlServer(

@@ -17,9 +17,11 @@ import time
 import pytest
 
 from gvfs_openstack.client.nfs import NfsClient
+from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy import limits
 
 MIB = 1024 * 1024
@@ -200,3 +202,57 @@ def test_a_client_flooding_huge_reads_breaks_nobody_else(tcp_lab):
     assert time.monotonic() - started < 60
     assert floods > 10 and all(c > 0 for c in calls)
     assert tcp_lab.server_proxy.stats()["upstream_connects"] == connects
+
+
+def _rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS for %d" % pid)
+
+
+def test_a_client_that_never_reads_its_replies_holds_a_bounded_amount(
+        tcp_lab):
+    """400 READs of 2 MiB sent, none of the replies read.
+
+    The server proxy stops reading that connection once its replies pile
+    up: its memory grows by the replies of the calls in flight at most,
+    not by the 800 MiB asked, and another client is served meanwhile.
+    """
+    proxy = tcp_lab.server_proxy
+    before = _rss_mib(proxy.process.pid)
+    sent = [0]
+
+    async def scenario():
+        async with _client(proxy.port) as nfs:
+            await nfs.mount(tcp_lab.export)
+            fh = await nfs.lookup_path("eight-mib")
+        cred = rpc.AuthSys(1000, 1000, (), "flood").to_opaque()
+        reader, writer = await asyncio.open_connection("127.0.0.1",
+                                                       proxy.port)
+        try:
+            for xid in range(400):
+                call = rpc.encode_message(rpc.Call(
+                    xid, const.NFS_PROGRAM, const.NFS_V3,
+                    const.Nfs3Proc.READ, cred,
+                    args=_read_args(fh, 0, IO_SIZE)))
+                writer.write(connection.frame(call))
+                try:
+                    await asyncio.wait_for(writer.drain(), 0.5)
+                except TimeoutError:
+                    break   # The proxy stopped reading: as it should.
+                sent[0] += 1
+            await asyncio.sleep(2)
+            grown = _rss_mib(proxy.process.pid) - before
+            async with _client(proxy.port) as other:
+                await other.mount(tcp_lab.export)
+                assert (await other.getattr(fh)).size == FILE_SIZE
+            return grown
+        finally:
+            writer.transport.abort()
+
+    grown = asyncio.run(scenario())
+    # 128 calls in flight x 2 MiB, 32 MiB unread, and slack.
+    assert grown < 128 * 2 + 32 + 100, (grown, sent[0])
+    assert proxy.stats()["clients_backlogged"] >= 1
