@@ -178,16 +178,18 @@ def test_a_client_flooding_huge_reads_breaks_nobody_else(tcp_lab):
             return sent
 
     async def busy(index, stop):
-        calls = 0
+        calls, slowest = 0, 0.0
         async with _client(port) as nfs:
             root = await nfs.mount(tcp_lab.export)
             name = "busy-%d" % index
             while not stop.is_set():
+                started = time.monotonic()
                 fh = await nfs.create(root, name)
                 await nfs.getattr(fh)
                 await nfs.remove(root, name)
+                slowest = max(slowest, time.monotonic() - started)
                 calls += 3
-        return calls
+        return calls, slowest
 
     async def scenario():
         stop = asyncio.Event()
@@ -197,10 +199,12 @@ def test_a_client_flooding_huge_reads_breaks_nobody_else(tcp_lab):
         stop.set()
         return await asyncio.gather(*tasks)
 
-    started = time.monotonic()
-    floods, *calls = asyncio.run(scenario())
-    assert time.monotonic() - started < 60
-    assert floods > 10 and all(c > 0 for c in calls)
+    floods, *others = asyncio.run(scenario())
+    assert floods > 10 and all(calls > 0 for calls, _ in others)
+    # Three calls of a well-behaved client take well under a second on
+    # loopback while the flood goes on (a shared connection re-made, as
+    # before, cost them seconds and errors).
+    assert max(slowest for _, slowest in others) < 2.0, others
     assert tcp_lab.server_proxy.stats()["upstream_connects"] == connects
 
 
