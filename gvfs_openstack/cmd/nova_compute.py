@@ -1,37 +1,33 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``gvfs-nova-compute``: nova-compute that can load ``GvfsLibvirtDriver``.
+"""``gvfs-nova-compute``: deprecated, run the stock ``nova-compute``.
 
-Nova loads its compute driver with ``importutils.import_object('nova.virt.'
-+ CONF.compute_driver)``: only classes inside the ``nova.virt`` package
-load, a full class path elsewhere does not.  Out-of-tree drivers used to
-ship files into Nova's own ``nova/virt/`` directory, which breaks with
-editable installs and makes two packages own one directory.  This wrapper
-instead makes ``nova.virt.gvfs`` an alias of
-:mod:`gvfs_openstack.nova.driver` and then runs nova-compute unchanged, so
-
-    [DEFAULT]
-    compute_driver = gvfs.GvfsLibvirtDriver
-
-loads the driver through Nova's own loader.  Run this instead of
-``nova-compute``, with the same arguments.  Plain ``nova-compute`` with
-that setting stops at start with Nova's "Unable to load the
-virtualization driver".
+The wheel now installs the module ``nova.virt.gvfs`` (see
+``nova/virt/gvfs.py`` in the source tree), so Nova's own loader finds
+``compute_driver = gvfs.GvfsLibvirtDriver`` in the stock nova-compute.
+This program is kept for one release for deployments whose units name
+it: it checks that the shim is installed and runs nova-compute
+unchanged.  It no longer aliases anything in ``sys.modules``.
 """
 
-import sys
+import importlib
+import warnings
 
 
 def register():
-    """Make ``nova.virt.gvfs`` name the driver module."""
-    from gvfs_openstack.nova import driver
-    sys.modules.setdefault("nova.virt.gvfs", driver)
-    import nova.virt
-    nova.virt.gvfs = sys.modules["nova.virt.gvfs"]
+    """Check that Nova's loader can find the driver; the shim module.
+
+    ImportError (as Nova's loader would meet it) when the package is
+    installed without its ``nova.virt.gvfs`` module.
+    """
+    return importlib.import_module("nova.virt.gvfs")
 
 
 def main():
     # nova-compute's module sets up its threading model before any other
     # part of Nova is imported: import it first.
     from nova.cmd import compute
+    warnings.warn("gvfs-nova-compute is deprecated: run nova-compute with "
+                  "compute_driver = gvfs.GvfsLibvirtDriver",
+                  FutureWarning, stacklevel=1)
     register()
     return compute.main()

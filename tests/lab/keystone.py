@@ -29,12 +29,14 @@ protect; the default rounds cost a quarter of a second per login).
 """
 
 import configparser
+import contextlib
 import dataclasses
 import grp
 import os
 import pwd
 import secrets
 import shutil
+import sqlite3
 import subprocess
 import sys
 import urllib.request
@@ -90,6 +92,7 @@ class Keystone:
 
     def __init__(self, workdir, workers=2):
         self.workdir = os.path.abspath(workdir)
+        self._database = os.path.join(self.workdir, "keystone.sqlite")
         self.workers = workers
         self.port = None
         self.process = None
@@ -122,6 +125,12 @@ class Keystone:
             ["db_sync"], self._key_setup("fernet_setup"),
             self._key_setup("credential_setup"))
         self._check_keys()
+        # Logins of several services at once each write to the database:
+        # in sqlite's default journal mode one of them can fail at once
+        # with "database is locked".  Write-ahead logging (kept in the
+        # file) lets readers and a writer go on together.
+        with contextlib.closing(sqlite3.connect(self._database)) as db:
+            db.execute("PRAGMA journal_mode=WAL")
         # Keystone parses the process's command line as its own (it
         # expects mod_wsgi or uwsgi): gunicorn's options come from a
         # configuration file named in the environment, not from argv.
@@ -158,8 +167,7 @@ class Keystone:
         conf["DEFAULT"] = {
             "log_file": os.path.join(self.workdir, "keystone.log"),
         }
-        conf["database"] = {"connection": "sqlite:///%s" % os.path.join(
-            self.workdir, "keystone.sqlite")}
+        conf["database"] = {"connection": "sqlite:///%s" % self._database}
         conf["token"] = {"provider": "fernet",
                          # Benchmarks run for hours; clients re-authenticate
                          # when a token nears its end anyway.

@@ -89,6 +89,7 @@ class Devstack:
             "GLANCE_API_CONF": os.path.join(self.etc, "glance",
                                             "glance-api.conf"),
             "NOVA_CPU_CONF": os.path.join(self.etc, "nova", "nova-cpu.conf"),
+            "NOVA_BIN_DIR": "/opt/stack/data/venv/bin",
             "ENABLED_SERVICES": "key,g-api,n-api,n-cpu,rabbit",
             "DISABLED_SERVICES": "",
             # The plugin's checkout, and system files moved out of /etc.
@@ -188,9 +189,10 @@ def test_stack_starts_the_dtn_proxies_mount_and_conductor(devstack):
     assert running["gvfs-nfs"].startswith("/usr/bin/ganesha.nfsd -F -f ")
     assert "-anonymous-user %s" % env["STACK_USER"] in \
         running["gvfs-gridftp"]
-    # nova-compute is restarted as gvfs-nova-compute, in the libvirt group.
-    assert running["n-cpu"] == "%s/gvfs-nova-compute --config-file %s" % (
-        bin_dir, env["NOVA_CPU_CONF"])
+    # The stock nova-compute is restarted with the gvfs driver, in the
+    # libvirt group.
+    assert running["n-cpu"] == "%s/nova-compute --config-file %s" % (
+        env["NOVA_BIN_DIR"], env["NOVA_CPU_CONF"])
     calls = devstack.calls()
     assert "stop_process n-cpu" in calls
     assert "run_process n-cpu %s libvirt" % running["n-cpu"] in calls

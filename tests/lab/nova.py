@@ -1,0 +1,254 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Nova for the lab: its real services from PyPI ``nova``, one cell.
+
+nova-api (``nova.wsgi.osapi_compute:application`` under gunicorn),
+nova-conductor, nova-scheduler and the stock ``nova-compute`` on the
+lab's RabbitMQ, with their api, cell0 and cell1 databases in the lab's
+PostgreSQL (several processes write them at once, which sqlite
+serialises badly), Placement (:mod:`tests.lab.placement`) and neutron's
+API (:mod:`tests.lab.neutron`: Nova needs it even for ``--nic none``).
+nova-compute runs the gvfs driver, ``compute_driver =
+gvfs.GvfsLibvirtDriver``, found by Nova's own loader in the module the
+package installs, on the lab's libvirtd (:mod:`tests.lab.libvirt`) with
+QEMU's TCG.  Its GVFS mounts are made under the libvirt lab's
+``mounts_dir``, the only place whose later mounts QEMU sees.
+
+All of Nova's endpoints (and Keystone's own, which the CLI looks for
+there too) go into the catalog in the glance-api's region, so a user's
+``openstack`` CLI with ``OS_REGION_NAME`` of that region finds images,
+servers, placement and the network API together.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from gvfs_openstack.mount import mounter
+from tests.lab import neutron as neutron_lab
+from tests.lab import openstack_service as service
+from tests.lab import placement as placement_lab
+from tests.lab import process
+
+#: What nova-compute's ``[DEFAULT] host`` is in the lab.
+HOST = "lab-compute"
+#: Nova services started as programs, in the order they start.
+SERVICES = ("nova-conductor", "nova-scheduler", "nova-compute")
+#: nova-api's paste pipeline, as the nova wheel installs it.
+PASTE = os.path.join(sys.prefix, "etc", "nova", "api-paste.ini")
+
+
+class Nova:
+    """A one-cell Nova with one compute host on the lab's libvirtd.
+
+    ``keystone``: a started :class:`tests.lab.keystone.Keystone`;
+    ``glance``: a :class:`tests.lab.glance_api.GlanceApi` on it, whose
+    region this Nova joins; ``rabbitmq`` and ``postgres``: the lab's
+    broker and database server; ``libvirt``: a
+    :class:`tests.lab.libvirt.Libvirt`; ``gvfs``: the compute host's
+    ``[gvfs]`` options (without ``mount_point_base``, which is made under
+    the libvirt lab's ``mounts_dir``).
+    """
+
+    def __init__(self, workdir, keystone, glance, rabbitmq, postgres,
+                 libvirt, gvfs):
+        self.workdir = os.path.abspath(workdir)
+        os.makedirs(self.workdir, exist_ok=True)
+        self.keystone = keystone
+        self.glance = glance
+        self.region = glance.region
+        self.libvirt = libvirt
+        self.instances_path = os.path.join(self.workdir, "instances")
+        self.mount_base = os.path.join(libvirt.mounts_dir, "nova")
+        self.placement = self.neutron = self.api = None
+        self.services = {}
+        self.endpoints = []
+        try:
+            self._start(rabbitmq, postgres, gvfs)
+        except BaseException:
+            self.stop()
+            raise
+
+    # --- start-up -----------------------------------------------------------
+
+    def _start(self, rabbitmq, postgres, gvfs):
+        databases = {name: postgres.database(name) for name in (
+            "nova_api", "nova_cell0", "nova_cell1", "placement")}
+        self.placement = placement_lab.Placement(
+            os.path.join(self.workdir, "placement"), self.keystone,
+            databases["placement"], self.region)
+        self.neutron = neutron_lab.Neutron(
+            os.path.join(self.workdir, "neutron"), self.keystone,
+            rabbitmq.url, self.region)
+        for directory in ("state", "instances", "locks"):
+            os.makedirs(os.path.join(self.workdir, directory), exist_ok=True)
+        auth = service.service_user(self.keystone, "nova-services")
+        self.config_file = self._write_config(databases, rabbitmq.url,
+                                              auth, gvfs)
+        self._make_cells(databases, rabbitmq.url)
+        # nova-api loads its paste pipeline from the first file it is
+        # given: Nova's shipped one, copied beside nova.conf.
+        shutil.copyfile(PASTE, os.path.join(self.workdir, "api-paste.ini"))
+        self.api = service.WsgiApp(
+            self.workdir, "nova-api", "nova.wsgi.osapi_compute:application",
+            {"OS_NOVA_CONFIG_DIR": self.workdir,
+             "OS_NOVA_CONFIG_FILES": "api-paste.ini;nova.conf"}, workers=2)
+        for name in SERVICES:
+            self._start_service(name)
+        # The CLI looks for Keystone itself in the region too (flavor
+        # and project commands).
+        self.endpoints = self.keystone.add_endpoint(
+            "compute", "nova", self.api.url + "/v2.1", self.region)
+        self.endpoints += self.keystone.add_endpoint(
+            "identity", "keystone", self.keystone.auth_url, self.region)
+        self.api.wait()
+        self._wait_for_compute_host()
+
+    def _write_config(self, databases, transport_url, auth, gvfs):
+        client = dict(auth, region_name=self.region,
+                      valid_interfaces="public")
+        privsep = {"helper_command": "%s --config-file %s" % (
+            service.program("privsep-helper"),
+            os.path.join(self.workdir, "nova.conf"))}
+        return service.write_ini(os.path.join(self.workdir, "nova.conf"), {
+            "DEFAULT": {
+                "transport_url": transport_url,
+                "host": HOST, "my_ip": "127.0.0.1",
+                "state_path": os.path.join(self.workdir, "state"),
+                "instances_path": self.instances_path,
+                "compute_driver": "gvfs.GvfsLibvirtDriver",
+                "reserved_host_memory_mb": "0",
+                "ram_allocation_ratio": "4.0",
+                "debug": "true",
+            },
+            "api": {"auth_strategy": "keystone"},
+            "api_database": {"connection": databases["nova_api"]},
+            "database": {"connection": databases["nova_cell1"]},
+            "keystone_authtoken": service.authtoken(self.keystone, auth),
+            "placement": client,
+            "neutron": client,
+            "glance": {"region_name": self.region,
+                       "valid_interfaces": "public"},
+            "service_user": {"send_service_user_token": "false"},
+            # One worker each: two cores, and fewer Keystone logins.
+            "conductor": {"workers": "1"},
+            "scheduler": {"discover_hosts_in_cells_interval": "-1",
+                          "workers": "1"},
+            "libvirt": {"virt_type": "qemu",
+                        "connection_uri": self.libvirt.uri,
+                        "cpu_mode": "none", "images_type": "qcow2"},
+            "gvfs": dict({k: (",".join(v) if isinstance(v, list) else v)
+                          for k, v in gvfs.items()},
+                         mount_point_base=self.mount_base),
+            "vnc": {"enabled": "false"},
+            "oslo_concurrency": {"lock_path": os.path.join(self.workdir,
+                                                           "locks")},
+            "oslo_messaging_notifications": {"driver": "noop"},
+            # nova-compute runs as root here; the lab has no sudo.
+            "nova_sys_admin": privsep,
+            "privsep_osbrick": privsep,
+        })
+
+    def _start_service(self, name, timeout=120.0):
+        """Start ``name`` and wait until it says it starts its node.
+
+        One after another: each logs in to Keystone while it starts, and
+        the lab's Keystone (sqlite) answers 500 "database is locked" to
+        logins that meet, which nova-conductor does not survive.
+        """
+        log = os.path.join(self.workdir, name + ".log")
+        proc = self.services[name] = process.ManagedProcess(
+            name, [service.program(name), "--config-file", self.config_file,
+                   "--log-file", log], os.path.join(self.workdir,
+                                                    name + ".out"))
+        started = "Starting %s node" % name.split("-", 1)[1]
+
+        def starting():
+            try:
+                with open(log, errors="replace") as f:
+                    return started in f.read()
+            except FileNotFoundError:
+                return False
+
+        process.wait_until(starting, "%r in %s" % (started, log), timeout,
+                           proc, 0.5)
+
+    def _make_cells(self, databases, transport_url):
+        """The API database, cell0 and cell1, as a deployment makes them."""
+        self._manage("api_db", "sync")
+        self._manage("cell_v2", "map_cell0", "--database_connection",
+                     databases["nova_cell0"])
+        self._manage("cell_v2", "create_cell", "--name", "cell1",
+                     "--database_connection", databases["nova_cell1"],
+                     "--transport-url", transport_url)
+        self._manage("db", "sync")
+
+    def _manage(self, *args, timeout=600):
+        """``nova-manage ARGS``; its output, LabError if it fails."""
+        result = subprocess.run(
+            [service.program("nova-manage"), "--config-file",
+             self.config_file] + list(args), capture_output=True, text=True,
+            timeout=timeout, env=process.child_env())
+        if result.returncode:
+            raise process.LabError("nova-manage %s failed (%d): %s" % (
+                " ".join(args[:2]), result.returncode,
+                (result.stderr or result.stdout)[-2000:]))
+        return result.stdout
+
+    def _wait_for_compute_host(self, timeout=240.0):
+        """nova-compute reported its node; map it into cell1."""
+        deadline = time.monotonic() + timeout
+
+        def mapped():
+            for name, proc in self.services.items():
+                if proc.poll() is not None:
+                    raise process.LabError("%s exited (%s): see %s" % (
+                        name, proc.returncode, proc.log_path))
+            self._manage("cell_v2", "discover_hosts")
+            return HOST in self._manage("cell_v2", "list_hosts")
+
+        try:
+            process.wait_until(mapped, "%s in cell1" % HOST,
+                               max(1.0, deadline - time.monotonic()),
+                               interval=3.0)
+        except process.LabError as e:
+            # nova-compute may hang on after a fatal error: say which.
+            errors = [line for line in self.log("nova-compute").splitlines()
+                      if " ERROR " in line or " CRITICAL " in line]
+            raise process.LabError("%s; nova-compute's last errors:\n%s"
+                                   % (e, "\n".join(errors[-15:]))) from e
+
+    # --- for tests ----------------------------------------------------------
+
+    def openstack(self, *args, user="alpha-member", timeout=600):
+        """The real ``openstack`` CLI as ``user``, in this Nova's region."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("OS_")}
+        env.update(self.keystone.credentials(user, self.region),
+                   OS_IMAGE_API_VERSION="2")
+        return subprocess.run([service.program("openstack")] + list(args),
+                              capture_output=True, text=True,
+                              timeout=timeout, env=env)
+
+    def log(self, name):
+        """The log of service ``name`` (e.g. ``nova-compute``)."""
+        with open(os.path.join(self.workdir, name + ".log"),
+                  errors="replace") as f:
+            return f.read()
+
+    def stop(self):
+        """Stop every service this Nova started, then its mounts."""
+        for name in reversed(SERVICES):
+            proc = self.services.pop(name, None)
+            if proc is not None:
+                proc.stop(timeout=60.0)
+        for part in ("api", "neutron", "placement"):
+            if getattr(self, part) is not None:
+                getattr(self, part).stop()
+                setattr(self, part, None)
+        if self.endpoints:
+            self.keystone.remove_endpoints(self.endpoints)
+            self.endpoints = []
+        if os.path.isdir(self.mount_base):
+            mounter.FuseMounter(self.mount_base).unmount_all()
