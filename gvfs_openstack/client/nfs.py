@@ -22,6 +22,7 @@ from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc as P
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs.errors import RecordTooLarge
 from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
@@ -57,6 +58,12 @@ class _RpcProtocol(asyncio.BufferedProtocol):
                 if isinstance(event, connection.ReplyReceived) and \
                         not event.tag.done():
                     event.tag.set_result(event.decode())
+                elif isinstance(event, connection.RecordRefused) and \
+                        event.tag is not None and not event.tag.done():
+                    # Too large a reply fails its own call at once; the
+                    # connection and the other calls on it go on.
+                    event.tag.set_exception(RecordTooLarge(
+                        event.reason, event.xid, event.head))
         except ProtocolError as e:
             self._fail(e)
             self.transport.abort()
