@@ -36,10 +36,9 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         self.tasks = set()
         self.relaying = None  # (record buffer, CallRelay or None)
         #: Too many of its calls in flight; its replies not read: either
-        #: stops reading its calls (see :meth:`_follow_load`).
+        #: stops taking its calls (see :meth:`_take_calls`).
         self.busy = False
         self.backlogged = False
-        self.reading = True
         self.peer = None
 
     def connection_made(self, transport):
@@ -76,8 +75,22 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes):
         self.counters.downstream_bytes_in += nbytes
         self.rpc.buffer_updated(nbytes)
+        self._take_calls()
+
+    def _take_calls(self):
+        """Serve the calls received, while this client keeps up.
+
+        A client with ``[proxy] max_inflight`` calls in flight, or whose
+        replies pile up unread (beyond ``max_buffered_mb`` in the socket's
+        buffer), has no more calls taken -- not even those already
+        received, hundreds of which fit in one read -- and is not read
+        from, until it has fewer or reads them: what one client makes the
+        proxy hold is bounded, and a client that floods it slows only
+        itself.
+        """
         try:
-            while (event := self.rpc.next_event()) is not \
+            while not (self.busy or self.backlogged) and (
+                    event := self.rpc.next_event()) is not \
                     connection.NEED_DATA:
                 if isinstance(event, connection.RecordArriving):
                     self._relay_partial(event)
@@ -85,6 +98,7 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
                     self._refuse(event)
                 else:
                     self._received(event)
+                    self.busy = len(self.tasks) >= self.listener.max_inflight
             if len(self.tasks) > self.counters.max_inflight_seen:
                 self.counters.max_inflight_seen = len(self.tasks)
         except ProtocolError as e:
@@ -92,36 +106,22 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
             LOG.warning("closing connection from %s: %s", self.peer, e)
             self.transport.abort()
             return
-        if len(self.tasks) >= self.listener.max_inflight:
-            self.busy = True
-            self._follow_load()
+        reading = not (self.busy or self.backlogged)
+        if reading != self.transport.is_reading() and \
+                not self.transport.is_closing():
+            if reading:
+                self.transport.resume_reading()
+            else:
+                self.transport.pause_reading()
 
     def pause_writing(self):
         self.backlogged = True
         self.counters.clients_backlogged += 1
-        self._follow_load()
+        self._take_calls()
 
     def resume_writing(self):
         self.backlogged = False
-        self._follow_load()
-
-    def _follow_load(self):
-        """Read this client's calls only while it keeps up.
-
-        A client with ``[proxy] max_inflight`` calls in flight, or whose
-        replies pile up unread (beyond ``max_buffered_mb`` in the socket's
-        buffer), is not read from until it has fewer or reads them: what
-        one client makes the proxy hold is bounded, and a client that
-        floods it slows only itself.
-        """
-        want = not (self.busy or self.backlogged)
-        if want == self.reading or self.transport.is_closing():
-            return
-        self.reading = want
-        if want:
-            self.transport.resume_reading()
-        else:
-            self.transport.pause_reading()
+        self._take_calls()
 
     def _received(self, event):
         call, relay = event.call, None
@@ -163,7 +163,7 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
             if self.busy and \
                     len(self.tasks) < self.listener.max_inflight // 2:
                 self.busy = False
-                self._follow_load()
+                self._take_calls()
         if reply is not None:
             self.writer.write_record(reply if isinstance(reply, tuple)
                                      else (reply,))
