@@ -196,7 +196,9 @@ class RecordReader:
         Waits (False) until its first :data:`REFUSED_HEAD` bytes are in,
         so that the refusal can name its XID and procedure.
         """
-        earlier = b"".join(bytes(f) for f in self._fragments)
+        # Only the head is kept: the earlier fragments may hold megabytes.
+        earlier = b"".join(bytes(f[:REFUSED_HEAD])
+                           for f in self._fragments)[:REFUSED_HEAD]
         size = self._record_len + length
         wanted = min(REFUSED_HEAD, size) - len(earlier)
         have = self._end - body
@@ -317,8 +319,8 @@ class RecordArriving:
     :class:`ReplyReceived` will carry, so a proxy can relay its bytes
     while they still arrive (cut-through) instead of after.  A relay may
     rewrite the XID in the buffer: the events keep the XID it arrived
-    with.  For a
-    client, ``xid`` and ``tag`` name the outstanding call it answers
+    with.  For a client, ``xid`` and ``tag`` name the outstanding call it
+    answers
     (``tag`` is None when the XID is not outstanding); for a server,
     ``xid`` is the call's and ``tag`` is None.  Announced again, with a
     larger ``filled``, after each batch of bytes until it is complete.

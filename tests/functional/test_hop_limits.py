@@ -39,11 +39,11 @@ def tcp_lab(lab_factory):
 
 
 def _start_path(lab_factory, tcp_lab, path):
-    """The port of a proxy that is the first hop of ``path``."""
+    """(port of the first hop of ``path``, the lab whose export it serves)."""
     if path == "server proxy":
-        return tcp_lab.server_proxy.port
+        return tcp_lab.server_proxy.port, tcp_lab
     if path == "pass-through/tcp":
-        return tcp_lab.client_proxy.port
+        return tcp_lab.client_proxy.port, tcp_lab
     if path in ("pass-through/tls", "pass-through/ssh"):
         lab = lab_factory(path.split("/")[1])
         with open(os.path.join(tcp_lab.export, "eight-mib"), "rb") as f:
@@ -53,9 +53,9 @@ def _start_path(lab_factory, tcp_lab, path):
         return lab.client_proxy.port, lab
     cache = {"capacity_mb": 64}
     if path == "caching":
-        return tcp_lab.add_client("caching", cache=cache).port
+        return tcp_lab.add_client("caching", cache=cache).port, tcp_lab
     tcp_lab.add_client("lan", cache=cache)
-    return tcp_lab.add_leaf("lan-leaf", cache=cache).port
+    return tcp_lab.add_leaf("lan-leaf", cache=cache).port, tcp_lab
 
 
 PATHS = ["server proxy", "pass-through/tcp", "pass-through/tls",
@@ -69,11 +69,10 @@ def started_paths():
 
 @pytest.fixture(params=PATHS)
 def path(request, lab_factory, tcp_lab, started_paths):
-    """(port of the path's first hop, the lab whose export it serves)."""
+    """See :func:`_start_path`; each path is started once per module."""
     if request.param not in started_paths:
-        started = _start_path(lab_factory, tcp_lab, request.param)
-        started_paths[request.param] = started if isinstance(
-            started, tuple) else (started, tcp_lab)
+        started_paths[request.param] = _start_path(lab_factory, tcp_lab,
+                                                   request.param)
     return started_paths[request.param]
 
 
