@@ -10,6 +10,7 @@ unstable data: RFC 1813 section 3.3.7).
 """
 
 import asyncio
+import contextvars
 import dataclasses
 import posixpath
 import random
@@ -29,6 +30,13 @@ from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack import transport as transport_io
 from gvfs_openstack import zstd_chunks
+
+
+#: The credential (opaque AUTH_SYS) calls made in this context carry
+#: instead of their client's own: a FUSE mount sets it per request to
+#: act as the process that made it.  Tasks started meanwhile (a file's
+#: WRITEs) keep the value they were started with.
+ACTING_AS = contextvars.ContextVar("nfs_acting_as", default=None)
 
 
 class _RpcProtocol(asyncio.BufferedProtocol):
@@ -116,8 +124,8 @@ class RpcClient:
         xid = self._xid
         future = asyncio.get_running_loop().create_future()
         protocol.rpc.expect_reply(xid, future)
-        header = rpc.encode_message(rpc.Call(xid, prog, vers, proc,
-                                             self.cred))
+        header = rpc.encode_message(rpc.Call(
+            xid, prog, vers, proc, ACTING_AS.get() or self.cred))
         transport_io.write_record(protocol.transport, (header, args))
         try:
             reply = await within(self.timeout, future)
@@ -336,6 +344,20 @@ class NfsClient:
                       attributes=False):
         ok = await self._call(P.SYMLINK, nfs3.SymlinkArgs(
             nfs3.DirOpArgs(dir_fh, name), nfs3.Sattr(mode=mode), target))
+        return await self._made(ok, dir_fh, name, attributes)
+
+    async def mknod(self, dir_fh, name, file_type, mode, rdev=(0, 0),
+                    attributes=False):
+        """A FIFO, socket or device ``name``; ``rdev`` is (major, minor).
+
+        Only devices carry ``rdev`` in MKNOD (RFC 1813 section 3.3.11).
+        """
+        attrs = nfs3.Sattr(mode=mode)
+        body = nfs3.DeviceData(attrs, nfs3.SpecData(*rdev)) \
+            if file_type in (const.FileType.NF3CHR, const.FileType.NF3BLK) \
+            else attrs
+        ok = await self._call(P.MKNOD, nfs3.MknodArgs(
+            nfs3.DirOpArgs(dir_fh, name), nfs3.MknodData(file_type, body)))
         return await self._made(ok, dir_fh, name, attributes)
 
     async def _made(self, ok, dir_fh, name, attributes):

@@ -93,7 +93,8 @@ def _mount():
             nfs, CONF.action.mountpoint, mount.attr_timeout,
             mount.entry_timeout, mount.write_buffer_mb * 1024 * 1024,
             mount.allow_other, mount.max_background,
-            mount.dir_entry_timeout, mount.read_cache_mb * 1024 * 1024))
+            mount.dir_entry_timeout, mount.read_cache_mb * 1024 * 1024,
+            mount.identity))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)

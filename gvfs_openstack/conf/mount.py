@@ -90,6 +90,22 @@ mount logs a warning, and ``gvfs-proxy tune-mount`` run as root sets it
                 help="Let users other than the one running the mount use "
                      "it (FUSE ``allow_other``; Glance and Nova run as "
                      "their own users)."),
+    cfg.StrOpt("identity", default="daemon", choices=[
+        ("daemon", "every request reaches the NFS server as the user "
+                   "running the mount (the server proxy maps it, by "
+                   "default to the file account)"),
+        ("caller", "each request reaches the NFS server as the user "
+                   "that made it (uid, gid and up to 16 supplementary "
+                   "groups), and the kernel checks permissions against "
+                   "the files' modes first, as for a local file system"),
+    ], help="""Whose identity the mount's NFS calls carry.
+
+``caller`` is for sites whose compute nodes and DTN share one user
+database; it needs the server proxy to pass those identities through
+(``[server] squash_unmapped = false``, and ``allow_root`` for root) and
+usually ``allow_other``. Reads and writes go as the user who opened the
+file. Related options: allow_other.
+"""),
 ]
 
 

@@ -121,6 +121,14 @@ Related options: squash_uid, allow_root.
     cfg.DictOpt("gid_map", default={},
                 help="Client gid to export gid, as ``uid_map``; "
                      "supplementary groups not named here are dropped."),
+    cfg.BoolOpt("squash_unmapped", default=True,
+                help="""Map ids not named in the maps to the file account.
+
+Off: they reach the NFS server unchanged (an identity-preserving proxy,
+for sites whose compute nodes and DTN share one user database, with the
+mount's ``[mount] identity = caller``); root still needs ``allow_root``.
+Related options: uid_map, gid_map, allow_root.
+"""),
     cfg.BoolOpt("allow_root", default=False,
                 help="""Let uid/gid 0 reach the NFS server.
 

@@ -22,12 +22,16 @@ import math
 import os
 import secrets
 import signal
+import socket
+import stat
 import time
 
 from oslo_log import log as logging
 import pyfuse3
 import pyfuse3.asyncio
 
+from gvfs_openstack.client import nfs as nfs_client
+from gvfs_openstack.fuse import callers
 from gvfs_openstack.fuse import fusectl
 from gvfs_openstack.fuse import inodes
 from gvfs_openstack.fuse import nfsattr
@@ -36,6 +40,7 @@ from gvfs_openstack.fuse import session as nfs_session
 from gvfs_openstack.fuse import unlinked
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import LocalProtocolError
+from gvfs_openstack.nfs import nfs3
 
 LOG = logging.getLogger(__name__)
 
@@ -87,9 +92,12 @@ _REQUESTS = ("lookup", "getattr", "setattr", "readlink", "mknod", "mkdir",
 
 
 def _answering(handler):
+    """``handler``, answering every failure and acting as its caller."""
     @functools.wraps(handler)
     async def answer(self, *args):
+        acting = None
         try:
+            acting = nfs_client.ACTING_AS.set(self._credential(args))
             return await handler(self, *args)
         except pyfuse3.FUSEError:
             raise
@@ -101,6 +109,9 @@ def _answering(handler):
                 LOG.debug("%s: %s (%s)", handler.__name__,
                           errno.errorcode.get(err, err), e)
             raise pyfuse3.FUSEError(err) from e
+        finally:
+            if acting is not None:
+                nfs_client.ACTING_AS.reset(acting)
     return answer
 
 
@@ -122,9 +133,16 @@ class GvfsFuse(pyfuse3.Operations):
     def __init__(self, session, attr_timeout=1.0, entry_timeout=1.0,
                  write_buffer_bytes=64 * 1024 * 1024,
                  dir_entry_timeout=None, read_cache_bytes=0,
-                 unlinked_files=None):
+                 unlinked_files=None, callers=None):
         super().__init__()
         self.session = session
+        #: :class:`callers.Callers` when requests go as the users who
+        #: make them; None: as this daemon.
+        self.callers = callers
+        #: Credential of who opened each file or directory handle: reads
+        #: and writes through it go as that user (as the kernel NFS
+        #: client does), since the kernel does not say who makes them.
+        self._openers = {}
         #: :class:`unlinked.UnlinkedFiles`: where files unlinked while
         #: open wait for their last close.  :func:`serve` names it after
         #: the mount, so that the next run cleans up after a crash; by
@@ -155,6 +173,10 @@ class GvfsFuse(pyfuse3.Operations):
         for field, value in nfsattr.stat_fields(
                 fattr, ino, self.session.client.rsize).items():
             setattr(entry, field, value)
+        if ino in self._hidden:
+            # Its hidden name is no link to the user: unlinked while open
+            # is nlink 0, as on a local file system.
+            entry.st_nlink = max(entry.st_nlink - 1, 0)
         entry.attr_timeout = self.attr_timeout
         entry.entry_timeout = self.dir_entry_timeout \
             if fattr.type == const.FileType.NF3DIR else self.entry_timeout
@@ -188,6 +210,14 @@ class GvfsFuse(pyfuse3.Operations):
 
     def _fh(self, ino):
         return self.inodes.handle(ino)
+
+    def _credential(self, args):
+        """Who a request with ``args`` acts as; None: this daemon."""
+        if self.callers is None or not args:
+            return None
+        if isinstance(args[-1], pyfuse3.RequestContext):
+            return self.callers.of(args[-1])
+        return self._openers.get(args[0])   # A file or directory handle.
 
     # --- names ---------------------------------------------------------------
 
@@ -227,6 +257,22 @@ class GvfsFuse(pyfuse3.Operations):
         return self._entry(await self._attrs_of(
             nfs_fh, wcc.obj_wcc.after), inode)
 
+    async def _truncate(self, inode, fh):
+        """Empty a file opened with O_TRUNC.
+
+        libfuse asks the kernel for atomic O_TRUNC: the flag comes with the
+        open and no truncating setattr follows, so the open does it.  Its
+        times change even if it was empty already (POSIX open(3p)).  Not
+        for O_RDONLY|O_TRUNC (undefined in POSIX): the kernel refuses that
+        one with ETXTBSY for a running program only after this open, and
+        the program would be gone by then.
+        """
+        await self._commit_inode(inode)
+        if self.read_cache is not None:
+            self.read_cache.invalidate(inode)
+        await self.session.call("setattr", fh, nfs3.Sattr(
+            size=0, mtime=const.TimeHow.SET_TO_SERVER_TIME))
+
     async def readlink(self, inode, ctx):
         return os.fsencode(await self.session.call(
             "readlink", self._fh(inode)))
@@ -234,6 +280,18 @@ class GvfsFuse(pyfuse3.Operations):
     async def mkdir(self, parent_inode, name, mode, ctx):
         fh, fattr = await self.session.call(
             "mkdir", self._fh(parent_inode), _name(name), mode & 0o7777,
+            attributes=True, idempotent=False)
+        return await self._new_entry(fh, fattr)
+
+    async def mknod(self, parent_inode, name, mode, rdev, ctx):
+        file_type = nfsattr.MKNOD_TYPES.get(stat.S_IFMT(mode))
+        if file_type is None:
+            # Regular files come through create; anything else mknod(2)
+            # refuses itself.
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        fh, fattr = await self.session.call(
+            "mknod", self._fh(parent_inode), _name(name), file_type,
+            mode & 0o7777, (os.major(rdev), os.minor(rdev)),
             attributes=True, idempotent=False)
         return await self._new_entry(fh, fattr)
 
@@ -271,7 +329,13 @@ class GvfsFuse(pyfuse3.Operations):
         ino = self.inodes.known(fh)
         if ino is None or not self._open_count[ino] or ino in self._hidden:
             return False
-        self._hidden[ino] = await self.unlinked.hide(dir_fh, name)
+        try:
+            self._hidden[ino] = await self.unlinked.hide(dir_fh, name)
+        except nfs_session.OperationFailed as e:
+            # Removed at once after all; its open descriptors go stale.
+            LOG.warning("cannot keep %s, open here, in %s: %s", name,
+                        unlinked.DIRECTORY, e)
+            return False
         return True
 
     async def rmdir(self, parent_inode, name, ctx):
@@ -312,6 +376,7 @@ class GvfsFuse(pyfuse3.Operations):
                 inode == pyfuse3.ROOT_INODE and e.name == unlinked.DIRECTORY)]
         handle = next(self._handles)
         self._listings[handle] = (inode, entries)
+        self._openers[handle] = nfs_client.ACTING_AS.get()
         return handle
 
     async def readdir(self, fh, start_id, token):
@@ -331,11 +396,14 @@ class GvfsFuse(pyfuse3.Operations):
 
     async def releasedir(self, fh):
         self._listings.pop(fh, None)
+        self._openers.pop(fh, None)
 
     # --- files ---------------------------------------------------------------
 
     async def open(self, inode, flags, ctx):
         fh = self._fh(inode)
+        if flags & os.O_TRUNC and flags & os.O_ACCMODE != os.O_RDONLY:
+            await self._truncate(inode, fh)
         if self.read_cache is not None:
             # Close-to-open: what another host changed since shows
             # from this open on.
@@ -356,6 +424,7 @@ class GvfsFuse(pyfuse3.Operations):
         handle = next(self._handles)
         self._open[handle] = [inode, None]
         self._open_count[inode] += 1
+        self._openers[handle] = nfs_client.ACTING_AS.get()
         return handle
 
     async def read(self, fh, off, size):
@@ -429,6 +498,7 @@ class GvfsFuse(pyfuse3.Operations):
             await self._commit_handle(fh)
         finally:
             opened = self._open.pop(fh, None)
+            self._openers.pop(fh, None)
             if opened is not None:
                 await self._closed(opened[0])
 
@@ -480,12 +550,15 @@ def _terminate():
 async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
                 write_buffer_bytes=64 * 1024 * 1024, allow_other=False,
                 max_background=0, dir_entry_timeout=None,
-                read_cache_bytes=0):
+                read_cache_bytes=0, identity="daemon"):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
     The MNT comes first so that a wrong export or an unreachable proxy is
-    an error at start, not an empty directory.
+    an error at start, not an empty directory.  With ``identity`` "caller"
+    requests go as the users who make them, and the kernel checks their
+    permissions against the files' modes first (``default_permissions``)
+    as it does for a local file system.
     """
     await session.start()
     unlinked_files = unlinked.UnlinkedFiles(
@@ -495,12 +568,17 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     except nfs_session.OperationFailed as e:
         LOG.warning("cannot remove files a crash left unlinked in %s: %s",
                     unlinked.DIRECTORY, e)
+    acting_as_callers = identity == "caller"
     ops = GvfsFuse(session, attr_timeout, entry_timeout, write_buffer_bytes,
-                   dir_entry_timeout, read_cache_bytes, unlinked_files)
+                   dir_entry_timeout, read_cache_bytes, unlinked_files,
+                   callers.Callers(socket.gethostname())
+                   if acting_as_callers else None)
     options = set(pyfuse3.default_options)
     options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
     if allow_other:
         options.add("allow_other")
+    if acting_as_callers:
+        options.add("default_permissions")
     pyfuse3.init(ops, mountpoint, options)
     if max_background:
         try:

@@ -53,6 +53,14 @@ _FORMAT = {
     const.FileType.NF3FIFO: stat.S_IFIFO,
 }
 
+#: What MKNOD makes, by the S_IFMT bits of mknod(2)'s mode.
+MKNOD_TYPES = {
+    stat.S_IFIFO: const.FileType.NF3FIFO,
+    stat.S_IFSOCK: const.FileType.NF3SOCK,
+    stat.S_IFCHR: const.FileType.NF3CHR,
+    stat.S_IFBLK: const.FileType.NF3BLK,
+}
+
 _NS = 1_000_000_000
 
 

@@ -29,6 +29,11 @@ LOG = logging.getLogger(__name__)
 #: The directory at the export's root where unlinked open files wait.
 DIRECTORY = ".gvfs-unlinked"
 
+#: Sticky and open to all, as /tmp: a mount acting as its callers
+#: (``[mount] identity = caller``) hides each user's files as that user,
+#: and no user may remove another's.
+_MODE = 0o1777
+
 
 def mount_id(mountpoint, export, host=None):
     """A name for one mount that survives its restarts."""
@@ -50,7 +55,7 @@ class UnlinkedFiles:
             root = self.session.root
             try:
                 self._directory = await self.session.call(
-                    "mkdir", root, DIRECTORY, 0o700, idempotent=False)
+                    "mkdir", root, DIRECTORY, _MODE, idempotent=False)
             except nfs_session.OperationFailed as e:
                 if e.errno != errno.EEXIST:
                     raise

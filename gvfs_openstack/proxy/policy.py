@@ -18,28 +18,32 @@ class IdentityMap:
     """Maps AUTH_SYS credentials from clients to credentials on the export.
 
     Every uid/gid found in ``uid_map``/``gid_map`` is translated; anything
-    else is squashed to the file account ``(squash_uid, squash_gid)``.
-    Root (uid 0 or gid 0) never passes unless ``allow_root`` is set, even
-    if a map names it: a compromised compute node must not become root on
-    the DTN's export by accident.
+    else is squashed to the file account ``(squash_uid, squash_gid)``,
+    or with ``squash_unmapped`` off passes unchanged.  Root (uid 0 or gid
+    0) never passes unless ``allow_root`` is set, even if a map names it:
+    a compromised compute node must not become root on the DTN's export
+    by accident.
     """
 
     def __init__(self, squash_uid, squash_gid, uid_map=None, gid_map=None,
-                 allow_root=False):
+                 allow_root=False, squash_unmapped=True):
         self.squash_uid = squash_uid
         self.squash_gid = squash_gid
         self.uid_map = dict(uid_map or {})
         self.gid_map = dict(gid_map or {})
         self.allow_root = allow_root
+        self.squash_unmapped = squash_unmapped
 
     def _uid(self, uid):
-        mapped = self.uid_map.get(uid, self.squash_uid)
+        mapped = self.uid_map.get(
+            uid, self.squash_uid if self.squash_unmapped else uid)
         if mapped == 0 and not self.allow_root:
             return self.squash_uid
         return mapped
 
     def _gid(self, gid):
-        mapped = self.gid_map.get(gid, self.squash_gid)
+        mapped = self.gid_map.get(
+            gid, self.squash_gid if self.squash_unmapped else gid)
         if mapped == 0 and not self.allow_root:
             return self.squash_gid
         return mapped
@@ -51,7 +55,7 @@ class IdentityMap:
                            cred.machinename, cred.stamp)
         gids = []
         for gid in cred.gids:
-            if gid in self.gid_map:
+            if gid in self.gid_map or not self.squash_unmapped:
                 mapped = self._gid(gid)
                 if mapped not in gids:
                     gids.append(mapped)

@@ -240,7 +240,7 @@ class ProxyService:
                 server.squash_uid, server.squash_gid,
                 policy.parse_id_map(server.uid_map, "uid"),
                 policy.parse_id_map(server.gid_map, "gid"),
-                server.allow_root)
+                server.allow_root, server.squash_unmapped)
         except ValueError as e:
             raise exceptions.InvalidConfig(option="[server]",
                                            reason=str(e)) from e

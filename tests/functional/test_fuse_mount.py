@@ -133,6 +133,51 @@ def test_rename_over_an_existing_file_replaces_it(workdir):
     assert os.listdir(workdir) == ["old"]
 
 
+def test_open_with_o_trunc_empties_the_file(each_workdir):
+    # libfuse has the kernel leave O_TRUNC to the open: a mount that
+    # ignored it kept the old tail after a shorter rewrite.
+    path = os.path.join(each_workdir, "rewritten")
+    with open(path, "wb") as f:
+        f.write(b"the first, longer content")
+    before = os.stat(path)
+    time.sleep(0.01)
+    with open(path, "r+b") as f:
+        assert f.read(9) == b"the first"
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, b"short")
+    finally:
+        os.close(fd)
+    with open(path, "rb") as f:
+        assert f.read() == b"short"
+    after = os.stat(path)
+    assert after.st_size == 5
+    assert after.st_mtime_ns > before.st_mtime_ns
+
+
+def test_read_only_o_trunc_of_a_running_program_keeps_it(workdir):
+    # The kernel refuses O_RDONLY|O_TRUNC of a running program (ETXTBSY)
+    # only after the file system's open: that open must not truncate.
+    program = os.path.join(workdir, "sleeper")
+    shutil.copyfile(shutil.which("sleep"), program)
+    os.chmod(program, 0o755)
+    size = os.stat(program).st_size
+    running = subprocess.Popen([program, "30"])
+    try:
+        # The kernel denies writes to it once the exec is complete, a
+        # little after Popen returns.
+        process.wait_until(lambda: os.readlink(
+            "/proc/%d/exe" % running.pid) == program, "the exec")
+        time.sleep(0.2)
+        with pytest.raises(OSError) as e:
+            os.close(os.open(program, os.O_RDONLY | os.O_TRUNC))
+        assert e.value.errno == errno.ETXTBSY
+    finally:
+        running.kill()
+        running.wait()
+    assert os.stat(program).st_size == size
+
+
 def test_large_io_round_trip(each_workdir, tmp_path):
     source = str(tmp_path / "source")
     digest = random_file(source, 96 * MIB + 12345)
@@ -564,3 +609,26 @@ def test_files_a_crash_left_unlinked_go_at_the_next_mount(lab, tmp_path):
             again.log_path).read()
     finally:
         again.stop()
+
+
+def test_unlink_of_an_open_file_that_cannot_be_hidden_still_removes_it(
+        lab, tmp_path):
+    # An export whose .gvfs-unlinked is no directory the mount may use
+    # (here a file in the way): the unlink must not fail for that.
+    export = os.path.join(lab.export, "nowhere-to-hide")
+    os.makedirs(export)
+    with open(os.path.join(export, ".gvfs-unlinked"), "wb"):
+        pass
+    subprocess.run(["chown", "-R", "%d:%d" % (4242, 4242), export],
+                   check=True)
+    m = lab.mount(str(tmp_path / "m"), name="no-hide-mount", export=export)
+    try:
+        path = os.path.join(m.mountpoint, "open-when-unlinked")
+        with open(path, "wb") as f:
+            f.write(b"y" * 4096)
+        with open(path, "rb"):
+            os.unlink(path)
+            assert "open-when-unlinked" not in os.listdir(m.mountpoint)
+        assert "cannot keep open-when-unlinked" in open(m.log_path).read()
+    finally:
+        m.stop()

@@ -27,6 +27,9 @@ from gvfs_openstack.nfs.errors import LocalProtocolError
 def test_a_failing_handler_answers_an_errno(error, expected):
     @fusefs._answers_every_request
     class Ops:
+        def _credential(self, args):
+            return None     # As the daemon itself.
+
         async def getattr(self, inode, ctx=None):
             raise error
 

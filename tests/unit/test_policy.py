@@ -66,3 +66,21 @@ def test_peer_allowlist():
     assert not peers.allows("127.0.0.2")
     assert not peers.allows("not-an-address")
     assert policy.PeerAllowlist([]).allows("192.0.2.1")
+
+
+def test_identity_preserving_map_passes_unmapped_ids():
+    ids = policy.IdentityMap(4242, 4343, {1001: 2001}, {100: 200},
+                             squash_unmapped=False)
+    assert ids.map(AuthSys(1000, 1000, (27, 100), "n")) == \
+        AuthSys(1000, 1000, (27, 200), "n")
+    assert ids.map(AuthSys(1001, 5)) == AuthSys(2001, 5, ())
+
+
+def test_identity_preserving_map_still_squashes_root():
+    ids = policy.IdentityMap(4242, 4343, squash_unmapped=False)
+    assert ids.map(AuthSys(0, 0, (0, 5))) == AuthSys(4242, 4343, ())
+    assert ids.map(AuthSys(1000, 1000, (0, 5))) == \
+        AuthSys(1000, 1000, (4343, 5))
+    allowed = policy.IdentityMap(4242, 4343, allow_root=True,
+                                 squash_unmapped=False)
+    assert allowed.map(AuthSys(0, 0, (0, 5))) == AuthSys(0, 0, (0, 5))
