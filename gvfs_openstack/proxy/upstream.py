@@ -70,6 +70,9 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
         self.transport = None
         self.relay = None
         self.closed = asyncio.get_running_loop().create_future()
+        #: Whether a reply came: a relay or tunnel end that takes the
+        #: connection while the far side is down closes it unanswered.
+        self.answered = False
 
     @property
     def inflight(self):
@@ -122,6 +125,7 @@ class _UpstreamProtocol(asyncio.BufferedProtocol):
                                      event.xid, event.reason)))
 
     def _received(self, event):
+        self.answered = True
         relay = self.relay
         if event.streamed and relay is not None:
             self.relay = None
@@ -212,15 +216,14 @@ class UpstreamPool:
                 _, conn = await self.connector.connect(
                     lambda: _UpstreamProtocol(self))
             except Exception as e:
-                # Sockets, TLS and paramiko each raise their own types;
-                # every failure to connect is handled alike: log, back
-                # off, retry.
+                # Sockets, TLS and the ssh forward each raise their own
+                # types; every failure to connect is handled alike: log,
+                # back off, retry.
                 LOG.warning("cannot reach %s (slot %d), retrying in %.2fs: %s",
                             self.connector.describe(), slot, delay, e)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.backoff_max)
                 continue
-            delay = self.backoff_initial
             self.counters.upstream_connects += 1
             LOG.info("connected to %s (slot %d)", self.connector.describe(),
                      slot)
@@ -228,6 +231,19 @@ class UpstreamPool:
                 self._live.append(conn)
                 self._live_changed.notify_all()
             await conn.closed
+            if conn.answered:
+                delay = self.backoff_initial
+                continue
+            # Accepted and closed without a reply (toxiproxy, sshd or a
+            # load balancer in front of a proxy that is down): back off as
+            # for a refused connect, or every call would be sent again
+            # hundreds of times a second until the far side is back.
+            if conn.inflight or self._pending:
+                LOG.warning("%s closed the connection (slot %d) without "
+                            "answering, retrying in %.2fs",
+                            self.connector.describe(), slot, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.backoff_max)
 
     def _next_xid(self):
         while True:

@@ -123,8 +123,9 @@ class Lab:
                                                           "sshd")))
         self.pki = certs.make_pki(os.path.join(self.workdir, "pki")) \
             if self.tunnel == "tls" else None
+        self._server_config = self._server_sections()
         self.server_proxy = self._keep(Proxy(self.workdir, "server-proxy",
-                                             self._server_sections()))
+                                             self._server_config))
         self._wan_target = self.sshd.port if self.tunnel == "ssh" else \
             self.server_proxy.port
         if self.link:
@@ -258,6 +259,25 @@ class Lab:
                                   self._client_config)
         self._stack.callback(self.client_proxy.stop)
         return self.client_proxy
+
+    def restart_server_proxy(self, kill=False):
+        """Stop the server proxy and start it again.
+
+        The new one has the same configuration and port, so the client
+        proxy finds it by reconnecting, as after a DTN service restart;
+        ``kill`` stops the old one with SIGKILL instead of SIGTERM.
+        """
+        if kill:
+            self.server_proxy.process.signal(signal.SIGKILL)
+        self.server_proxy.stop()
+        # A killed proxy leaves its control socket: waiting for the new
+        # one's must not be satisfied by the old file.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.server_proxy.control_socket)
+        self.server_proxy = Proxy(self.workdir, "server-proxy",
+                                  self._server_config)
+        self._stack.callback(self.server_proxy.stop)
+        return self.server_proxy
 
     def cut_tunnel(self):
         """Break every tunnel connection (the client proxy reconnects)."""

@@ -160,3 +160,33 @@ def test_a_different_reply_to_the_call_sent_again_aborts_the_stream():
     # connection is dropped, as a dying server's would be.
     assert wire.aborted
     assert 100000 <= len(wire.data) < len(expected)
+
+
+def test_a_peer_that_closes_unanswered_is_retried_with_backoff():
+    # A relay in front of a proxy that is down accepts and closes at once:
+    # reconnecting at full speed would send every call again hundreds of
+    # times a second.
+    async def scenario():
+        accepted = []
+
+        async def close_at_once(reader, writer):
+            accepted.append(time.monotonic())
+            writer.transport.abort()
+
+        server = await asyncio.start_server(close_at_once, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = upstream.UpstreamPool(tunnel.TcpConnector("127.0.0.1", port),
+                                     size=1, call_timeout=30,
+                                     backoff_initial=0.01, backoff_max=0.2)
+        await pool.start()
+        call = asyncio.create_task(pool.call(_call, replayable=True))
+        await asyncio.sleep(1.0)
+        call.cancel()
+        await pool.close()
+        server.close()
+        return accepted, pool.counters
+
+    accepted, stats = asyncio.run(scenario())
+    # 0.01, 0.02 ... doubling to 0.2: about 9 in a second, not hundreds.
+    assert 3 <= len(accepted) <= 15, len(accepted)
+    assert stats.upstream_resent <= len(accepted)
