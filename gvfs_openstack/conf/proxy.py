@@ -209,6 +209,23 @@ reconnects, before the client gets SYSTEM_ERR.
 
 Required: unknown host keys are rejected, never trusted on first use.
 """),
+    cfg.StrOpt("ssh_command", default="ssh",
+               help="""The OpenSSH client the proxy runs for ``ssh``.
+
+The proxy runs it with a local forward to the server proxy and a session
+running ``cat`` (which keeps TCP_NODELAY on at both ends and ends the
+tunnel when the proxy ends): the DTN account needs a shell, or a forced
+``command="cat"`` in its ``authorized_keys``.
+"""),
+    cfg.ListOpt("ssh_ciphers", default=[
+        "aes128-gcm@openssh.com", "aes256-gcm@openssh.com",
+        "chacha20-poly1305@openssh.com"],
+        help="""Ciphers offered to sshd, most preferred first.
+
+AES-GCM runs on the CPU's AES instructions and is the fastest OpenSSH
+cipher on x86 and ARM servers; chacha20-poly1305 is faster only without
+them.
+"""),
 ]
 
 GROUPS = (

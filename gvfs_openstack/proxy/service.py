@@ -61,7 +61,9 @@ def _connector(up):
                                            reason="required with tunnel = "
                                                   "ssh")
     return tunnel.SshConnector(up.host, up.port, up.ssh_host, up.ssh_port,
-                               up.ssh_user, up.ssh_key, up.ssh_known_hosts)
+                               up.ssh_user, up.ssh_key, up.ssh_known_hosts,
+                               ciphers=up.ssh_ciphers,
+                               ssh_command=up.ssh_command)
 
 
 def peak_rss_kb():

@@ -7,11 +7,11 @@ one end, NFS-Ganesha on the other, sshd, TLS and toxiproxy in between.
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import time
 
-import paramiko
 import pytest
 
 from gvfs_openstack.client.nfs import NfsClient
@@ -19,6 +19,7 @@ from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import ssh_forward
 from gvfs_openstack.proxy import tunnel
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import random_file
@@ -361,8 +362,34 @@ def test_ssh_tunnel_refuses_a_host_key_it_does_not_know(lab_factory,
     connector = tunnel.SshConnector(
         "127.0.0.1", lab.server_proxy.port, "127.0.0.1", lab.sshd.port,
         lab.sshd.user, lab.sshd.key, str(known_hosts))
-    with pytest.raises(paramiko.SSHException, match="not in"):
-        connector._transport()
+    try:
+        with pytest.raises(ssh_forward.ForwardFailed,
+                           match="Host key verification failed"):
+            asyncio.run(connector.connect(asyncio.Protocol))
+    finally:
+        connector.close()
+
+
+def test_ssh_tunnel_ends_with_the_proxy(lab_factory):
+    # The forward's session reads the proxy's pipe: a proxy killed
+    # without a word leaves no ssh behind.
+    lab = lab_factory("ssh")
+    proxy = lab.add_client("ssh-orphan-check")
+    process.wait_until(lambda: _ssh_children(proxy.process.pid),
+                       "the proxy's ssh")
+    ssh_pids = _ssh_children(proxy.process.pid)
+    proxy.process.signal(signal.SIGKILL)
+    proxy.process.popen.wait(timeout=30)
+    process.wait_until(lambda: not any(
+        os.path.exists("/proc/%d" % pid) and
+        open("/proc/%d/stat" % pid).read().split()[2] != "Z"
+        for pid in ssh_pids), "its ssh to end")
+
+
+def _ssh_children(pid):
+    out = subprocess.run(["pgrep", "-P", str(pid), "-x", "ssh"],
+                         capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
 
 
 def _tls_chain(lab, workdir, server_cert, client_cert, ca):

@@ -49,13 +49,18 @@ class Sshd:
         self.user = getpass.getuser()
         self.host_key = os.path.join(workdir, "host_ed25519")
         self.key = os.path.join(workdir, "client_ed25519")
-        for path in (self.host_key, self.key):
+        #: The DTN operator's own key, never restricted: scp baselines.
+        self.admin_key = os.path.join(workdir, "admin_ed25519")
+        for path in (self.host_key, self.key, self.admin_key):
             if not os.path.exists(path):
                 _keygen(path)
         with open(self.key + ".pub") as f:
-            client_pub = f.read()
-        with open(os.path.join(workdir, "authorized_keys"), "w") as f:
-            f.write(client_pub)
+            self._client_pub = f.read().strip()
+        with open(self.admin_key + ".pub") as f:
+            self._admin_pub = f.read().strip()
+        self._authorized_keys = os.path.join(workdir, "authorized_keys")
+        with open(self._authorized_keys, "w") as f:
+            f.write("%s\n%s\n" % (self._client_pub, self._admin_pub))
         with open(self.host_key + ".pub") as f:
             host_pub = f.read().split()
         self.known_hosts = os.path.join(workdir, "known_hosts")
@@ -69,6 +74,17 @@ class Sshd:
         self.process = process.start_listening(
             "sshd", [binary, "-D", "-e", "-f", self.config],
             os.path.join(workdir, "sshd.log"), [self.port])
+
+    def restrict_key(self, port):
+        """Let ``key`` only forward to 127.0.0.1:``port`` and run cat.
+
+        The ``authorized_keys`` line the deployment guide gives the
+        client proxies' key; sshd reads it at every login.
+        """
+        with open(self._authorized_keys, "w") as f:
+            f.write('restrict,port-forwarding,permitopen="127.0.0.1:%d",'
+                    'command="cat" %s\n%s\n' % (port, self._client_pub,
+                                                self._admin_pub))
 
     def session_pids(self):
         """PIDs of sshd's per-connection children (to cut a tunnel)."""

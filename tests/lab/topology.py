@@ -126,6 +126,10 @@ class Lab:
         self._server_config = self._server_sections()
         self.server_proxy = self._keep(Proxy(self.workdir, "server-proxy",
                                              self._server_config))
+        if self.sshd is not None:
+            # As the deployment guide has it: the key forwards to the
+            # server proxy and does nothing else.
+            self.sshd.restrict_key(self.server_proxy.port)
         self._wan_target = self.sshd.port if self.tunnel == "ssh" else \
             self.server_proxy.port
         if self.link:

@@ -244,7 +244,7 @@ def test_proxy_configs_parse_with_the_proxy_options(devstack):
     with open(os.path.join(devstack.home, ".ssh", "authorized_keys")) as f:
         line, = f.read().splitlines()
     assert line.startswith(
-        'restrict,port-forwarding,permitopen="127.0.0.1:20490" ')
+        'restrict,port-forwarding,permitopen="127.0.0.1:20490",command="cat" ')
     with open(client.upstream.ssh_key + ".pub") as f:
         assert line.endswith(f.read().strip())
     with open(env["GVFS_FUSE_CONF"]) as f:

@@ -2,8 +2,11 @@
 """Sequential read and write with nfs-cp: direct vs proxies vs tunnels.
 
 All paths are measured in one run on the same machine: directly against
-NFS-Ganesha (the baseline), through the server proxy alone, and through
-the client -> server proxy chain over tcp, tls and ssh.
+NFS-Ganesha (the baseline), through the server proxy alone, through the
+client -> server proxy chain over tcp, tls and ssh, and OpenSSH's own
+``scp`` to and from the DTN (what a user without the proxies would use
+over SSH).  The CPU time each proxy process spends per GiB moved does not
+depend on what else shares the machine's cores.
 """
 
 import asyncio
@@ -44,10 +47,31 @@ def _make_file(path, size):
     os.sync()
 
 
+def _cpu_seconds(pid):
+    """User + system CPU seconds of ``pid`` so far (from /proc)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _scp(lab, src, dst):
+    """OpenSSH's own copy to or from the DTN, the ssh baseline."""
+    start = time.monotonic()
+    subprocess.run(
+        ["scp", "-q", "-P", str(lab.sshd.port), "-i", lab.sshd.admin_key,
+         "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+         "-o", "UserKnownHostsFile=" + lab.sshd.known_hosts,
+         "-c", "aes128-gcm@openssh.com", src, dst],
+        check=True, timeout=3600)
+    return time.monotonic() - start
+
+
 def run(quick=False, plot=None):
     size = (128 if quick else 1024) * MIB
     repeat = 1 if quick else 3
     times = collections.defaultdict(lambda: {"write": [], "read": []})
+    #: (path, hop) -> CPU seconds the proxy process of that hop spent.
+    cpu = collections.defaultdict(float)
     rss = []
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work, \
             contextlib.ExitStack() as stack:
@@ -63,18 +87,35 @@ def run(quick=False, plot=None):
         paths += [("chain/" + t, lab.client_url) for t, lab in labs.items()]
         lab_of = {"direct": tcp, "server proxy": tcp}
         lab_of.update(("chain/" + t, lab) for t, lab in labs.items())
+        hops = {"server proxy": {"server": tcp.server_proxy}}
+        hops.update(("chain/" + t, {"client": lab.client_proxy,
+                                    "server": lab.server_proxy})
+                    for t, lab in labs.items())
+        ssh = labs["ssh"]
+        remote = "%s@127.0.0.1:%s" % (ssh.sshd.user,
+                                      os.path.join(ssh.workdir, "scp.bin"))
         # Rounds interleave the paths so that whatever else the machine
         # does (page cache writeback, other tenants) hits them alike.
         for _ in range(repeat):
             for name, url_of in paths:
                 target = url_of("bench.bin")
+                before = {hop: _cpu_seconds(proxy.process.pid)
+                          for hop, proxy in hops.get(name, {}).items()}
                 times[name]["write"].append(_timed_copy(local, target))
                 times[name]["read"].append(_timed_copy(target, back))
+                for hop, proxy in hops.get(name, {}).items():
+                    cpu[name, hop] += _cpu_seconds(proxy.process.pid) - \
+                        before[hop]
                 os.unlink(back)
                 # Through NFS: removing it behind Ganesha's back would leave
                 # a stale entry in Ganesha's directory cache.
                 asyncio.run(_remove(lab_of[name], "bench.bin"))
                 os.sync()
+            times["scp"]["write"].append(_scp(ssh, local, remote))
+            times["scp"]["read"].append(_scp(ssh, remote, back))
+            os.unlink(back)
+            os.unlink(os.path.join(ssh.workdir, "scp.bin"))
+            os.sync()
         for lab in labs.values():
             for proxy in (lab.client_proxy, lab.server_proxy):
                 rss.append(proxy.stats()["peak_rss_kb"] / 1024)
@@ -83,7 +124,8 @@ def run(quick=False, plot=None):
             for name, t in times.items()}
     base = rows["direct"]
     print("\nproxy-throughput: %d MiB sequential with nfs-cp (one call in "
-          "flight), median of %d" % (size // MIB, repeat))
+          "flight), median of %d; scp is OpenSSH's own copy to and from "
+          "the DTN" % (size // MIB, repeat))
     print("%-14s %10s %10s %9s %9s" % ("path", "write MB/s", "read MB/s",
                                        "write x", "read x"))
     for name, row in rows.items():
@@ -91,6 +133,12 @@ def run(quick=False, plot=None):
             name, row["write_mbps"], row["read_mbps"],
             row["write_mbps"] / base["write_mbps"],
             row["read_mbps"] / base["read_mbps"]))
+    moved_gib = 2 * repeat * size / (1024 * MIB)
+    per_gib = {key: seconds / moved_gib for key, seconds in cpu.items()}
+    print("proxy CPU seconds per GiB moved, per hop (independent of what "
+          "else shares the cores):")
+    for (name, hop), value in sorted(per_gib.items()):
+        print("  %-14s %-7s %6.2f" % (name, hop, value))
     print("proxy peak RSS: %.1f MB" % max(rss))
     ratios = {}
     for name, key in (("chain/tcp", "tcp_chain"), ("chain/tls", "tls_chain"),
@@ -99,8 +147,15 @@ def run(quick=False, plot=None):
         for op in ("read", "write"):
             ratios["%s_%s_vs_direct" % (op, key)] = \
                 rows[name][op + "_mbps"] / base[op + "_mbps"]
+    for op in ("read", "write"):
+        ratios["%s_ssh_chain_vs_scp" % op] = \
+            rows["chain/ssh"][op + "_mbps"] / rows["scp"][op + "_mbps"]
     metrics = {"size_mib": size // MIB, "repeat": repeat,
-               "proxy_peak_rss_mb": max(rss)}
+               "proxy_peak_rss_mb": max(rss),
+               "proxy_cpu_s_per_gib_per_hop": max(per_gib.values())}
+    for (name, hop), value in per_gib.items():
+        metrics["%s_%s_cpu_s_per_gib" % (
+            name.replace(" ", "_").replace("/", "_"), hop)] = value
     for name, row in rows.items():
         for key, value in row.items():
             metrics["%s_%s" % (name.replace(" ", "_").replace("/", "_"),
