@@ -12,6 +12,7 @@
 
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -94,7 +95,7 @@ def _mount():
             mount.entry_timeout, mount.write_buffer_mb * 1024 * 1024,
             mount.allow_other, mount.max_background,
             mount.dir_entry_timeout, mount.read_cache_mb * 1024 * 1024,
-            mount.identity))
+            mount.identity, mount.read_ahead_kb))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)
@@ -103,20 +104,28 @@ def _mount():
 
 
 def _tune_mount():
-    """Set [mount] max_background of a mount made by an unprivileged user.
+    """Tune a mount made by an unprivileged user, as root.
 
-    Waits for the mount to appear: systemd runs this right after
-    starting the mount process.
+    Sets [mount] max_background and read_ahead_kb.  Waits for the mount to
+    appear: systemd runs this right after starting the mount process.
     """
     from gvfs_openstack.fuse import fusectl
 
     requests = CONF.mount.max_background
-    if not requests:
+    read_ahead = CONF.mount.read_ahead_kb
+    if not requests and not read_ahead:
         return 0
     deadline = time.monotonic() + CONF.action.wait
     while True:
         try:
-            connection = fusectl.tune(CONF.action.mountpoint, requests)
+            connection = None
+            if requests:
+                connection = fusectl.tune(CONF.action.mountpoint, requests)
+            if read_ahead:
+                # Returns once the daemon has answered the kernel's INIT,
+                # which would undo a read-ahead set before it.
+                os.stat(CONF.action.mountpoint)
+                fusectl.tune_read_ahead(CONF.action.mountpoint, read_ahead)
         except fusectl.NotMounted:
             if time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -127,8 +136,12 @@ def _tune_mount():
         except fusectl.FusectlError as e:
             print("gvfs-proxy tune-mount: %s" % e, file=sys.stderr)
             return 1
-        print("%s: up to %d requests in flight (fusectl connection %s)"
-              % (CONF.action.mountpoint, requests, connection))
+        if requests:
+            print("%s: up to %d requests in flight (fusectl connection %s)"
+                  % (CONF.action.mountpoint, requests, connection))
+        if read_ahead:
+            print("%s: %d KiB read-ahead" % (CONF.action.mountpoint,
+                                             read_ahead))
         return 0
 
 

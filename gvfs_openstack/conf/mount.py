@@ -86,6 +86,15 @@ system, which systemd mounts), which only root may write: an unprivileged
 mount logs a warning, and ``gvfs-proxy tune-mount`` run as root sets it
 (the systemd unit does). 0 leaves the kernel's default.
 """),
+    cfg.IntOpt("read_ahead_kb", default=4096, min=0, max=1048576,
+               help="""KiB the kernel reads ahead of sequential readers.
+
+The kernel gives FUSE mounts 128 KiB; a reader of a whole image through
+the proxies then has two blocks in flight at a time.  Set at mount time
+in ``/sys/class/bdi``, which only root may write (``gvfs-proxy
+tune-mount`` run as root does it for an unprivileged mount).  0 leaves
+the kernel's value.
+"""),
     cfg.BoolOpt("allow_other", default=False,
                 help="Let users other than the one running the mount use "
                      "it (FUSE ``allow_other``; Glance and Nova run as "

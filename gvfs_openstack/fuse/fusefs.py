@@ -538,6 +538,22 @@ class GvfsFuse(pyfuse3.Operations):
         return stats
 
 
+async def _tune_read_ahead(mountpoint, kib):
+    """Raise the mount's read-ahead once the kernel's INIT is answered.
+
+    The INIT reply sets it (to at most the kernel's 128 KiB): set before,
+    it would be lost.  A stat of the mount point, from a thread, returns
+    once this daemon has answered INIT.
+    """
+    await asyncio.to_thread(os.stat, mountpoint)
+    try:
+        fusectl.tune_read_ahead(mountpoint, kib)
+        LOG.info("%d KiB read-ahead on %s", kib, mountpoint)
+    except fusectl.FusectlError as e:
+        LOG.warning("the kernel keeps its own read-ahead on %s, not "
+                    "[mount] read_ahead_kb = %d: %s", mountpoint, kib, e)
+
+
 def _terminate():
     try:
         pyfuse3.terminate()
@@ -550,7 +566,7 @@ def _terminate():
 async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
                 write_buffer_bytes=64 * 1024 * 1024, allow_other=False,
                 max_background=0, dir_entry_timeout=None,
-                read_cache_bytes=0, identity="daemon"):
+                read_cache_bytes=0, identity="daemon", read_ahead_kb=0):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
@@ -589,6 +605,9 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
             LOG.warning("the kernel keeps its own limit of requests in "
                         "flight to %s, not [mount] max_background = %d: "
                         "%s", mountpoint, max_background, e)
+    tuning = asyncio.ensure_future(
+        _tune_read_ahead(mountpoint, read_ahead_kb)) if read_ahead_kb \
+        else None
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _terminate)
@@ -596,6 +615,8 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     try:
         await pyfuse3.main()
     finally:
+        if tuning is not None:
+            tuning.cancel()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         pyfuse3.close(unmount=True)

@@ -432,16 +432,26 @@ def test_a_wrong_export_fails_at_start(lab, tmp_path):
     assert not os.path.ismount(str(tmp_path / "m"))
 
 
+def _read_ahead_kb(mountpoint):
+    device = int(mountinfo.fuse_connection(mountpoint))
+    with open("/sys/class/bdi/%d:%d/read_ahead_kb" % (
+            device >> 20, device & 0xFFFFF)) as f:
+        return int(f.read())
+
+
 def test_the_kernel_keeps_max_background_requests_in_flight(
         mnt, lab, tmp_path):
     connection = mountinfo.fuse_connection(mnt)
     assert fusectl.max_background(connection) == 64   # The default.
+    assert _read_ahead_kb(mnt) == 4096
     # A mount made without the right to set it: tune-mount does it.
-    m = lab.mount(str(tmp_path / "m"), name="untuned", max_background=0)
+    m = lab.mount(str(tmp_path / "m"), name="untuned", max_background=0,
+                  read_ahead_kb=0)
     untuned = mountinfo.fuse_connection(m.mountpoint)
     assert fusectl.max_background(untuned) == 12   # The kernel's own.
+    assert _read_ahead_kb(m.mountpoint) == 128
     config = tmp_path / "tune.conf"
-    config.write_text("[mount]\nmax_background = 96\n")
+    config.write_text("[mount]\nmax_background = 96\nread_ahead_kb = 2048\n")
     out = subprocess.run(
         [sys.executable, "-m", "gvfs_openstack.cmd.proxy", "--config-file",
          lab.client_proxy.config, "--config-file", str(config),
@@ -449,6 +459,7 @@ def test_the_kernel_keeps_max_background_requests_in_flight(
         timeout=60)
     assert out.returncode == 0, out.stderr
     assert fusectl.max_background(untuned) == 96
+    assert _read_ahead_kb(m.mountpoint) == 2048
     m.stop()
     out = subprocess.run(
         [sys.executable, "-m", "gvfs_openstack.cmd.proxy", "--config-file",

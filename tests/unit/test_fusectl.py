@@ -72,3 +72,19 @@ def test_a_path_is_resolved_without_looking_at_it(tmp_path):
     # process is the caller.
     assert mountinfo.resolved(str(tmp_path / "link" / "not-there")) == \
         str(real / "not-there")
+
+
+def test_read_ahead_is_set_on_the_mounts_backing_device(tmp_path,
+                                                        proc_file):
+    bdi = tmp_path / "bdi" / "0:301"      # mountinfo's 0:301
+    bdi.mkdir(parents=True)
+    (bdi / "read_ahead_kb").write_text("128\n")
+    assert fusectl.tune_read_ahead("/srv/other", 4096, str(tmp_path / "bdi"),
+                                   proc_file) == str(bdi / "read_ahead_kb")
+    assert (bdi / "read_ahead_kb").read_text() == "4096\n"
+    with pytest.raises(fusectl.FusectlError, match="cannot set"):
+        fusectl.tune_read_ahead("/srv/gvfs mnt", 4096,
+                                str(tmp_path / "bdi"), proc_file)
+    with pytest.raises(fusectl.NotMounted):
+        fusectl.tune_read_ahead("/srv/disk", 4096, str(tmp_path / "bdi"),
+                                proc_file)
