@@ -70,7 +70,14 @@ class DirtyFile:
         return list(self._extents)
 
     def add(self, extent):
-        """Record ``extent`` as the newest bytes of its range."""
+        """Record ``extent`` as the newest bytes of its range.
+
+        An empty extent (a WRITE of no bytes) is no bytes of any range:
+        kept, it would sort after a real extent at its offset and make
+        :attr:`end` say the file ends there.
+        """
+        if not extent.length:
+            return
         self._remove_range(extent.offset, extent.end)
         at = bisect.bisect_left(self._starts, extent.offset)
         self._starts.insert(at, extent.offset)
@@ -152,7 +159,14 @@ class DirtyMap:
         return list(self._files.values())
 
     def add(self, fh, cred, extent, written_ns):
+        """Record ``extent`` of ``fh``; the file's :class:`DirtyFile`.
+
+        None for an empty extent of a file with nothing dirty: a WRITE of
+        no bytes leaves nothing to write back.
+        """
         fh = bytes(fh)
+        if not extent.length:
+            return self._files.get(fh)
         dirty = self._files.get(fh)
         if dirty is None:
             dirty = self._files[fh] = DirtyFile(fh, cred)

@@ -25,7 +25,7 @@ from gvfs_openstack.proxy.upstream_calls import ReplyError
 
 #: Upstream answers meaning the file is gone: its dirty bytes have
 #: nowhere to go (the client removed it).
-_GONE = frozenset({NfsStat.NFS3ERR_STALE, NfsStat.NFS3ERR_BADHANDLE})
+GONE = frozenset({NfsStat.NFS3ERR_STALE, NfsStat.NFS3ERR_BADHANDLE})
 
 
 class FlushError(Exception):
@@ -82,7 +82,7 @@ class _AsWriter:
             res = await self.upstream.nfs(proc, args, self.cred)
         except ReplyError as e:
             raise FlushError(str(e)) from e
-        if res.status in _GONE:
+        if res.status in GONE:
             raise Gone()
         if not res.ok:
             raise FlushError("%s: %s" % (proc.name,

@@ -14,6 +14,14 @@ the bytes are in the :class:`Journal` on local disk (GVFS paper, section
 * READ and GETATTR of a file with dirty bytes are answered here, with the
   dirty bytes laid over the server's and the size they imply; a SETATTR
   first flushes the file (a truncate must not be undone by a later flush).
+  Every other reply that carries the file's attributes (LOOKUP, ACCESS,
+  LINK, CREATE, READDIRPLUS, ...) is rewritten to show the same.
+* The rest of those attributes (nlink, mode, owner) are the server's, as
+  it last reported them.  A REMOVE, RENAME or LINK may change them (or
+  remove the file) without saying which file it touched, so after one the
+  server is asked again before a dirty file is shown; a file it no longer
+  knows (STALE) was removed: its dirty bytes are dropped and its handle
+  is answered by the server, as it would be without write-back.
 * Dirty bytes go upstream (UNSTABLE WRITEs in a window, then COMMIT, sent
   again if the server's verifier changed) on request, when the proxy has
   been idle, when the journal grows past a threshold, and at a clean
@@ -43,6 +51,7 @@ from gvfs_openstack.proxy.cache.dirty import DirtyMap
 from gvfs_openstack.proxy.cache.dirty import Extent
 from gvfs_openstack.proxy.cache import flush as flush_mod
 from gvfs_openstack.proxy.cache.flush import FlushError
+from gvfs_openstack.proxy.cache import postop
 from gvfs_openstack.proxy.cache.reads import read_reply
 from gvfs_openstack.proxy.upstream import UpstreamError
 from gvfs_openstack.proxy.upstream_calls import CallRefused
@@ -53,21 +62,40 @@ LOG = logging.getLogger(__name__)
 _HANDLED = frozenset({Nfs3Proc.WRITE, Nfs3Proc.COMMIT, Nfs3Proc.READ,
                       Nfs3Proc.GETATTR, Nfs3Proc.SETATTR, Nfs3Proc.CREATE})
 
+#: Calls that may change a file's nlink (to 0: removed) and ctime, with
+#: no reply saying which file (LINK's does, but the cache's record of
+#: other files must be doubted all the same).  RMDIR removes directories
+#: only, which are never dirty.
+_NAMESPACE = frozenset({Nfs3Proc.REMOVE, Nfs3Proc.RENAME, Nfs3Proc.LINK})
+
 
 def _reply(xid, proc, result):
     return rpc.accepted(xid, results=nfs3.encode_res(proc, result))
 
 
-def _ok_result(proc, reply):
-    """The decoded result of a successful reply message, else None."""
+def _result(proc, reply):
+    """The decoded result of a reply message, None if it has none."""
     try:
         results = rpc.results_of(reply)
         if results is None:
             return None
-        res = nfs3.decode_res(proc, results)
+        return nfs3.decode_res(proc, results)
     except ProtocolError:
         return None
-    return res if res.ok else None
+
+
+def _ok_result(proc, reply):
+    """The decoded result of a successful reply message, else None."""
+    res = _result(proc, reply)
+    return res if res is not None and res.ok else None
+
+
+def _time_key(when):
+    return when.seconds, when.nseconds
+
+
+def _ctime(fattr):
+    return _time_key(fattr.ctime)
 
 
 def _wcc_attr(fattr):
@@ -107,8 +135,12 @@ class WriteBack:
         #: fh -> [lock, users]: a flush of a file excludes write-through
         #: WRITEs, SETATTRs and partly dirty READs of it.
         self._locks = {}
-        #: Base attributes (the server's) of dirty files.
+        #: The server's attributes of dirty files, as it last reported
+        #: them since the last REMOVE, RENAME or LINK.
         self._bases = {}
+        #: When (by the file states' clock) the last REMOVE, RENAME or
+        #: LINK was answered: attributes the cache had before are doubted.
+        self._changed_at = float("-inf")
         self._flushing = None
         self._background = None
         self._falling_back = False
@@ -216,30 +248,66 @@ class WriteBack:
     # --- attributes ----------------------------------------------------------
 
     async def _base(self, call, fh):
-        """The server's attributes of ``fh`` (None if it cannot say)."""
+        """The server's attributes of ``fh`` (None if it cannot say).
+
+        None too if the server no longer knows the file: then its dirty
+        bytes are dropped, and the call is forwarded for the server to
+        say so.
+        """
         base = self._bases.get(fh)
         if base is not None:
             return base
-        state = await self.reads.state_of(call, fh)
-        if state is None:
-            return None
+        state = self.reads.files.get(fh)
+        if state is not None and state.checked > self._changed_at and \
+                self.reads.clock() - state.checked < \
+                self.policies.revalidate_after(fh):
+            base = state.fattr
+        else:
+            status, base = await self._ask(fh, call.cred, call.verf)
+            if status in flush_mod.GONE:
+                self._drop(fh)
+            if base is None:
+                return None
         if fh in self.dirty:
-            self._bases[fh] = state.fattr
-        return state.fattr
+            self._bases[fh] = base
+        return base
 
-    def _learn_base(self, fh, fattr):
-        """The server reported ``fattr`` for a dirty file.
+    async def _ask(self, fh, cred, verf=rpc.AUTH_NONE):
+        """``(status, attributes)`` of ``fh`` from a GETATTR upstream.
 
-        Replies to concurrent WRITEs may arrive out of order: the size
+        ``(None, None)`` if the next hop refused the call.
+        """
+        reports = self.reads.files.reports_of(fh)
+        try:
+            res = await self.upstream.nfs(
+                Nfs3Proc.GETATTR, nfs3.GetattrArgs(fh), cred, verf)
+        except ReplyError as e:
+            LOG.warning("cannot learn the attributes of a written-back "
+                        "file: %s", e)
+            return None, None
+        if not res.ok:
+            return res.status, None
+        self.reads.files.observe(fh, res.body.obj_attributes, reports)
+        return res.status, res.body.obj_attributes
+
+    def _learn(self, fh, fattr):
+        """The server reported ``fattr`` for ``fh``; the newest known.
+
+        Replies to calls in flight together arrive in any order: those
+        older (by ctime) than what is known change nothing, and the size
         never goes back while the file is dirty here (a truncate writes
         the file back first, so it cannot be what shrank it).
         """
         if fattr is None or fh not in self.dirty:
-            return
+            return fattr
         known = self._bases.get(fh)
-        if known is not None and known.size > fattr.size:
-            fattr = dataclasses.replace(fattr, size=known.size)
+        if known is not None:
+            if _ctime(fattr) < _ctime(known):
+                return known
+            if known.size > fattr.size:
+                fattr = dataclasses.replace(fattr, size=known.size)
         self._bases[fh] = fattr
+        return fattr
 
     def _shown(self, fh, base):
         dirty = self.dirty.get(fh)
@@ -248,9 +316,12 @@ class WriteBack:
         size = max(base.size, dirty.end)
         when = nfs3.NfsTime(dirty.written_ns // 10 ** 9,
                             dirty.written_ns % 10 ** 9)
-        return dataclasses.replace(base, size=size,
-                                   used=max(base.used, size), mtime=when,
-                                   ctime=when)
+        # Never before what the server says (a LINK after the WRITE
+        # moved its ctime on): times a client compares only go forward.
+        return dataclasses.replace(
+            base, size=size, used=max(base.used, size),
+            mtime=max(when, base.mtime, key=_time_key),
+            ctime=max(when, base.ctime, key=_time_key))
 
     async def shown_attrs(self, call, fh):
         """Attributes of ``fh`` as clients must see them: dirty bytes
@@ -258,36 +329,48 @@ class WriteBack:
         base = await self._base(call, fh)
         return None if base is None else self._shown(fh, base)
 
+    def _as_shown(self, fh, fattr):
+        """The server's ``fattr`` of ``fh`` as clients must see it."""
+        if fh not in self.dirty:
+            return fattr
+        return self._shown(fh, self._learn(fh, fattr))
+
     def patch_reply(self, call, reply):
         """``reply`` (forwarded) with dirty files' attributes as shown.
 
-        LOOKUP and READDIRPLUS replies carry the server's attributes of
-        files that may have dirty bytes here; a client must not see such
-        a file shrink back to its size upstream.
+        Every reply that carries the server's attributes of a file with
+        dirty bytes here shows them as GETATTR does: a client must not
+        see such a file shrink back to its size upstream.  They are the
+        server's newest word on the rest (nlink after a LINK ...).
         """
-        if not self.dirty or call.proc not in (Nfs3Proc.LOOKUP,
-                                               Nfs3Proc.READDIRPLUS):
+        if call.proc in _NAMESPACE:
+            self._namespace_changed(call, reply)
+        if not self.dirty or call.proc not in postop.CARRYING:
             return reply
         res = _ok_result(call.proc, reply)
         if res is None:
             return reply
-        body = res.body
-        if call.proc == Nfs3Proc.LOOKUP:
-            if body.object not in self.dirty or body.obj_attributes is None:
-                return reply
-            body = dataclasses.replace(body, obj_attributes=self._shown(
-                bytes(body.object), body.obj_attributes))
-        else:
-            entries = tuple(
-                dataclasses.replace(e, name_attributes=self._shown(
-                    bytes(e.name_handle), e.name_attributes))
-                if e.name_handle and e.name_handle in self.dirty and
-                e.name_attributes is not None else e
-                for e in body.entries)
-            if entries == body.entries:
-                return reply
-            body = dataclasses.replace(body, entries=entries)
+        try:
+            args = nfs3.decode_args(call.proc, call.args)
+        except ProtocolError:
+            return reply
+        body = postop.rewrite(call.proc, args, res.body, self._as_shown)
+        if body is res.body:
+            return reply
         return _reply(call.xid, call.proc, nfs3.Result(0, body))
+
+    def _namespace_changed(self, call, reply):
+        """A REMOVE, RENAME or LINK was answered.
+
+        It may have taken a link from any file (its last: the file is
+        gone), and the reply does not say which: every file's attributes
+        are asked for again before they are shown or trusted.
+        """
+        res = _result(call.proc, reply)
+        if res is not None and not res.ok:
+            return  # Nothing changed.
+        self._bases.clear()
+        self._changed_at = self.reads.files.clock()
 
     async def _before_create(self, call, args):
         """A CREATE that truncates may hit a dirty file: write back first.
@@ -321,6 +404,24 @@ class WriteBack:
             return None  # The server answers (STALE, ISDIR, ...).
         before = self._shown(fh, base)
         self.last_write = self.clock()
+        if data:
+            reply = await self._journal(call, args, fh, data, base)
+            if reply is not None:
+                return reply
+        # else: a WRITE of no bytes changes nothing; nothing to journal.
+        committed = StableHow.UNSTABLE
+        if args.stable != StableHow.UNSTABLE:
+            if not await self._sync():
+                return _reply(call.xid, call.proc, nfs3.Result(
+                    NfsStat.NFS3ERR_IO, nfs3.WccData()))
+            committed = StableHow.FILE_SYNC
+        return _reply(call.xid, call.proc, nfs3.Result(0, nfs3.WriteOk(
+            nfs3.WccData(_wcc_attr(before),
+                         self._shown(fh, self._bases.get(fh, base))),
+            len(data), committed, self.verifier)))
+
+    async def _journal(self, call, args, fh, data, base):
+        """Journal the WRITE's bytes; a reply only if written through."""
         if self.journal.size + len(data) > self.max_bytes:
             self._falls_back("the journal reached writeback_max_mb")
             return await self._write_through(call, args, fh)
@@ -341,15 +442,7 @@ class WriteBack:
         self.counters.writeback_bytes += len(data)
         if self.journal.size >= self.flush_bytes:
             self.start_flush("the journal passed its flush threshold")
-        committed = StableHow.UNSTABLE
-        if args.stable != StableHow.UNSTABLE:
-            if not await self._sync():
-                return _reply(call.xid, call.proc, nfs3.Result(
-                    NfsStat.NFS3ERR_IO, nfs3.WccData()))
-            committed = StableHow.FILE_SYNC
-        return _reply(call.xid, call.proc, nfs3.Result(0, nfs3.WriteOk(
-            nfs3.WccData(_wcc_attr(before), self._shown(fh, base)),
-            len(data), committed, self.verifier)))
+        return None
 
     def _falls_back(self, reason):
         """Say once per episode that WRITEs are written through."""
@@ -371,11 +464,13 @@ class WriteBack:
         fh = bytes(args.file)
         if not self.takes(fh):
             return None
+        shown = await self.shown_attrs(call, fh)
+        if shown is None or shown.type != const.FileType.NF3REG:
+            return None  # The server answers (STALE, ISDIR, INVAL ...).
         self.counters.writeback_commits += 1
         if not await self._sync():
             return _reply(call.xid, call.proc, nfs3.Result(
                 NfsStat.NFS3ERR_IO, nfs3.WccData()))
-        shown = await self.shown_attrs(call, fh)
         return _reply(call.xid, call.proc, nfs3.Result(0, nfs3.CommitOk(
             nfs3.WccData(None, shown), self.verifier)))
 
@@ -404,7 +499,7 @@ class WriteBack:
             if dirty:
                 dirty.forget_range(args.offset, args.offset + res.body.count,
                                    before_record=newest + 1)
-                self._learn_base(fh, res.body.file_wcc.after)
+                self._learn(fh, res.body.file_wcc.after)
                 self._prune(fh)
             return _reply(call.xid, Nfs3Proc.WRITE, nfs3.Result(
                 0, dataclasses.replace(res.body, verf=self.verifier)))
@@ -532,20 +627,44 @@ class WriteBack:
             raise FlushError("%d file(s) not written back: %s" % (
                 len(failures), "; ".join(failures[:3])))
 
+    def _drop(self, fh):
+        """The server no longer knows ``fh``: it was removed.
+
+        Its dirty bytes have nowhere to go.  Their journal segments are
+        released now unless the file is being read or flushed (which may
+        still read them); else by the flush that follows.
+        """
+        lost = self.dirty.discard(fh)
+        self._bases.pop(fh, None)
+        # Its cached attributes must not answer for it either.
+        self.reads.forget(fh)
+        if not lost:
+            return
+        self.counters.writeback_discarded_bytes += lost
+        LOG.info("%d dirty bytes of a removed file were dropped", lost)
+        if fh not in self._locks:
+            self.journal.release(self.dirty.segments())
+
     async def flush_file(self, fh):
         async with self._exclusive(fh):
             dirty = self.dirty.get(fh)
             extents = dirty.extents() if dirty else []
             if not extents:
                 return
+            if fh not in self._bases:
+                # Maybe removed since (by a REMOVE or a RENAME over it),
+                # or replayed from the journal: ask before sending bytes
+                # that may have nowhere to go.
+                status, base = await self._ask(fh,
+                                               rpc.OpaqueAuth(*dirty.cred))
+                if status in flush_mod.GONE:
+                    self._drop(fh)
+                    return
+                self._learn(fh, base)
             try:
                 commit = await self.writer.send(dirty, extents)
             except flush_mod.Gone:
-                lost = self.dirty.discard(fh)
-                self._bases.pop(fh, None)
-                self.counters.writeback_discarded_bytes += lost
-                LOG.warning("%d dirty bytes of a file that no longer exists "
-                            "on the server were dropped", lost)
+                self._drop(fh)
                 return
             dirty.remove_records({e.record for e in extents})
             self.counters.writeback_flushed_bytes += sum(
@@ -555,7 +674,7 @@ class WriteBack:
             # The server's attributes changed: ask again before trusting
             # blocks cached under the old ones.
             self.reads.forget(fh)
-            self._learn_base(fh, commit.file_wcc.after)
+            self._learn(fh, commit.file_wcc.after)
             self._prune(fh)
 
     # --- what stats shows -------------------------------------------------
