@@ -42,9 +42,8 @@ def test_chain_answers_as_ganesha_does(diff_lab, kind):
     assert done >= EXAMPLES
 
 
-# --- the known bugs (tests/lab/differential.py KNOWN_BUGS) -----------------
-# Minimal reproductions, strict: once a bug is fixed its test fails, and
-# its entry in KNOWN_BUGS (or its exclusion from generation) goes.
+# --- bugs this machine found, fixed ---------------------------------------
+# Their minimal reproductions, so that they stay fixed.
 
 _FILE = (differential.op_create, "a", "unchecked", 0o644, None)
 
@@ -64,37 +63,30 @@ def _differs(diff_lab, kind, steps):
             if direct != proxied]
 
 
-@pytest.mark.xfail(strict=True, reason="writeback-empty-write: after a "
-                   "WRITE of 0 bytes the write-back proxy shows size 0")
 def test_writeback_empty_write_then_data(diff_lab):
     assert _differs(diff_lab, "write-back", [
         _FILE, _write("a", b""), _write("a", b"x"),
         (differential.op_getattr, "a")]) == []
 
 
-@pytest.mark.xfail(strict=True, reason="writeback-stale-nlink and "
-                   "writeback-reply-size")
 def test_writeback_link_of_a_dirty_file(diff_lab):
     assert _differs(diff_lab, "write-back", [
         _FILE, _write("a", b"y"), (differential.op_link, "a", "b"),
         (differential.op_lookup, "a"), (differential.op_access, "a")]) == []
 
 
-@pytest.mark.xfail(strict=True, reason="writeback-commit-not-a-file")
 def test_writeback_commit_of_a_directory(diff_lab):
     assert _differs(diff_lab, "write-back", [
         (differential.op_mkdir, "d", 0o755),
         (differential.op_commit, "d", 0, 0)]) == []
 
 
-@pytest.mark.xfail(strict=True, reason="writeback-removed-file")
 def test_writeback_removed_dirty_file(diff_lab):
     assert _differs(diff_lab, "write-back", [
         _FILE, _write("a", b"y"), (differential.op_remove, "a", P.REMOVE),
         (("old", differential.op_getattr), "a")]) == []
 
 
-@pytest.mark.xfail(strict=True, reason="cache-removed-file")
 def test_lan_removed_file_read_by_old_handle(diff_lab):
     assert _differs(diff_lab, "lan", [
         _FILE, (differential.op_lookup, "a"),

@@ -9,7 +9,9 @@ NFS file handles are opaque, so the client proxy learns the export of a
 handle from what passes through it: MNT replies give an export's root
 handle, LOOKUP/CREATE/MKDIR replies give a child of a known directory.
 A handle it never saw (for instance one a client kept across a proxy
-restart) falls back to the default policy.
+restart) falls back to the default policy, and so does the handle of a
+file removed through the proxy (forgotten then, so that the map does not
+fill with files that are gone) until a LOOKUP finds it again.
 """
 
 import collections
@@ -53,6 +55,10 @@ class ExportPolicies:
         export = self._export_of.get(bytes(dir_fh))
         if export is not None and fh:
             self._remember(fh, export)
+
+    def forget(self, fh):
+        """``fh`` is gone: its export need not be remembered."""
+        self._export_of.pop(bytes(fh), None)
 
     def export_of(self, fh):
         """The export path of ``fh``, or None if it was never seen."""

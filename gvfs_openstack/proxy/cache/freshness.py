@@ -11,6 +11,12 @@ order, so attributes older than the newest the proxy has (by ctime, then
 size: a WRITE only grows a file) are past news and change nothing,
 unless nothing at all was heard of the file while that call was out.
 
+A file that a REMOVE, RMDIR or RENAME through this proxy may have
+unlinked for good is forgotten (:meth:`FileStates.removed`): its handle
+may be stale now, and only the server can say (NFS3ERR_STALE, or fresh
+attributes if another link keeps it).  A reply to a call sent before
+that removal is past news too: it does not bring the file back.
+
 Block reads, whole-file transfers and the replies passing through the
 proxy all report and consult the same :class:`FileStates`.
 """
@@ -27,6 +33,9 @@ from gvfs_openstack.proxy.cache.store import fh_digest
 MAX_FILES = 65536
 #: Attribute versions remembered as current per file.
 MAX_CURRENT = 64
+#: Removed files remembered (least recently removed dropped): only
+#: replies to calls in flight at the removal need them.
+MAX_REMOVED = 4096
 
 
 def attrs_of(attrs):
@@ -50,7 +59,7 @@ def _is_older(attrs, than):
     return (attrs.ctime, attrs.size) < (than.ctime, than.size)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class FileState:
     fh: bytes
     fattr: nfs3.Fattr
@@ -93,6 +102,8 @@ class FileStates:
         self.counters = counters
         self.clock = clock
         self._files = collections.OrderedDict()
+        #: fh -> the mark of its removal (see :meth:`removed`).
+        self._removed = collections.OrderedDict()
 
     def get(self, fh):
         """The state of ``fh``, or None if nothing is known of it."""
@@ -100,14 +111,16 @@ class FileStates:
 
     def reports_of(self, fh):
         """A mark to give :meth:`observe` for a reply to a call sent now."""
-        state = self._files.get(bytes(fh))
-        return None if state is None else state.reports
+        fh = bytes(fh)
+        state = self._files.get(fh)
+        return self._removed.get(fh) if state is None else state.reports
 
     def observe(self, fh, fattr, reports=None):
         """The server reported ``fattr`` for ``fh``.
 
         ``reports`` is :meth:`reports_of` from when the call went out.
-        Returns the file's state, unchanged if ``fattr`` is past news.
+        Returns the file's state, unchanged if ``fattr`` is past news;
+        None if the file may have been removed since the call went out.
         """
         if fattr is None:
             return None
@@ -115,6 +128,13 @@ class FileStates:
         attrs = attrs_of(fattr)
         state = self._files.get(fh)
         if state is None:
+            removal = self._removed.get(fh)
+            if removal is not None:
+                if reports is not removal:
+                    # Sent before the file was removed: it may be gone.
+                    self.counters.cache_stale_replies += 1
+                    return None
+                del self._removed[fh]
             state = FileState(fh, fattr, self.clock(), [attrs],
                               fh_digest(fh))
             self._files[fh] = state
@@ -168,6 +188,21 @@ class FileStates:
     def forget(self, fh):
         """Ask the server about ``fh`` again before trusting it."""
         self._files.pop(bytes(fh), None)
+
+    def removed(self, fh):
+        """A removal through this proxy may have unlinked ``fh`` for good.
+
+        Its state goes, and until the server is asked again (a call
+        marked by :meth:`reports_of` from now on) no reply makes a new
+        one: a GETATTR or READ answered before the removal would bring
+        back attributes of a file that may no longer exist.
+        """
+        fh = bytes(fh)
+        self._files.pop(fh, None)
+        self._removed[fh] = object()
+        self._removed.move_to_end(fh)
+        if len(self._removed) > MAX_REMOVED:
+            self._removed.popitem(last=False)
 
     def clear(self):
         self._files.clear()

@@ -345,6 +345,14 @@ class CachedReads:
                 pieces[block] = chunk
         except FetchError:
             return None
+        views = [memoryview(pieces[b]) for b in range(first, last + 1)]
+        views[-1] = views[-1][:end - last * bs]
+        views[0] = views[0][start - first * bs:]
+        if sum(len(view) for view in views) != end - start:
+            # The server had fewer bytes than the file's attributes said
+            # (it shrank meanwhile): a reply must not promise more bytes
+            # than it carries.  Forwarded, the server answers.
+            return None
         local = sum(len(pieces[b]) for b in pieces
                     if b not in waiting) - zero_bytes
         self.counters.cache_bytes_local += local
@@ -354,9 +362,6 @@ class CachedReads:
         self._count(state.fh, "hits", len(pieces) - len(waiting) -
                     zero_blocks)
         self._count(state.fh, "misses", len(waiting))
-        views = [memoryview(pieces[b]) for b in range(first, last + 1)]
-        views[-1] = views[-1][:end - last * bs]
-        views[0] = views[0][start - first * bs:]
         return views
 
     def _count(self, fh, key, amount):

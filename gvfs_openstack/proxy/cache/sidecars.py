@@ -66,6 +66,12 @@ class Sidecars:
         if fh and not meta_format.is_sidecar(name):
             self._remember(self._names, bytes(fh), (bytes(dir_fh), name))
 
+    def forget(self, fh):
+        """``fh`` is gone: forget where its sidecar was, and the sidecar."""
+        fh = bytes(fh)
+        self._names.pop(fh, None)
+        self._loaded.pop(fh, None)
+
     async def sidecar_of(self, call, state):
         """The sidecar that describes the file of ``state`` now, or None."""
         fh = state.fh
@@ -85,7 +91,8 @@ class Sidecars:
             loading.add_done_callback(
                 lambda _: self._loading.pop(fh, None))
         sidecar = await asyncio.shield(loading)
-        self._remember(self._loaded, fh, (sidecar, key, self.clock()))
+        if fh in self._names:  # Not forgotten (removed) meanwhile.
+            self._remember(self._loaded, fh, (sidecar, key, self.clock()))
         return sidecar
 
     async def _load(self, call, where, key):

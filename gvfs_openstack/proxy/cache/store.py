@@ -66,9 +66,12 @@ class Geometry:
         return self.sets * self.ways * self.block_size
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Attrs:
-    """The change attributes a cached block was fetched under."""
+    """The change attributes a cached block was fetched under.
+
+    Slotted: every file the proxy knows of holds some.
+    """
 
     size: int
     mtime: int

@@ -11,6 +11,15 @@ looks a file up and then opens and reads it (every first access) is not
 made to wait for one more round trip to the server for attributes the
 proxy has just seen.  Not those of a file with dirty bytes here: the
 server's attributes are behind what write-back holds.
+
+Replies that name a file by directory and name (LOOKUP, CREATE, MKDIR,
+SYMLINK, MKNOD, LINK, READDIRPLUS) teach :class:`names.Names` which
+handle that is, so that a REMOVE, RMDIR or RENAME over an existing name
+can tell which file it may have unlinked for good.  The proxy forgets
+that file (its attributes, sidecar and export): the next use of its
+handle asks the server, which says NFS3ERR_STALE if it is gone, and
+what is left of the cache is only what live files need.  A REMOVE's
+reply cannot say whether another link keeps the file; the server can.
 """
 
 
@@ -24,11 +33,17 @@ from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.xdr import Unpacker
+from gvfs_openstack.proxy.cache import names as names_mod
 
 LOG = logging.getLogger(__name__)
 
-_WATCHED = (Nfs3Proc.WRITE, Nfs3Proc.SETATTR, Nfs3Proc.GETATTR,
-            Nfs3Proc.LOOKUP, Nfs3Proc.CREATE, Nfs3Proc.MKDIR)
+#: Calls that make a new object and may give its handle.
+_MAKING = frozenset({Nfs3Proc.CREATE, Nfs3Proc.MKDIR, Nfs3Proc.SYMLINK,
+                     Nfs3Proc.MKNOD})
+_WATCHED = _MAKING | {
+    Nfs3Proc.WRITE, Nfs3Proc.SETATTR, Nfs3Proc.GETATTR, Nfs3Proc.LOOKUP,
+    Nfs3Proc.LINK, Nfs3Proc.READDIRPLUS, Nfs3Proc.REMOVE, Nfs3Proc.RMDIR,
+    Nfs3Proc.RENAME}
 
 
 def _write_range(args):
@@ -44,14 +59,18 @@ class ReplyObserver:
     ``reads`` (:class:`CachedReads`) drops written blocks, ``files``
     (:class:`FileStates`) takes attributes, ``policies``
     (:class:`ExportPolicies`) and ``sidecars`` (:class:`Sidecars`, if
-    any) learn which export and which name a handle has.
+    any) learn which export and which name a handle has, and all three
+    forget files removed through the proxy.  ``names``
+    (:class:`names.Names`, a new one by default) says which handle a
+    removed name was.
     """
 
-    def __init__(self, reads, files, policies, sidecars=None):
+    def __init__(self, reads, files, policies, sidecars=None, names=None):
         self.reads = reads
         self.files = files
         self.policies = policies
         self.sidecars = sidecars
+        self.names = names_mod.Names() if names is None else names
 
     def mount(self, call, reply_message):
         """An MNT reply names the root handle of an export."""
@@ -121,8 +140,53 @@ class ReplyObserver:
             if self.sidecars is not None:
                 self.sidecars.learn(args.what.dir, args.what.name,
                                     res.body.object)
-        elif call.proc in (Nfs3Proc.CREATE, Nfs3Proc.MKDIR) and res.ok \
-                and res.body.obj:
+            self.names.learn(args.what.dir, args.what.name, res.body.object)
+        elif call.proc in _MAKING and res.ok and res.body.obj:
             # The new object lives in its directory's export.
             where = nfs3.decode_args(call.proc, call.args).where
             self.policies.learn_child(where.dir, res.body.obj)
+            self.names.learn(where.dir, where.name, res.body.obj)
+        elif call.proc == Nfs3Proc.LINK and res.ok:
+            args = nfs3.decode_args(Nfs3Proc.LINK, call.args)
+            self.names.learn(args.link.dir, args.link.name, args.file)
+            if bytes(args.file) not in dirty:
+                # Its link count: whether a REMOVE may leave it linked.
+                self.files.observe(args.file, res.body.file_attributes)
+        elif call.proc == Nfs3Proc.READDIRPLUS and res.ok:
+            dir_fh = nfs3.decode_args(Nfs3Proc.READDIRPLUS, call.args).dir
+            for entry in res.body.entries:
+                self.names.learn(dir_fh, entry.name, entry.name_handle)
+        elif call.proc in (Nfs3Proc.REMOVE, Nfs3Proc.RMDIR):
+            # NOENT too: the name is gone (a first attempt whose reply was
+            # lost may have removed it).
+            if res.ok or res.status == const.NfsStat.NFS3ERR_NOENT:
+                what = nfs3.decode_args(call.proc, call.args).object
+                self._unlinked(self.names.pop(what.dir, what.name))
+        elif call.proc == Nfs3Proc.RENAME and res.ok:
+            args = nfs3.decode_args(Nfs3Proc.RENAME, call.args)
+            moved = self.names.pop(args.from_.dir, args.from_.name)
+            replaced = self.names.pop(args.to.dir, args.to.name)
+            if replaced != moved:
+                # Renamed over: the target's old file lost that link.
+                self._unlinked(replaced)
+            if moved is not None:
+                self.names.learn(args.to.dir, args.to.name, moved)
+
+    def _unlinked(self, fh):
+        """A removal through this proxy took a link of ``fh`` (if known).
+
+        Maybe its last: whatever is known of the file goes, and the next
+        use of its handle asks the server.  Its export is kept while the
+        proxy knows of other links (the handle then stays in use).
+        """
+        if fh is None:
+            return
+        state = self.files.get(fh)
+        linked = state is not None and \
+            state.fattr.type != const.FileType.NF3DIR and \
+            state.fattr.nlink > 1
+        self.files.removed(fh)
+        if self.sidecars is not None:
+            self.sidecars.forget(fh)
+        if not linked:
+            self.policies.forget(fh)
