@@ -27,6 +27,12 @@ if ! command -v go >/dev/null 2>&1 && [ ! -x "$TOXIPROXY_BIN" ]; then
     missing+=(golang-go)
 fi
 
+# The functional tests build pjdfstest (Rust >= 1.85) with cargo: rustup's
+# when there is one, else the distribution's (new enough from Debian 13).
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+    missing+=(cargo)
+fi
+
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "install-deps: installing ${missing[*]}"
     $SUDO apt-get update -qq
