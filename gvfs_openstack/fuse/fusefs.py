@@ -329,13 +329,23 @@ class GvfsFuse(pyfuse3.Operations):
         ino = self.inodes.known(fh)
         if ino is None or not self._open_count[ino] or ino in self._hidden:
             return False
+        self._hidden[ino] = None    # Being hidden: one RENAME, not two.
         try:
-            self._hidden[ino] = await self.unlinked.hide(dir_fh, name)
+            hidden = await self.unlinked.hide(dir_fh, name)
         except nfs_session.OperationFailed as e:
+            del self._hidden[ino]
             # Removed at once after all; its open descriptors go stale.
             LOG.warning("cannot keep %s, open here, in %s: %s", name,
                         unlinked.DIRECTORY, e)
             return False
+        if self._open_count[ino]:
+            self._hidden[ino] = hidden
+        else:
+            # Its last close came while the RENAME was on its way (the
+            # kernel sends RELEASE after close() returns): nobody will
+            # close it again, so it goes now.
+            del self._hidden[ino]
+            await self.unlinked.drop(hidden)
         return True
 
     async def rmdir(self, parent_inode, name, ctx):
@@ -507,6 +517,8 @@ class GvfsFuse(pyfuse3.Operations):
         if self._open_count[inode] > 0:
             return
         del self._open_count[inode]
+        if self._hidden.get(inode, 0) is None:
+            return      # Being hidden: _hide_if_open drops it when done.
         hidden = self._hidden.pop(inode, None)
         if hidden is not None:
             await self.unlinked.drop(hidden)
