@@ -45,6 +45,16 @@ While image k crosses the DTN link, image k+1 is in local copy and image
 k-1 in remote copy; this caps how many are staged on the DTNs at once.
 ``openstack gvfs migrate --parallel`` overrides it per job.
 """),
+    cfg.IntOpt("transfers", default=2, min=1, max=16,
+               help="""DTN-to-DTN transfers of one job run at once (threads
+of the transfer stage's process).
+
+Each transfer ends with both DTNs reading the whole file for its checksum
+and starts with a handshake and TCP's slow start, when the link carries
+nothing of that image: with two at once, one image's bytes fill the link
+while the other's checksums are computed.  The images share the link, so
+more than two rarely helps.  1: one after another, as in the DTN paper.
+"""),
     cfg.IntOpt("remote_copies", default=4, min=1, max=64,
                help="""Remote copies of one job run at once (threads of the
 runner's parent process).

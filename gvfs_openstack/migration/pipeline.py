@@ -157,18 +157,32 @@ def run_stage(ctx, stage, position):
     return False
 
 
-def _worker(parent_pid, conf, store_url, job, stage, inbox, outbox, slots):
-    """A forked stage worker: images in from ``inbox``, on to ``outbox``."""
+def _worker(parent_pid, conf, store_url, job, stage, inbox, outbox, slots,
+            workers=1):
+    """A forked stage worker: images in from ``inbox``, on to ``outbox``.
+
+    ``workers`` images at once (threads), each passed on as it is done.
+    """
     lifeline.die_with_parent(parent_pid)
     ctx = StageContext(conf, store_url, job)
     positions = iter(inbox.get, _END) if inbox is not None else \
         (row["position"] for row in ctx.store.images(job["id"]))
-    for position in positions:
-        if slots is not None:
-            slots.acquire()
+
+    def one(position):
         run_stage(ctx, stage, position)
         outbox.put(position)
+
+    with futures.ThreadPoolExecutor(
+            max_workers=workers,
+            thread_name_prefix="gvfs-%s" % stage[0]) as pool:
+        running = []
+        for position in positions:
+            if slots is not None:
+                slots.acquire()
+            running.append(pool.submit(one, position))
     outbox.put(_END)
+    for future in running:
+        future.result()     # Failures are recorded; a bug is raised.
 
 
 def _keep_lease(store_url, job_id, owner, every, stop):
@@ -227,7 +241,7 @@ def _run_claimed(conf, store_url, job, owner):
             to_transfer, slots)),
         _FORK.Process(target=_worker, name="gvfs-transfer", args=(
             os.getpid(), conf, store_url, job, STAGES[1], to_transfer,
-            to_remote, None)),
+            to_remote, None, conf.conductor.transfers)),
     ]
     for child in children:
         child.start()

@@ -17,7 +17,7 @@ from tests.lab.topology import Lab
 
 REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen",
             "globus-url-copy", "globus-gridftp-server", "rabbitmq-server",
-            "epmd", "iptables")
+            "epmd", "iptables", "ip", "tc")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -53,9 +53,9 @@ def keystone(tmp_path_factory):
 def lab_factory(tmp_path_factory):
     labs = []
 
-    def make(tunnel, link=False, cache=None):
+    def make(tunnel, link=False, cache=None, wan=None):
         workdir = str(tmp_path_factory.mktemp("lab-%s" % tunnel))
-        lab = Lab(workdir, tunnel=tunnel, link=link, cache=cache)
+        lab = Lab(workdir, tunnel=tunnel, link=link, cache=cache, wan=wan)
         labs.append(lab)
         return lab.__enter__()
 

@@ -545,7 +545,7 @@ def test_two_conductors_sharing_postgresql_run_each_job_once(dr, tmp_path):
 def linked_dr(tmp_path_factory, keystone):
     """The two clouds with their DTNs joined by a 100 Mbit/s link."""
     with drlab.DrLab(str(tmp_path_factory.mktemp("linked")),
-                     dtn_link=(10, 100, 4), keystone=keystone) as lab:
+                     dtn_link=(10, 100), keystone=keystone) as lab:
         yield lab
 
 
@@ -642,3 +642,37 @@ def test_a_segmented_file_differing_at_the_end_is_sent_again(dr, tmp_path):
     assert job["state"] == jobs.DONE, job
     assert dr.west.glance.image(image["id"])["os_hash_value"] == \
         image["os_hash_value"] == _sha512(path)
+
+
+def _overlapping(runs):
+    """Pairs of transfer runs that were on the link at the same time."""
+    done = sorted((r for r in runs if r["stage"] == jobs.TRANSFER
+                   and r["outcome"] == "done"),
+                  key=lambda r: r["started_at"])
+    return sum(1 for a, b in zip(done, done[1:])
+               if b["started_at"] < a["finished_at"])
+
+
+@pytest.mark.parametrize("transfers", [1, 2])
+def test_transfers_run_as_many_at_once_as_configured(
+        linked_dr, tmp_path, transfers):
+    dr = linked_dr
+    images = []
+    for i in range(3):
+        path = tmp_path / ("t%d.raw" % i)
+        path.write_bytes(os.urandom(12 * MIB))    # About 1 s on the link.
+        images.append(dr.east.glance.add_image(
+            "transfers-%d-%d" % (transfers, i), path, drlab.GVFS_STORE))
+    manager = _manager(dr, tmp_path, transfers=transfers,
+                       images_in_flight=3)
+    job_id = manager.migrate([i["id"] for i in images], "west")["id"]
+    job = _wait(manager, job_id)
+    assert job["state"] == jobs.DONE, job
+    for image in images:
+        assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+            image["os_hash_value"]
+    overlaps = _overlapping(manager.store.runs(job_id))
+    if transfers == 1:
+        assert overlaps == 0
+    else:
+        assert overlaps >= 1

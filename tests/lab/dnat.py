@@ -4,9 +4,10 @@
 GridFTP's receiving server names the address its peer must connect to for
 data, and listens on that very address, so no proxy can stand between
 them by configuration alone.  An ``iptables`` DNAT rule on locally made
-connections, matched by the sending account, sends them to toxiproxy
-instead, which connects on to the real address as another account (so
-the rule does not catch it again).  Benchmarks only; the rule carries a
+connections, matched by the sending account, sends them across an
+emulated link (:mod:`tests.lab.wan`) instead, whose toxiproxy connects on
+to the real address as another account (so the rule does not catch it
+again).  Benchmarks only; the rule carries a
 comment naming this process and is removed on stop.
 """
 
@@ -15,13 +16,13 @@ import subprocess
 
 
 class Redirect:
-    def __init__(self, uid, host, port, to_port):
+    def __init__(self, uid, host, port, to_port, to_host="127.0.0.1"):
         self.rule = ["OUTPUT", "-p", "tcp", "-d", host, "--dport", str(port),
                      "-m", "owner", "--uid-owner", str(uid),
                      "-m", "comment", "--comment",
                      "gvfs-lab-%d" % os.getpid(),
                      "-j", "DNAT", "--to-destination",
-                     "127.0.0.1:%d" % to_port]
+                     "%s:%d" % (to_host, to_port)]
         subprocess.run(["iptables", "-t", "nat", "-A"] + self.rule,
                        check=True, capture_output=True)
 

@@ -36,7 +36,7 @@ from tests.lab import postgres
 from tests.lab import process
 from tests.lab import sshd
 from tests.lab import topology
-from tests.lab import toxiproxy
+from tests.lab import wan
 
 IMAGES_DIR = "images"
 STAGING_DIR = ".gvfs-migration"
@@ -146,14 +146,13 @@ def _stopping(part):
 class DrLab:
     """Site ``east`` (the source) and site ``west`` (the destination).
 
-    With ``dtn_link = (rtt_ms, rate_mbit, streams)`` the DTN-to-DTN data
-    goes through toxiproxy: west's GridFTP server receives on ports of
-    127.0.0.2, and east's connections to them (made by the GridFTP user)
-    are redirected to toxiproxy links with that latency and ``rate_mbit /
-    streams`` per connection (toxiproxy caps each connection; GridFTP
-    opens ``streams`` of them).  ``ssh_link_port`` is then a link to
-    west's sshd with the same latency and the whole rate, for the plain
-    scp a user would otherwise run.
+    With ``dtn_link = (rtt_ms, rate_mbit)`` the DTN-to-DTN data crosses
+    an emulated WAN link (:mod:`tests.lab.wan`) whose rate every
+    connection shares, as on a real WAN: west's GridFTP server receives on
+    ports of the link's gateway address, and east's connections to them
+    (made by the GridFTP user) are redirected across the link.
+    ``ssh_link`` is then ``(host, port)`` of a route across the same link
+    to west's sshd, for the plain scp a user would otherwise run.
     """
 
     def __init__(self, workdir, dtn_link=None, keystone=None):
@@ -162,8 +161,9 @@ class DrLab:
         #: A started Keystone to share (a test session's); without one,
         #: the lab starts its own.
         self.keystone = keystone
-        self.toxiproxy = None
-        self.ssh_link_port = None
+        #: The DTN link (:class:`wan.SharedLink`) with ``dtn_link``.
+        self.wan = None
+        self.ssh_link = None
         self._stack = contextlib.ExitStack()
 
     def __enter__(self):
@@ -183,13 +183,16 @@ class DrLab:
                                self.keystone)
             data_ports = None
             if self.dtn_link:
+                rtt_ms, rate_mbit = self.dtn_link
+                self.wan = self._stack.enter_context(_stopping(
+                    wan.SharedLink(self.workdir, rate_mbit, rtt_ms)))
                 first = process.free_port_range(DATA_PORTS)
                 data_ports = range(first, first + DATA_PORTS)
             self.west = DrSite(os.path.join(self.workdir, "west"), "west",
                                self._stack,
                                self.postgres.database("glance_west"),
                                self.keystone,
-                               data_interface="127.0.0.2" if data_ports
+                               data_interface=self.wan.gateway if data_ports
                                else None, data_ports=data_ports)
             if data_ports:
                 self._link(data_ports)
@@ -199,27 +202,23 @@ class DrLab:
         return self
 
     def _link(self, data_ports):
-        rtt_ms, rate_mbit, streams = self.dtn_link
-        self.toxiproxy = self._stack.enter_context(_stopping(
-            toxiproxy.Toxiproxy(self.workdir)))
         self._dtn_links = []
         for data_port in data_ports:
             name = "dtn%d" % data_port
             self._dtn_links.append(name)
-            port = self.toxiproxy.add_link(name, data_port, "127.0.0.2")
-            self.toxiproxy.wan(name, rtt_ms, rate_mbit / float(streams))
+            port = self.wan.add_link(name, data_port, self.wan.gateway)
             self._stack.enter_context(_stopping(dnat.Redirect(
-                self.east.gridftp.uid, "127.0.0.2", data_port, port)))
-        self.ssh_link_port = self.toxiproxy.add_link("ssh",
-                                                     self.west.sshd.port)
-        self.toxiproxy.wan("ssh", rtt_ms, rate_mbit)
+                self.east.gridftp.uid, self.wan.gateway, data_port,
+                port, to_host=self.wan.host)))
+        self.ssh_link = (self.wan.host,
+                         self.wan.add_link("ssh", self.west.sshd.port))
 
     def reset_dtn_link(self):
         """Break every connection on the DTN link (it comes back at once)."""
         for name in self._dtn_links:
-            self.toxiproxy.set_enabled(name, False)
+            self.wan.set_enabled(name, False)
         for name in self._dtn_links:
-            self.toxiproxy.set_enabled(name, True)
+            self.wan.set_enabled(name, True)
 
     def __exit__(self, *exc):
         self._stack.close()

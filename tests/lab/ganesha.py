@@ -126,7 +126,7 @@ class Ganesha:
         self.process.stop(timeout=20)
 
 
-def nfs_url(export, path, nfs_port, mount_port):
+def nfs_url(export, path, nfs_port, mount_port, host="127.0.0.1"):
     """A libnfs URL with explicit ports (no portmapper involved)."""
-    return "nfs://127.0.0.1%s/%s?version=3&nfsport=%d&mountport=%d" % (
-        export.rstrip("/"), path.lstrip("/"), nfs_port, mount_port)
+    return "nfs://%s%s/%s?version=3&nfsport=%d&mountport=%d" % (
+        host, export.rstrip("/"), path.lstrip("/"), nfs_port, mount_port)

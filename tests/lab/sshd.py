@@ -75,6 +75,13 @@ class Sshd:
             "sshd", [binary, "-D", "-e", "-f", self.config],
             os.path.join(workdir, "sshd.log"), [self.port])
 
+    def known_as(self, host, port):
+        """Trust this server's key at ``host:port`` too (a route to it)."""
+        with open(self.host_key + ".pub") as f:
+            kind, key = f.read().split()[:2]
+        with open(self.known_hosts, "a") as f:
+            f.write("[%s]:%d %s %s\n" % (host, port, kind, key))
+
     def restrict_key(self, port):
         """Let ``key`` only forward to 127.0.0.1:``port`` and run cat.
 

@@ -24,6 +24,7 @@ from tests.lab import ganesha
 from tests.lab import process
 from tests.lab import sshd
 from tests.lab import toxiproxy
+from tests.lab import wan as wan_link
 
 #: The file account that owns the export's data (the GVFS paper's
 #: "logical user account" on the server side).
@@ -72,16 +73,22 @@ class Lab:
     """One DTN and one client node joined by a tunnel.
 
     ``tunnel`` is ``tcp``, ``tls`` or ``ssh``; with ``link=True`` the
-    tunnel runs through toxiproxy (link name ``"wan"``).
+    tunnel runs through toxiproxy (link name ``"wan"``), whose toxics cap
+    each connection on its own.  With ``wan=(rtt_ms, rate_mbit)`` it
+    crosses an emulated WAN link whose rate all its connections share
+    (:class:`wan.SharedLink`, route ``"wan"``, as :attr:`shared_link`);
+    :attr:`toxiproxy` is then the link's, for faults.
     """
 
     def __init__(self, workdir, tunnel="tcp", link=False,
-                 upstream_connections=2, cache=None):
+                 upstream_connections=2, cache=None, wan=None):
         if tunnel not in ("tcp", "tls", "ssh"):
             raise ValueError("unknown tunnel %r" % tunnel)
         self.workdir = workdir
         self.tunnel = tunnel
-        self.link = link
+        self.link = link or wan is not None
+        self.wan = wan
+        self.shared_link = None
         self.upstream_connections = upstream_connections
         self.export = os.path.join(workdir, "export")
         #: Options of the client proxy's [cache] section; None: no cache.
@@ -116,7 +123,12 @@ class Lab:
         self.ganesha = self._keep(ganesha.Ganesha(
             os.path.join(self.workdir, "ganesha"), self.export,
             owner=(FILE_UID, FILE_GID)))
-        if self.link:
+        if self.wan is not None:
+            rtt_ms, rate_mbit = self.wan
+            self.shared_link = self._keep(wan_link.SharedLink(
+                self.workdir, rate_mbit, rtt_ms))
+            self.toxiproxy = self.shared_link.toxiproxy
+        elif self.link:
             self.toxiproxy = self._keep(toxiproxy.Toxiproxy(self.workdir))
         if self.tunnel == "ssh":
             self.sshd = self._keep(sshd.Sshd(os.path.join(self.workdir,
@@ -132,7 +144,15 @@ class Lab:
             self.sshd.restrict_key(self.server_proxy.port)
         self._wan_target = self.sshd.port if self.tunnel == "ssh" else \
             self.server_proxy.port
-        if self.link:
+        #: Where the client proxies reach the DTN.
+        self._wan_host = "127.0.0.1"
+        if self.shared_link is not None:
+            self._wan_target = self.shared_link.add_link("wan",
+                                                         self._wan_target)
+            self._wan_host = self.shared_link.host
+            if self.sshd is not None:
+                self.sshd.known_as(self._wan_host, self._wan_target)
+        elif self.link:
             self._wan_target = self.toxiproxy.add_link("wan",
                                                        self._wan_target)
         self._client_config = self._client_sections(self.cache)
@@ -140,8 +160,12 @@ class Lab:
                                              self._client_config))
 
     def _server_sections(self):
+        peers = ["127.0.0.1/32"]
+        if self.shared_link is not None:
+            # Across the link, the tunnel comes from its namespace.
+            peers.append(self.shared_link.host + "/32")
         listen = {"host": "127.0.0.1", "port": process.free_port(),
-                  "allowed_peers": "127.0.0.1/32"}
+                  "allowed_peers": ",".join(peers)}
         if self.tunnel == "tls":
             listen.update(tls_cert=self.pki["server"][0],
                           tls_key=self.pki["server"][1],
@@ -162,13 +186,17 @@ class Lab:
                     "connections": self.upstream_connections,
                     "reconnect_max_delay": 1.0}
         if self.tunnel == "tcp":
-            upstream["port"] = target
+            upstream.update(host=self._wan_host, port=target)
         elif self.tunnel == "tls":
-            upstream.update(port=target, tls_cert=self.pki["client"][0],
+            upstream.update(host=self._wan_host, port=target,
+                            tls_cert=self.pki["client"][0],
                             tls_key=self.pki["client"][1],
                             tls_ca=self.pki["ca"])
+            if self.shared_link is not None:
+                # The certificate names the DTN, not the link's address.
+                upstream["tls_server_name"] = "localhost"
         else:
-            upstream.update(ssh_host="127.0.0.1", ssh_port=target,
+            upstream.update(ssh_host=self._wan_host, ssh_port=target,
                             ssh_user=self.sshd.user, ssh_key=self.sshd.key,
                             ssh_known_hosts=self.sshd.known_hosts)
         sections = {

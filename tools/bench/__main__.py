@@ -20,6 +20,7 @@ from tools.bench import migrate
 from tools.bench import migrate_small
 from tools.bench import proxy_throughput
 from tools.bench import segments
+from tools.bench import wan_link
 
 SCENARIOS = {
     "cache": cache.run,
@@ -31,6 +32,7 @@ SCENARIOS = {
     "migrate-small": migrate_small.run,
     "proxy-throughput": proxy_throughput.run,
     "segments": segments.run,
+    "wan-link": wan_link.run,
 }
 
 

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The client cache over an emulated WAN, against plain NFS over it.
 
-One lab, one run: the link between the client side and the DTN goes
-through toxiproxy with a latency and a bandwidth cap.  Measured with
+One lab, one run: the link between the client side and the DTN is an
+emulated WAN link (tests/lab/wan.py) with a latency and a rate that every
+connection crossing it shares.  Measured with
 ``nfs-cp`` (one call in flight, like a VM's sequential boot read):
 
 * sequential read of one file: straight to Ganesha on loopback (the
@@ -15,9 +16,8 @@ through toxiproxy with a latency and a bandwidth cap.  Measured with
   the time until the COMMIT reply through a write-through proxy, then
   through a write-back proxy, and the write-back proxy's flush on its own.
 
-toxiproxy applies its bandwidth cap to each connection separately, so the
-8 plain readers straight over the "WAN" get 8 links' worth of bandwidth:
-that baseline flatters plain NFS.
+The 8 plain readers straight over the WAN share its rate as the 8 leaf
+proxies' misses would, as on a real WAN.
 """
 
 import asyncio
@@ -96,14 +96,10 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
         os.sync()
         dest = os.path.join(work, "out")
         cache = {"capacity_mb": 2 * size // MIB + 64}
-        # One tunnel connection: toxiproxy caps each connection on its own,
-        # so more would multiply the emulated link's bandwidth.
-        with Lab(os.path.join(work, "lab"), tunnel="tcp", link=True,
-                 cache=cache, upstream_connections=1) as lab:
-            tox = lab.toxiproxy
-            tox.wan("wan", rtt_ms, rate_mbit)
-            plain_port = tox.add_link("plain", lab.server_proxy.port)
-            tox.wan("plain", rtt_ms, rate_mbit)
+        with Lab(os.path.join(work, "lab"), tunnel="tcp",
+                 wan=(rtt_ms, rate_mbit), cache=cache) as lab:
+            link = lab.shared_link
+            plain_port = link.add_link("plain", lab.server_proxy.port)
             for path in (src, small):
                 subprocess.run(["nfs-cp", path, lab.server_proxy_url(
                     os.path.basename(path))], check=True,
@@ -111,7 +107,7 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
 
             def plain(name):
                 return ganesha.nfs_url(lab.export, name, plain_port,
-                                       plain_port)
+                                       plain_port, host=link.host)
 
             times = {
                 "loopback direct": _read(lab.direct_url("image"), dest),

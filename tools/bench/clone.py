@@ -2,7 +2,8 @@
 """Cloning instances from a golden image: the GVFS paper's Figure 6.
 
 One lab, one run.  The DTN (Ganesha behind the server proxy) is across an
-emulated WAN link (toxiproxy, default 50 ms RTT, 200 Mbit/s); glance-api's
+emulated WAN link whose rate every connection shares (tests/lab/wan.py,
+default 50 ms RTT, 200 Mbit/s); glance-api's
 ``dtn`` store is on the export.  A golden raw disk image (1.6 GiB of
 incompressible data, 256 MiB with ``--quick``) and a guest "boot": 5% of
 its 64 KiB blocks, scattered, read with ``qemu-io`` through the new
@@ -110,21 +111,23 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
         golden = os.path.join(work, "golden.raw")
         _golden(golden, size)
-        with Lab(os.path.join(work, "lab"), tunnel="tcp", link=True,
+        with Lab(os.path.join(work, "lab"), tunnel="tcp",
+                 wan=(rtt_ms, rate_mbit),
                  cache={"capacity_mb": 2 * size // MIB + 64,
                         "consistency": "immutable"}) as lab:
             plain = lab.add_client("plain-proxy")
             # glance-api beside the DTN: its store mounts the export
             # through the server proxy, and Nova reaches its API over
-            # the WAN (a link of its own with the same delay and rate).
+            # the same WAN link, sharing its rate.
             glance = glance_api.GlanceApi(os.path.join(work, "glance"), {
                 "dtn": ("gvfs", lab.gvfs_store_options(
                     "images", os.path.join(work, "glance-mounts"),
                     gvfs_store_proxy="127.0.0.1:%d" % lab.server_proxy.port,
                     gvfs_store_io_timeout=120)),
             }, workers=1)
-            glance_url = "http://127.0.0.1:%d" % lab.toxiproxy.add_link(
-                "glance", glance.port)
+            glance_url = "http://%s:%d" % (
+                lab.shared_link.host,
+                lab.shared_link.add_link("glance", glance.port))
             try:
                 image_id = glance.create_image("golden")
                 status = glance.upload(image_id, golden, store="dtn")
@@ -132,8 +135,6 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
                     raise RuntimeError("upload of the golden image: %s"
                                        % status)
                 _drop_page_cache()
-                for link in ("wan", "glance"):
-                    lab.toxiproxy.wan(link, rtt_ms, rate_mbit)
                 seconds, parts, wan_mib = {}, {}, {}
 
                 def sequence(name, proxy, host, options, count=CLONES):

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Metadata sidecars over an emulated WAN link, against block transfer.
 
-One lab, one run; the link between the client side and the DTN goes
-through toxiproxy (default 50 ms RTT, 200 Mbit/s):
+One lab, one run; the link between the client side and the DTN is an
+emulated WAN link whose rate every connection shares (tests/lab/wan.py;
+default 50 ms RTT, 200 Mbit/s):
 
 * a "memory image" (90% zero pages; the data in 64 KiB-aligned runs, as
   in-use memory regions are) read in full through a caching client proxy
@@ -148,10 +149,10 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
         disk = os.path.join(work, "disk.img")
         _filesystem_image(disk, fs_size, work,
                           FS_SOURCES[-1:] if quick else FS_SOURCES)
-        with Lab(os.path.join(work, "lab"), tunnel="tcp", link=True,
-                 cache={"capacity_mb": 2 * (size + fs_size) // MIB + 64},
-                 upstream_connections=1) as lab:
-            lab.toxiproxy.wan("wan", rtt_ms, rate_mbit)
+        with Lab(os.path.join(work, "lab"), tunnel="tcp",
+                 wan=(rtt_ms, rate_mbit),
+                 cache={"capacity_mb": 2 * (size + fs_size) // MIB + 64}) \
+                as lab:
             for name in ("plain.img", "meta.img"):
                 _put(lab, image, name)
             # The sidecar of meta.img, made as an operator would on the

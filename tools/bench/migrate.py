@@ -2,7 +2,8 @@
 """Disaster-recovery migration of images between two clouds, in one run.
 
 The two-cloud lab (tests/lab/drlab.py) with its DTN-to-DTN link
-emulated by toxiproxy (default 500 Mbit/s, 20 ms RTT).  Four images of
+emulated by a shaped veth pair whose rate every connection shares
+(tests/lab/wan.py; default 500 Mbit/s, 20 ms RTT).  Four images of
 random data in the source Glance's ``file`` store, so every stage has all
 of its work to do, are migrated:
 
@@ -42,14 +43,14 @@ STAGE_NAMES = {jobs.LOCAL_COPY: "local copy", jobs.TRANSFER: "DTN-to-DTN",
 
 
 @contextlib.contextmanager
-def linked_lab(work, paths, rtt_ms, rate_mbit, streams):
+def linked_lab(work, paths, rtt_ms, rate_mbit):
     """The two clouds over an emulated DTN link, with images to move.
 
     ``paths`` become images in the source's ``file`` store; yields the lab
     and the images' ids.
     """
     with drlab.DrLab(os.path.join(work, "lab"),
-                     dtn_link=(rtt_ms, rate_mbit, streams)) as lab:
+                     dtn_link=(rtt_ms, rate_mbit)) as lab:
         yield lab, [lab.east.glance.add_image(
             os.path.basename(p), p, drlab.FILE_STORE)["id"] for p in paths]
 
@@ -98,11 +99,11 @@ def _scp(lab, paths):
     site = lab.west.sshd
     start = time.monotonic()
     subprocess.run(
-        ["scp", "-q", "-P", str(lab.ssh_link_port), "-i", site.key,
+        ["scp", "-q", "-P", str(lab.ssh_link[1]), "-i", site.key,
          "-o", "UserKnownHostsFile=%s" % site.known_hosts,
          "-o", "HostKeyAlias=[127.0.0.1]:%d" % site.port,
          "-o", "BatchMode=yes"] + paths +
-        ["%s@127.0.0.1:%s/" % (site.user, lab.west.export)],
+        ["%s@%s:%s/" % (site.user, lab.ssh_link[0], lab.west.export)],
         check=True, timeout=3600)
     return time.monotonic() - start
 
@@ -123,8 +124,8 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
     link_mibps = rate_mbit / 8.0 * 1e6 / MIB
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
         paths = data.image_files(work, "image%d.raw", count, size)
-        with linked_lab(work, paths, rtt_ms, rate_mbit,
-                        streams) as (lab, image_ids):
+        with linked_lab(work, paths, rtt_ms, rate_mbit) as (lab,
+                                                            image_ids):
             sequential, seq_runs = migrate_once(
                 lab, work, image_ids, "sequential", 1, streams)
             forget_destination(lab, image_ids)

@@ -37,8 +37,8 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
         paths = data.image_files(work, "small%02d.raw", count, size,
                                  _half_random)
-        with migrate.linked_lab(work, paths, rtt_ms, rate_mbit,
-                                streams) as (lab, image_ids):
+        with migrate.linked_lab(work, paths, rtt_ms,
+                                rate_mbit) as (lab, image_ids):
             pipelined, pipe_runs = migrate.migrate_once(
                 lab, work, image_ids, "pipelined", 3, streams)
             migrate.forget_destination(lab, image_ids)

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """What resumable GridFTP segments cost on the DTN link, in one run.
 
-The two-cloud lab's DTN link emulated by toxiproxy (default 500 Mbit/s,
-20 ms RTT, 4 streams).  One image file on the source DTN is sent to the
+The two-cloud lab's DTN link, emulated with a rate every connection
+shares (tests/lab/wan.py; default 500 Mbit/s, 20 ms RTT, 4 GridFTP
+streams).  One image file on the source DTN is sent to the
 destination DTN by the conductor's own transfer code
 (``gvfs_openstack.migration.gridftp.send``): as one ``globus-url-copy``
 (``gridftp_segment_mib = 0``, the baseline) and in segments of several
@@ -57,7 +58,7 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
     seconds = {mib: [] for mib in segment_sizes}
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
         with drlab.DrLab(os.path.join(work, "lab"),
-                         dtn_link=(rtt_ms, rate_mbit, streams)) as lab:
+                         dtn_link=(rtt_ms, rate_mbit)) as lab:
             source = os.path.join(lab.east.images, "segments.raw")
             data.random_file(source, size)
             os.chmod(source, 0o644)
