@@ -174,3 +174,107 @@ def test_deleting_the_server_leaves_the_golden_image(server, cloud, images,
     assert image["status"] == "active"
     assert os.path.exists(os.path.join(lab.export, "images",
                                        images["disk"]))
+
+
+def _boot(cloud, name, image):
+    """A server created and ACTIVE (``--wait``); its id."""
+    created = _cli(cloud, "server", "create", "--image", image, "--flavor",
+                   FLAVOR, "--nic", "none", "--wait", name, timeout=900)
+    assert created["status"] == "ACTIVE", created
+    return created["id"]
+
+
+def _next_boot(cloud, server_id, seen):
+    """The marker of a boot not in ``seen`` (``wrote`` digests), added.
+
+    Each boot writes random data, so a marker with a new ``wrote`` is a
+    new boot whether Nova kept the console log or started a new one.
+    """
+    found = []
+
+    def booted():
+        shown = cloud.openstack("console", "log", "show", server_id)
+        found[:] = [m for m in bootset.find_markers(shown.stdout)
+                    if m.wrote not in seen]
+        return bool(found)
+
+    process.wait_until(booted, "a new boot's marker in the console log",
+                       MARKER_TIMEOUT, interval=2.0)
+    seen.add(found[0].wrote)
+    return found[0]
+
+
+def _status(cloud, server_id):
+    return _cli(cloud, "server", "show", server_id)["status"]
+
+
+def _wait_status(cloud, server_id, status, timeout=300):
+    process.wait_until(lambda: _status(cloud, server_id) == status,
+                       "server %s %s" % (server_id, status), timeout,
+                       interval=2.0)
+
+
+@pytest.fixture(scope="module")
+def running(cloud, images):
+    """A second server, booted, for the lifecycle operations."""
+    server_id = _boot(cloud, "lab-guest-2", images["disk"])
+    seen = set()
+    _next_boot(cloud, server_id, seen)
+    yield {"id": server_id, "seen": seen}
+    cloud.openstack("server", "delete", "--wait", server_id)
+
+
+def test_a_golden_image_in_use_is_not_deleted(running, cloud, images,
+                                              lab):
+    refused = cloud.openstack("image", "delete", images["disk"])
+    assert refused.returncode != 0
+    assert "in use" in refused.stderr or "409" in refused.stderr, \
+        refused.stderr
+    assert _cli(cloud, "image", "show", images["disk"])["status"] == \
+        "active"
+    assert os.path.exists(os.path.join(lab.export, "images",
+                                       images["disk"]))
+
+
+@pytest.mark.parametrize("action,then", [
+    ((("server", "stop"), ("server", "start")), "ACTIVE"),
+    ((("server", "reboot", "--hard", "--wait"),), "ACTIVE"),
+    ((("server", "rebuild", "--wait"),), "ACTIVE"),
+    ((("server", "rescue"),), "RESCUE"),
+    ((("server", "unrescue"),), "ACTIVE"),
+])
+def test_the_guest_boots_again_after(running, cloud, golden, images,
+                                     action, then):
+    server_id = running["id"]
+    for step in action:
+        args = list(step) + [server_id]
+        if step[:2] == ("server", "rebuild"):
+            args[2:2] = ["--image", images["disk"]]
+        done = cloud.openstack(*args, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        if step == ("server", "stop"):
+            _wait_status(cloud, server_id, "SHUTOFF")
+    _wait_status(cloud, server_id, then)
+    marker = _next_boot(cloud, server_id, running["seen"])
+    # Rescue boots the rescue disk made from the same golden image.
+    assert marker.digest == golden.expected_digest
+
+
+def test_a_direct_snapshot_lands_in_the_gvfs_store_and_boots(
+        running, cloud, golden, lab):
+    snapshot = _cli(cloud, "server", "image", "create", "--wait",
+                    "--name", "lab-guest-snapshot", running["id"],
+                    timeout=900)
+    try:
+        shown = _cli(cloud, "image", "show", snapshot["id"])
+        assert shown["status"] == "active"
+        assert os.path.exists(os.path.join(lab.export, "images",
+                                           snapshot["id"]))
+        server_id = _boot(cloud, "lab-guest-from-snapshot", snapshot["id"])
+        try:
+            marker = _next_boot(cloud, server_id, set())
+            assert marker.digest == golden.expected_digest
+        finally:
+            cloud.openstack("server", "delete", "--wait", server_id)
+    finally:
+        cloud.openstack("image", "delete", snapshot["id"])

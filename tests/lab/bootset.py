@@ -124,15 +124,24 @@ def find_marker(console):
 
     Raises :class:`GuestFailed` if the guest printed a failure line.
     """
+    markers = find_markers(console)
+    return markers[0] if markers else None
+
+
+def find_markers(console):
+    """Every boot's :class:`Marker` in serial console text, in order.
+
+    A guest booted again (stop and start, reboot, rescue) prints one
+    more; each boot writes random data, so ``wrote`` tells boots apart.
+    Raises :class:`GuestFailed` if the guest printed a failure line.
+    """
     failed = FAILED.search(console)
     if failed:
         raise GuestFailed(failed.group("reason").strip())
-    found = MARKER.search(console)
-    if found is None:
-        return None
-    return Marker(float(found.group("uptime")),
-                  float(found.group("io_start")), found.group("digest"),
-                  found.group("wrote"))
+    return [Marker(float(found.group("uptime")),
+                   float(found.group("io_start")), found.group("digest"),
+                   found.group("wrote"))
+            for found in MARKER.finditer(console)]
 
 
 def cache_key(inputs):
