@@ -248,13 +248,13 @@ class NfsMounter(Mounter):
             return "", ""
         if cmd[:3] == ("mount", "-t", "nfs") and cmd[3] == "-o" \
                 and len(cmd) == 7:
-            self._mount_nfs(cmd[5], cmd[6], cmd[4], self.base)
+            self._mount_nfs(cmd[5], cmd[6], cmd[4])
             return "", ""
         raise exceptions.MountFailed(
             share="?", path="?", reason="unexpected command %r" % (cmd,))
 
     def unmount(self, path):
-        self._unmount_nfs(path, self.base)
+        self._unmount_nfs(path)
 
 
 class FuseMounter(Mounter):

@@ -8,8 +8,10 @@ import os
 import stat
 import threading
 
+from oslo_config import cfg
 import pytest
 
+from gvfs_openstack.conf import privileged as privileged_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.fuse import inodes
 from gvfs_openstack.fuse import nfsattr
@@ -125,22 +127,39 @@ def test_setattr_sends_only_what_changes():
 
 # --- the kernel NFS mount, parsed back --------------------------------------
 
+def _daemon_conf(base, exports=("/srv/images",),
+                 hosts=("127.0.0.1", "192.0.2.1")):
+    """The privileged daemon's own configuration."""
+    conf = cfg.ConfigOpts()
+    privileged_conf.register(conf)
+    conf([], project="test")
+    group = privileged_conf.GROUP
+    conf.set_override("mount_bases", [str(base)], group)
+    conf.set_override("exports", list(exports), group)
+    conf.set_override("proxy_hosts", list(hosts), group)
+    return conf
+
+
 class Recorder:
-    def __init__(self):
+    """The privileged steps, checked as the daemon checks them."""
+
+    def __init__(self, conf=None):
+        self.conf = conf
         self.mounts = []
         self.unmounts = []
 
-    def mount(self, share, path, options, base):
-        privileged.check_mount_args(share, path, options, base)
-        self.mounts.append((share, path, options, base))
+    def mount(self, share, path, options):
+        if self.conf is not None:
+            privileged.check_mount_args(share, path, options, self.conf)
+        self.mounts.append((share, path, options))
 
-    def unmount(self, path, base):
-        self.unmounts.append((path, base))
+    def unmount(self, path):
+        self.unmounts.append(path)
 
 
 @pytest.fixture
 def recorded(tmp_path):
-    recorder = Recorder()
+    recorder = Recorder(_daemon_conf(tmp_path))
     nfs = mounter.NfsMounter(str(tmp_path), io_timeout=30,
                              options=["noatime", "nconnect=4"],
                              rsize=512 * 1024, mount_nfs=recorder.mount,
@@ -160,10 +179,10 @@ def test_os_brick_mounts_the_proxy_with_nfsv3_options(recorded):
     nfs, recorder = recorded
     share = mounter.Share("127.0.0.1", 20490, "/srv/images")
     nfs.mount(share, nfs.mount_point(share))
-    [(device, path, options, base)] = recorder.mounts
+    [(device, path, options)] = recorder.mounts
     assert device == "127.0.0.1:/srv/images"
     # os-brick's layout: md5 of the share under the base, made by it.
-    assert os.path.dirname(path) == base == nfs.base
+    assert os.path.dirname(path) == nfs.base
     assert os.path.isdir(path)
     assert path == mounter.Mounter.mount_point(nfs, share)
     opts = _parse(options)
@@ -189,7 +208,7 @@ def test_hard_from_the_operator_drops_the_timeouts(tmp_path):
 
 
 def test_brick_mount_errors_become_mount_failed(tmp_path):
-    def refuse(share, path, options, base):
+    def refuse(share, path, options):
         raise OSError("mount.nfs: Connection refused")
 
     nfs = mounter.NfsMounter(str(tmp_path), mount_nfs=refuse,
@@ -210,20 +229,47 @@ def test_brick_mount_errors_become_mount_failed(tmp_path):
     ("h:/e; reboot", "{base}/x", "vers=3"),          # not a share
     ("h:/e/../../etc", "{base}/x", "vers=3"),        # escapes
     ("-o:/e", "{base}/x", "vers=3,,"),               # empty option
+    ("h:/other", "{base}/x", "vers=3"),              # another export
+    ("dtn.example:/e", "{base}/x", "vers=3"),        # not a local proxy
 ])
 def test_the_privileged_mount_refuses_anything_else(tmp_path, share, path,
                                                     options):
-    base = str(tmp_path)
+    conf = _daemon_conf(tmp_path, exports=["/e"], hosts=["h"])
     with pytest.raises(ValueError):
-        privileged.check_mount_args(share, path.format(base=base), options,
-                                    base)
+        privileged.check_mount_args(share, path.format(base=tmp_path),
+                                    options, conf)
 
 
 def test_the_privileged_mount_accepts_what_the_mounter_builds(recorded):
-    nfs, _ = recorded
-    share = mounter.Share("192.0.2.1", 2049, "/srv/images")
+    nfs, recorder = recorded
+    share = mounter.Share("192.0.2.1", 2049, "/srv/images/")
     privileged.check_mount_args(share.name, nfs.mount_point(share),
-                                nfs.options(share), nfs.base)
+                                nfs.options(share), recorder.conf)
+
+
+def test_the_mount_base_comes_from_the_daemons_configuration(tmp_path):
+    """A service that asks with another base is refused.
+
+    Before, the caller passed the base it wanted checked against.
+    """
+    allowed, other = tmp_path / "allowed", tmp_path / "other"
+    allowed.mkdir()
+    other.mkdir()
+    conf = _daemon_conf(allowed)
+    share = "127.0.0.1:/srv/images"
+    privileged.check_mount_args(share, str(allowed / "m"), "vers=3", conf)
+    with pytest.raises(ValueError) as e:
+        privileged.check_mount_args(share, str(other / "m"), "vers=3",
+                                    conf)
+    assert "mount_bases" in str(e.value)
+
+
+def test_no_export_is_mounted_unless_listed(tmp_path):
+    conf = _daemon_conf(tmp_path, exports=[])
+    with pytest.raises(ValueError) as e:
+        privileged.check_mount_args("127.0.0.1:/srv/images",
+                                    str(tmp_path / "m"), "vers=3", conf)
+    assert "exports" in str(e.value)
 
 
 def test_unknown_kind():
