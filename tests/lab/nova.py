@@ -48,11 +48,12 @@ class Nova:
     broker and database server; ``libvirt``: a
     :class:`tests.lab.libvirt.Libvirt`; ``gvfs``: the compute host's
     ``[gvfs]`` options (without ``mount_point_base``, which is made under
-    the libvirt lab's ``mounts_dir``).
+    the libvirt lab's ``mounts_dir``); ``extra``: more options of
+    ``nova.conf``, ``{section: {option: value}}``.
     """
 
     def __init__(self, workdir, keystone, glance, rabbitmq, postgres,
-                 libvirt, gvfs):
+                 libvirt, gvfs, extra=None):
         self.workdir = os.path.abspath(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         self.keystone = keystone
@@ -61,6 +62,10 @@ class Nova:
         self.libvirt = libvirt
         self.instances_path = os.path.join(self.workdir, "instances")
         self.mount_base = os.path.join(libvirt.mounts_dir, "nova")
+        #: Every mount point base nova-compute has had (see
+        #: :meth:`restart_compute`); stop unmounts them all.
+        self._mount_bases = [self.mount_base]
+        self._extra = extra or {}
         self.placement = self.neutron = self.api = None
         self.services = {}
         self.endpoints = []
@@ -84,6 +89,7 @@ class Nova:
         for directory in ("state", "instances", "locks"):
             os.makedirs(os.path.join(self.workdir, directory), exist_ok=True)
         auth = service.service_user(self.keystone, "nova-services")
+        self._config_args = (databases, rabbitmq.url, auth)
         self.config_file = self._write_config(databases, rabbitmq.url,
                                               auth, gvfs)
         self._make_cells(databases, rabbitmq.url)
@@ -111,7 +117,7 @@ class Nova:
         privsep = {"helper_command": "%s --config-file %s" % (
             service.program("privsep-helper"),
             os.path.join(self.workdir, "nova.conf"))}
-        return service.write_ini(os.path.join(self.workdir, "nova.conf"), {
+        sections = {
             "DEFAULT": {
                 "transport_url": transport_url,
                 "host": HOST, "my_ip": "127.0.0.1",
@@ -148,7 +154,26 @@ class Nova:
             # nova-compute runs as root here; the lab has no sudo.
             "nova_sys_admin": privsep,
             "privsep_osbrick": privsep,
-        })
+        }
+        for section, options in self._extra.items():
+            sections.setdefault(section, {}).update(options)
+        return service.write_ini(os.path.join(self.workdir, "nova.conf"),
+                                 sections)
+
+    def restart_compute(self, gvfs, name):
+        """nova-compute again, as a fresh compute host.
+
+        With ``gvfs`` options, its mounts under a new base named ``name``
+        (nothing mounted or cached by the GVFS backend before) and Nova's
+        own ``_base`` cache emptied.
+        """
+        self.services.pop("nova-compute").stop(timeout=60.0)
+        self.mount_base = os.path.join(self.libvirt.mounts_dir, name)
+        self._mount_bases.append(self.mount_base)
+        shutil.rmtree(os.path.join(self.instances_path, "_base"),
+                      ignore_errors=True)
+        self.config_file = self._write_config(*self._config_args, gvfs)
+        self._start_service("nova-compute")
 
     def _start_service(self, name, timeout=120.0):
         """Start ``name`` and wait until it says it starts its node.
@@ -250,5 +275,6 @@ class Nova:
         if self.endpoints:
             self.keystone.remove_endpoints(self.endpoints)
             self.endpoints = []
-        if os.path.isdir(self.mount_base):
-            mounter.FuseMounter(self.mount_base).unmount_all()
+        for base in self._mount_bases:
+            if os.path.isdir(base):
+                mounter.FuseMounter(base).unmount_all()

@@ -11,6 +11,7 @@ import os
 import sys
 
 from tests.lab import fusemount
+from tools.bench import boot
 from tools.bench import cache
 from tools.bench import clone
 from tools.bench import glance
@@ -23,6 +24,7 @@ from tools.bench import segments
 from tools.bench import wan_link
 
 SCENARIOS = {
+    "boot": boot.run,
     "cache": cache.run,
     "clone": clone.run,
     "glance": glance.run,

@@ -1,0 +1,283 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Real guests booted by the real Nova: Nova's own path against ``gvfs``.
+
+One loopback cloud (Keystone, glance-api, Placement, Nova's services and
+the stock nova-compute on the lab's libvirtd, QEMU with TCG), the DTN
+across an emulated WAN link (50 ms RTT, 200 Mbit/s, its rate shared by
+every connection, as ``clone``), and Nova reaching glance-api across the
+same link.  The lab's test guest (a 1 GiB golden disk whose guest reads
+5% of its blocks, scattered, and prints a marker on its serial console)
+is uploaded twice: into the ``file`` store, which Nova downloads into
+``_base`` as usual (``images_type = qcow2``), and into the ``gvfs``
+store on the DTN, which the ``gvfs`` backend clones as an overlay on the
+compute host's GVFS mount.  The time is from ``openstack server create``
+to the marker in the instance's console log:
+
+* Nova's own path: first boot (download to ``_base``) and a later boot;
+* ``gvfs``: first boot on a cold host, a later boot, a fresh host (new
+  mount, new empty proxy) behind the first host's proxy as its warm LAN
+  cache;
+* 4 servers created at once from the golden image on a cold host (a new
+  proxy with an empty cache across the link).
+
+Every boot runs under TCG on the machine's cores: the guest's own boot
+(its uptime at the marker) is the floor of every figure, and is shown.
+"""
+
+import json
+import os
+import tempfile
+import time
+
+from gvfs_openstack.mount import mounter
+from tests.lab import bootset
+from tests.lab import glance_api
+from tests.lab import guest
+from tests.lab import keystone as keystone_lab
+from tests.lab import libvirt
+from tests.lab import nova as nova_lab
+from tests.lab import postgres
+from tests.lab import process
+from tests.lab import rabbitmq
+from tests.lab.topology import Lab
+from tools.bench import charts
+
+MIB = 1024 * 1024
+FLAVOR = "lab.tiny"
+MARKER_TIMEOUT = 600.0
+CACHE = {"capacity_mb": 2048, "consistency": "immutable"}
+
+
+def _drop_page_cache():
+    """So that a cold read is read from the disk, not from RAM."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def _cli(cloud, *args, user="alpha-member"):
+    result = cloud.openstack(*args, "-f", "json", user=user, timeout=900)
+    if result.returncode:
+        raise process.LabError("openstack %s: %s" % (
+            " ".join(args[:2]), result.stderr[-2000:]))
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def _upload(glance, golden, store, tag):
+    """The guest's kernel, initramfs and disk in ``store``; the disk's id."""
+    ids = {}
+    for part, path, kind in (("kernel", golden.kernel, "aki"),
+                             ("ramdisk", golden.initrd, "ari")):
+        ids[part] = glance.create_image("boot-%s-%s" % (tag, part),
+                                        disk_format=kind,
+                                        container_format=kind)
+        _uploaded(glance, ids[part], path, store)
+    disk = glance.create_image("boot-%s" % tag, disk_format="qcow2",
+                               kernel_id=ids["kernel"],
+                               ramdisk_id=ids["ramdisk"])
+    _uploaded(glance, disk, golden.qcow2, store)
+    return disk
+
+
+def _uploaded(glance, image_id, path, store):
+    status = glance.upload(image_id, path, store=store)
+    if status != 204:
+        raise process.LabError("upload of %s to %s: %s"
+                               % (path, store, status))
+
+
+def _console(cloud, server_id):
+    try:
+        with open(os.path.join(cloud.instances_path, server_id,
+                               "console.log"), errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def boot(cloud, image, name, count=1):
+    """Seconds from ``server create`` to each server's marker; markers.
+
+    The servers are deleted afterwards.
+    """
+    start = time.monotonic()
+    args = ["server", "create", "--image", image, "--flavor", FLAVOR,
+            "--nic", "none", name]
+    if count > 1:
+        args[-1:-1] = ["--min", str(count), "--max", str(count)]
+    _cli(cloud, *args)
+    servers = [s["ID"] for s in _cli(cloud, "server", "list", "--name",
+                                     "^%s" % name)]
+    if len(servers) != count:
+        raise process.LabError("%d servers named %s, not %d"
+                               % (len(servers), name, count))
+    seconds, markers = {}, {}
+    deadline = start + MARKER_TIMEOUT
+    while len(seconds) < count:
+        if time.monotonic() > deadline:
+            raise process.LabError("no marker from %s within %d s" % (
+                sorted(set(servers) - set(seconds)), MARKER_TIMEOUT))
+        for server_id in servers:
+            if server_id in seconds:
+                continue
+            found = bootset.find_marker(_console(cloud, server_id))
+            if found is not None:
+                seconds[server_id] = time.monotonic() - start
+                markers[server_id] = found
+        time.sleep(0.2)
+    for _ in range(3):
+        # nova-api's workers sometimes drop a connection under the load
+        # of TCG guests on two cores; deleting again is harmless.
+        deleted = cloud.openstack("server", "delete", "--wait", *servers,
+                                  timeout=900)
+        if deleted.returncode == 0:
+            break
+        time.sleep(5)
+    else:
+        raise process.LabError("openstack server delete: %s"
+                               % deleted.stderr[-2000:])
+    return [seconds[s] for s in servers], [markers[s] for s in servers]
+
+
+class _Unmounting:
+    """Stops as a lab part: unmounts what glance-api's store mounted."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def stop(self):
+        if os.path.isdir(self.base):
+            mounter.FuseMounter(self.base).unmount_all()
+
+
+def _gvfs(proxy, export):
+    return {"mount_type": "fuse", "proxy": "127.0.0.1:%d" % proxy.port,
+            "export": export, "image_dir": "images",
+            "glance_stores": ["dtn"], "io_timeout": 60.0}
+
+
+def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
+    golden = guest.golden()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
+        parts = []
+        try:
+            keystone = keystone_lab.Keystone(os.path.join(work, "keystone"))
+            keystone.start()
+            parts.append(keystone)
+            lab = Lab(os.path.join(work, "lab"), tunnel="tcp",
+                      wan=(rtt_ms, rate_mbit), cache=CACHE).__enter__()
+            parts.append(lab)
+            local = os.path.join(work, "file-store")
+            os.makedirs(local)
+            glance_mounts = os.path.join(work, "glance-mounts")
+            # glance-api sits beside the DTN: its store mounts the export
+            # through the server proxy, and Nova reaches its API across
+            # the link.
+            glance = glance_api.GlanceApi(os.path.join(work, "glance"), {
+                "dtn": ("gvfs", lab.gvfs_store_options(
+                    "images", glance_mounts,
+                    gvfs_store_proxy="127.0.0.1:%d" % lab.server_proxy.port,
+                    gvfs_store_io_timeout=120)),
+                "local": ("file", {"filesystem_store_datadir": local}),
+            }, keystone, workers=2)
+            parts.append(_Unmounting(glance_mounts))
+            parts.append(glance)
+            glance_url = "http://%s:%d" % (
+                lab.shared_link.host,
+                lab.shared_link.add_link("glance", glance.port))
+            hv = libvirt.Libvirt(os.path.join(work, "libvirt"))
+            parts.append(hv)
+            db = postgres.PostgreSQL(os.path.join(work, "postgres"))
+            parts.append(db)
+            broker = rabbitmq.RabbitMQ(os.path.join(work, "rabbitmq"))
+            parts.append(broker)
+            cloud = nova_lab.Nova(
+                os.path.join(work, "nova"), keystone, glance, broker, db,
+                hv, _gvfs(lab.client_proxy, lab.export),
+                extra={"glance": {"endpoint_override": glance_url}})
+            parts.append(cloud)
+            _cli(cloud, "flavor", "create", "--ram", "256", "--disk", "1",
+                 "--vcpus", "1", "--public", FLAVOR, user="admin")
+            on_dtn = _upload(glance, golden, "dtn", "gvfs")
+            in_file_store = _upload(glance, golden, "local", "nova")
+
+            def measure(label, image, count=1):
+                seconds, markers = boot(cloud, image,
+                                        "b%d" % len(rows), count)
+                for marker in markers:
+                    if marker.digest != golden.expected_digest:
+                        raise process.LabError(
+                            "%s: the guest read other bytes (%s)"
+                            % (label, marker.digest))
+                rows.append((label, max(seconds),
+                             max(m.uptime for m in markers)))
+                print("%-44s %7.1f s (guest's own boot %.1f s)"
+                      % (label, rows[-1][1], rows[-1][2]), flush=True)
+
+            _drop_page_cache()
+            measure("gvfs, first boot on a cold host", on_dtn)
+            measure("gvfs, later boot", on_dtn)
+            fresh = lab.add_leaf("fresh-host", cache=CACHE)
+            cloud.restart_compute(_gvfs(fresh, lab.export), "nova-fresh")
+            measure("gvfs, fresh host behind a warm LAN proxy", on_dtn)
+            if not quick:
+                cold = lab.add_client("cold-host", cache=CACHE)
+                cloud.restart_compute(_gvfs(cold, lab.export), "nova-cold")
+                _drop_page_cache()
+                measure("gvfs, 4 servers at once on a cold host", on_dtn,
+                        count=4)
+            _drop_page_cache()
+            measure("Nova's own path, first boot", in_file_store)
+            measure("Nova's own path, later boot", in_file_store)
+        finally:
+            for part in reversed(parts):
+                part.stop()
+    return _report(rows, rtt_ms, rate_mbit, plot)
+
+
+def _report(rows, rtt_ms, rate_mbit, plot):
+    seconds = {label: s for label, s, _ in rows}
+    nova_first = seconds["Nova's own path, first boot"]
+    nova_later = seconds["Nova's own path, later boot"]
+    floor = min(uptime for _, _, uptime in rows)
+    print("\nboot: the lab's test guest (1 GiB golden disk, 5%% of its "
+          "blocks read at boot), QEMU TCG; WAN link %d ms RTT, %d Mbit/s"
+          % (rtt_ms, rate_mbit))
+    print("%-44s %9s %12s" % ("server create to the guest's marker",
+                              "seconds", "guest boot"))
+    for label, s, uptime in rows:
+        print("%-44s %9.1f %12.1f" % (label, s, uptime))
+    ratios = {
+        "gvfs_first_vs_nova_first":
+            seconds["gvfs, first boot on a cold host"] / nova_first,
+        "gvfs_later_vs_nova_later":
+            seconds["gvfs, later boot"] / nova_later,
+        "gvfs_fresh_lan_vs_nova_first":
+            seconds["gvfs, fresh host behind a warm LAN proxy"] / nova_first,
+        # What no backend can go below here: the guest's own boot.
+        "guest_boot_floor_vs_nova_first": floor / nova_first,
+    }
+    four = seconds.get("gvfs, 4 servers at once on a cold host")
+    if four is not None:
+        ratios["gvfs_four_at_once_vs_nova_first"] = four / nova_first
+    for name, value in ratios.items():
+        print("%-34s %6.2f" % (name, value))
+    if plot:
+        _plot(rows, plot)
+    return {"scenario": "boot", "ratios": ratios, "metrics": {
+        "rtt_ms": rtt_ms, "rate_mbit": rate_mbit,
+        "seconds": seconds, "guest_boot_seconds": {
+            label: uptime for label, _, uptime in rows}}}
+
+
+def _plot(rows, path):
+    plt = charts.pyplot()
+    fig, ax = plt.subplots(figsize=(9, 4))
+    labels = [label for label, _, _ in rows]
+    ax.barh(labels, [s for _, s, _ in rows], label="server create to marker")
+    ax.barh(labels, [u for _, _, u in rows], label="the guest's own boot")
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds")
+    ax.legend()
+    charts.save(fig, path)
