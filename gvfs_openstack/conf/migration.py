@@ -245,6 +245,16 @@ block by block.  Empty: no sidecar.
                help="Path of ``dtn_export`` as the Globus collection shows "
                     "it (a collection often has its own root); default: "
                     "``dtn_export``."),
+    cfg.DictOpt("project_mapping", default={},
+                help="""Owners of the images copied to this site:
+``source-project-id:this-site-project-id`` pairs.
+
+A copy belongs to the project its source image belongs to, mapped by
+this option; a project not listed keeps its id, as it does when both
+sites share one Keystone (two regions).
+
+Possible values: a comma-separated list of ``id:id`` pairs.
+"""),
 ]
 
 GLOBUS_GROUP = cfg.OptGroup(

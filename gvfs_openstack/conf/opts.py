@@ -19,6 +19,7 @@ PROGRAMS = {
     "nova": ("nova",),
     "conductor": ("migration",),
     "privileged": ("privileged",),
+    "api": ("api",),
 }
 
 
@@ -64,6 +65,11 @@ def list_conductor_opts():
 def list_privileged_opts():
     """The privsep section of kernel NFS mounts, in glance-api and Nova."""
     return _listed("privileged")
+
+
+def list_api_opts():
+    """``gvfs-api``."""
+    return _listed("api")
 
 
 def list_opts():

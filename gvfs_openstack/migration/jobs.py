@@ -6,6 +6,11 @@ conductor killed at any point resumes from the last completed stage (and
 the local copy from its last committed byte).  The store is SQLAlchemy
 Core over sqlite for one conductor, or PostgreSQL/MySQL shared by several.
 Each stage worker opens its own engine after the fork.
+
+The tables below are the newest schema revision's; the revisions in
+:mod:`gvfs_openstack.migration.db` upgrade a store made by an earlier
+release (``gvfs-manage db sync``).  A change to a table here needs a new
+revision there.
 """
 
 import datetime
@@ -29,18 +34,25 @@ FAILED = "failed"
 CANCELLED = "cancelled"
 FINISHED = (DONE, FAILED, CANCELLED)
 
+#: What a job's ``notified`` says was announced last.
+NOTIFIED_START = "start"
+NOTIFIED_END = "end"
+
 #: How a job's images may cross the DTN link together (``--pack``).
 PACK_METHODS = ("tar",)
+
+#: The option naming the store, in the errors about it.
+STORE_OPTION = "[conductor] job_store"
 
 
 class Cancelled(Exception):
     """The job was cancelled while a stage ran."""
 
 
-_META = sa.MetaData()
+METADATA = sa.MetaData()
 
 JOBS = sa.Table(
-    "jobs", _META,
+    "jobs", METADATA,
     sa.Column("id", sa.String(36), primary_key=True),
     sa.Column("source", sa.String(255), nullable=False),
     sa.Column("destination", sa.String(255), nullable=False),
@@ -59,10 +71,17 @@ JOBS = sa.Table(
     sa.Column("heartbeat", sa.DateTime),
     sa.Column("created_at", sa.DateTime, nullable=False),
     sa.Column("updated_at", sa.DateTime, nullable=False),
+    #: The Keystone project and user that asked for the job; None for
+    #: jobs made before revision 0002, or over RPC without a context.
+    sa.Column("project_id", sa.String(64), index=True),
+    sa.Column("user_id", sa.String(64)),
+    #: The last notification sent of the job (:data:`NOTIFIED_START`,
+    #: :data:`NOTIFIED_END`), or None: which changes are still to announce.
+    sa.Column("notified", sa.String(16)),
 )
 
 IMAGES = sa.Table(
-    "job_images", _META,
+    "job_images", METADATA,
     sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id"),
               primary_key=True),
     sa.Column("position", sa.Integer, primary_key=True),
@@ -94,7 +113,7 @@ IMAGES = sa.Table(
 
 #: When each stage of each image ran: progress, ETA and the timeline plot.
 STAGE_RUNS = sa.Table(
-    "stage_runs", _META,
+    "stage_runs", METADATA,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("job_id", sa.String(36), nullable=False, index=True),
     sa.Column("position", sa.Integer, nullable=False),
@@ -113,49 +132,53 @@ def _now():
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 
 
+def create_engine(url):
+    """An engine on the store at ``url``, an SQLAlchemy URL.
+
+    Raises InvalidConfig for a string that is no URL, or one of a database
+    whose driver is not installed.
+    """
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        # Not chained: the error's message repeats the URL, password and
+        # all.
+        raise exceptions.InvalidConfig(
+            option=STORE_OPTION,
+            reason="it is not an SQLAlchemy URL") from None
+    kwargs = {}
+    if parsed.get_backend_name() == "sqlite":
+        # Stage workers write concurrently: wait for the lock rather than
+        # fail at once.  The conductor's RPC threads share the engine's
+        # pool.
+        kwargs["connect_args"] = {"timeout": 60, "check_same_thread": False}
+    try:
+        return sa.create_engine(parsed, **kwargs)
+    except (sa.exc.ArgumentError, ImportError) as e:
+        raise exceptions.InvalidConfig(
+            option=STORE_OPTION, reason="%s: %s" % (
+                parsed.render_as_string(hide_password=True), e)) from e
+
+
 class JobStore:
+    """The job store at ``url``, at the newest schema revision.
+
+    An empty database is made one; a store at another revision raises
+    InvalidConfig, naming the command that upgrades it.
+    """
+
     def __init__(self, url):
+        # Imported here: the OSC plugin imports this module for its
+        # constants, and needs no alembic.
+        from gvfs_openstack.migration.db import schema
+
         self.url = url
-        kwargs = {}
-        if url.startswith("sqlite"):
-            # Stage workers write concurrently: wait for the lock rather
-            # than fail at once.  The conductor's RPC threads share the
-            # engine's pool.
-            kwargs["connect_args"] = {"timeout": 60,
-                                      "check_same_thread": False}
-        self.engine = sa.create_engine(url, future=True, **kwargs)
-        _META.create_all(self.engine)
-        self._add_missing_columns()
-
-    def _add_missing_columns(self):
-        """Columns added since a store was made, added to it (nullable).
-
-        create_all makes missing tables only; a store made by an earlier
-        release keeps its jobs and gains the new columns.
-        """
-        inspector = sa.inspect(self.engine)
-        for table in (JOBS, IMAGES, STAGE_RUNS):
-            present = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name in present:
-                    continue
-                if not column.nullable:
-                    raise exceptions.InvalidConfig(
-                        option="[conductor] job_store",
-                        reason="its table %s lacks the column %s"
-                        % (table.name, column.name))
-                kind = column.type.compile(dialect=self.engine.dialect)
-                try:
-                    with self.engine.begin() as db:
-                        db.execute(sa.text("ALTER TABLE %s ADD COLUMN %s %s"
-                                           % (table.name, column.name,
-                                              kind)))
-                except sa.exc.DBAPIError:
-                    # Another conductor sharing the store added it first.
-                    columns = sa.inspect(self.engine).get_columns(
-                        table.name)
-                    if column.name not in {c["name"] for c in columns}:
-                        raise
+        self.engine = create_engine(url)
+        try:
+            schema.prepare(self.engine)
+        except BaseException:
+            self.engine.dispose()
+            raise
 
     def dispose(self):
         self.engine.dispose()
@@ -163,8 +186,11 @@ class JobStore:
     # --- jobs ----------------------------------------------------------------
 
     def create_job(self, source, destination, images, images_in_flight,
-                   pack=None):
-        """A new queued job; ``images`` are the source images' dicts."""
+                   pack=None, project_id=None, user_id=None):
+        """A new queued job; ``images`` are the source images' dicts.
+
+        ``project_id``, ``user_id``: the Keystone project and user asking.
+        """
         job_id = str(uuid.uuid4())
         now = _now()
         with self.engine.begin() as db:
@@ -172,6 +198,7 @@ class JobStore:
                 id=job_id, source=source, destination=destination,
                 state=QUEUED, images_in_flight=images_in_flight,
                 pack=pack, cancel_requested=False,
+                project_id=project_id, user_id=user_id,
                 created_at=now, updated_at=now))
             for position, image in enumerate(images):
                 db.execute(IMAGES.insert().values(
@@ -191,12 +218,60 @@ class JobStore:
             raise exceptions.JobNotFound(job=job_id)
         return dict(row)
 
-    def jobs(self, states=None):
-        query = JOBS.select().order_by(JOBS.c.created_at)
+    def jobs(self, states=None, project_id=None, limit=None, marker=None):
+        """Jobs oldest first (by creation, then id), a page at a time.
+
+        ``states``: only jobs in these; ``project_id``: only this
+        project's.  ``marker``: a job id, the last of the previous page:
+        the jobs after it (JobNotFound if there is no such job, or none
+        of ``project_id``'s).  ``limit``: at most this many.
+        """
+        query = JOBS.select().order_by(JOBS.c.created_at, JOBS.c.id)
         if states:
             query = query.where(JOBS.c.state.in_(states))
+        if project_id is not None:
+            query = query.where(JOBS.c.project_id == project_id)
+        with self.engine.connect() as db:
+            if marker is not None:
+                query = query.where(self._after(db, marker, project_id))
+            if limit is not None:
+                query = query.limit(limit)
+            return [dict(r) for r in db.execute(query).mappings()]
+
+    @staticmethod
+    def _after(db, marker, project_id):
+        """The condition on the jobs after job ``marker`` in creation order."""
+        lookup = sa.select(JOBS.c.created_at).where(JOBS.c.id == marker)
+        if project_id is not None:
+            lookup = lookup.where(JOBS.c.project_id == project_id)
+        created_at = db.execute(lookup).scalar_one_or_none()
+        if created_at is None:
+            raise exceptions.JobNotFound(job=marker)
+        return sa.or_(JOBS.c.created_at > created_at,
+                      sa.and_(JOBS.c.created_at == created_at,
+                              JOBS.c.id > marker))
+
+    def to_notify(self):
+        """Jobs with a change not yet announced: started or ended."""
+        query = JOBS.select().where(sa.or_(
+            JOBS.c.notified.is_(None),
+            sa.and_(JOBS.c.state.in_(FINISHED),
+                    JOBS.c.notified != NOTIFIED_END))).order_by(
+            JOBS.c.created_at, JOBS.c.id)
         with self.engine.connect() as db:
             return [dict(r) for r in db.execute(query).mappings()]
+
+    def mark_notified(self, job_id, was, now):
+        """Record that ``now`` is announced, if ``was`` still is the last.
+
+        One conditional UPDATE: of two conductors announcing one change,
+        exactly one sees its row updated, and only it sends.
+        """
+        last = JOBS.c.notified.is_(None) if was is None else \
+            JOBS.c.notified == was
+        with self.engine.begin() as db:
+            return db.execute(JOBS.update().where(
+                JOBS.c.id == job_id, last).values(notified=now)).rowcount == 1
 
     def set_job(self, job_id, **values):
         values["updated_at"] = _now()

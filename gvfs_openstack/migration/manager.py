@@ -14,9 +14,11 @@ import threading
 
 from oslo_log import log as logging
 
+from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import glance as glance_api
 from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import notifications
 from gvfs_openstack.migration import sites
 
 LOG = logging.getLogger(__name__)
@@ -37,9 +39,12 @@ def _job_view(store, job):
 
 
 class ConductorManager:
-    def __init__(self, conf, config_args=None):
+    def __init__(self, conf, config_args=None, notify=False):
         self.conf = conf
         self.store = jobs.JobStore(conf.conductor.job_store)
+        #: Announces job changes (the RPC service's manager does).
+        self.notifier = notifications.JobNotifier(
+            conf, self.store, _job_view) if notify else None
         self.local_site = conf.conductor.local_site
         # The runner reads the same configuration the conductor did.
         self.config_args = config_args if config_args is not None else \
@@ -53,8 +58,12 @@ class ConductorManager:
     # --- requests ------------------------------------------------------------
 
     def migrate(self, image_ids, destination, images_in_flight=None,
-                pack=None):
-        """Start moving images (ids or names) to ``destination``; the job."""
+                pack=None, project_id=None, user_id=None):
+        """Start moving images (ids or names) to ``destination``; the job.
+
+        ``project_id`` and ``user_id``: who asked (gvfs-api's caller),
+        recorded with the job.
+        """
         if not image_ids:
             raise exceptions.ImageNotMigratable(image="-",
                                                 reason="no image was named")
@@ -78,11 +87,9 @@ class ConductorManager:
                 option="[site:%s] gridftp_url" % target.name,
                 reason="site %s sends with GridFTP and site %s has no "
                 "GridFTP server" % (source.name, target.name))
-        glance = glance_api.GlanceClient(
-            sites.glance_session(self.conf, source.name), source)
         images = {}
-        for name_or_id in image_ids:
-            image = glance.find(name_or_id)
+        for image in self._find(source, image_ids):
+            name_or_id = image["requested_as"]
             if image.get("status") != "active":
                 raise exceptions.ImageNotMigratable(
                     image=name_or_id, reason="it is %s, not active"
@@ -95,12 +102,39 @@ class ConductorManager:
         job_id = self.store.create_job(
             source.name, target.name, list(images.values()),
             images_in_flight or self.conf.conductor.images_in_flight,
-            pack=pack)
+            pack=pack, project_id=project_id, user_id=user_id)
+        LOG.info("job %s of user %s of project %s moves %s to %s", job_id,
+                 user_id, project_id, ", ".join(images), target.name)
+        self._announce()
         self._launch(job_id)
         return self.show(job_id)
 
-    def list(self):
-        return [_job_view(self.store, job) for job in self.store.jobs()]
+    def _find(self, source, image_ids):
+        """The source images named by ids or names, in that order."""
+        glance = glance_api.GlanceClient(
+            sites.glance_session(self.conf, source.name), source)
+        for name_or_id in image_ids:
+            yield dict(glance.find(name_or_id), requested_as=name_or_id)
+
+    def find_images(self, image_ids):
+        """What gvfs-api checks policy on, for each image named."""
+        source = sites.load(self.conf, self.local_site)
+        return [{key: image.get(key) for key in (
+            "id", "name", "owner", "visibility", "status", "requested_as")}
+            for image in self._find(source, image_ids)]
+
+    def sites(self):
+        """The sites, and which of them are destinations of this one."""
+        return [{"name": name, "local": name == self.local_site,
+                 "destination": name != self.local_site,
+                 "glance_region": self.conf[
+                     migration_conf.SITE_GROUP % name].glance_region}
+                for name in self.conf.conductor.sites]
+
+    def list(self, project_id=None, states=None, limit=None, marker=None):
+        return [_job_view(self.store, job) for job in self.store.jobs(
+            states=states, project_id=project_id, limit=limit,
+            marker=marker)]
 
     def show(self, job_id):
         return _job_view(self.store, self.store.job(job_id))
@@ -130,9 +164,21 @@ class ConductorManager:
             if runner is not None and runner.poll() is None:
                 return
             LOG.info("starting the runner of job %s", job_id)
-            self._runners[job_id] = subprocess.Popen(
+            runner = self._runners[job_id] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, start_new_session=True,
                 env=dict(os.environ))
+        if self.notifier is not None:
+            threading.Thread(target=self._announce_after, args=(runner,),
+                             name="gvfs-runner-%s" % job_id[:8],
+                             daemon=True).start()
+
+    def _announce_after(self, runner):
+        runner.wait()
+        self._announce()
+
+    def _announce(self):
+        if self.notifier is not None:
+            self.notifier.announce()
 
     def resume(self):
         """Start runners for unfinished jobs that have none here.
@@ -143,6 +189,7 @@ class ConductorManager:
         the job busy and exits.
         """
         self.reap()
+        self._announce()
         for job in self.store.jobs(states=(jobs.QUEUED, jobs.RUNNING)):
             if not self._running(job["id"]):
                 LOG.info("resuming job %s", job["id"])

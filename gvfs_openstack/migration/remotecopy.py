@@ -39,6 +39,8 @@ def _destination_image(ctx, row):
     source = ctx.source_glance.image(row["image_id"])
     attributes = glance_api.copied_attributes(source)
     attributes["id"] = row["image_id"]
+    if source.get("owner"):
+        attributes["owner"] = ctx.destination.owner_of(source["owner"])
     image = ctx.destination_glance.create(attributes)
     ctx.record(row, destination_image_id=image["id"])
     return image

@@ -1,10 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The conductor's RPC API, as its callers (the OSC plugin) use it.
+"""The conductor's RPC API, as its caller (gvfs-api) uses it.
+
+Every call carries the request context of the user gvfs-api acts for
+(:meth:`oslo_context.context.RequestContext.to_dict`): the conductor
+records its project and user with the jobs it makes.  gvfs-api checks
+policy before it calls; the conductor trusts its bus.
 
 Version history:
 
 * 1.0 -- migrate, list_jobs, show_job, cancel_job.
 * 1.1 -- migrate takes ``pack``.
+* 1.2 -- the request context; find_images, list_sites; list_jobs takes
+  ``project_id``, ``states``, ``limit`` and ``marker``.
 """
 
 import oslo_messaging as messaging
@@ -12,7 +19,7 @@ import oslo_messaging as messaging
 from gvfs_openstack import exceptions
 
 TOPIC = "gvfs-conductor"
-RPC_VERSION = "1.1"
+RPC_VERSION = "1.2"
 
 #: Errors that cross RPC as themselves (a clear message for the user).
 ALLOWED_EXMODS = [exceptions.__name__]
@@ -29,24 +36,31 @@ class ConductorAPI:
             transport, messaging.Target(topic=TOPIC, version=RPC_VERSION),
             timeout=timeout)
 
-    def migrate(self, image_ids, destination, images_in_flight=None,
-                pack=None):
-        args = {"image_ids": list(image_ids), "destination": destination,
-                "images_in_flight": images_in_flight}
-        # Without ``pack`` a 1.0 conductor understands the call as it
-        # always did; one given ``pack`` refuses a 1.1 call itself.
-        version = "1.0"
-        if pack is not None:
-            args["pack"] = pack
-            version = "1.1"
-        return self.client.prepare(version=version).call(
-            {}, "migrate", **args)
+    def migrate(self, context, image_ids, destination,
+                images_in_flight=None, pack=None):
+        return self.client.call(
+            context, "migrate", image_ids=list(image_ids),
+            destination=destination, images_in_flight=images_in_flight,
+            pack=pack)
 
-    def list_jobs(self):
-        return self.client.call({}, "list_jobs")
+    def find_images(self, context, image_ids):
+        """Id, name, owner, visibility and status of each image.
 
-    def show_job(self, job_id):
-        return self.client.call({}, "show_job", job_id=job_id)
+        As the source site's Glance shows them to the conductor.
+        """
+        return self.client.call(context, "find_images",
+                                image_ids=list(image_ids))
 
-    def cancel_job(self, job_id):
-        return self.client.call({}, "cancel_job", job_id=job_id)
+    def list_sites(self, context):
+        return self.client.call(context, "list_sites")
+
+    def list_jobs(self, context, project_id=None, states=None, limit=None,
+                  marker=None):
+        return self.client.call(context, "list_jobs", project_id=project_id,
+                                states=states, limit=limit, marker=marker)
+
+    def show_job(self, context, job_id):
+        return self.client.call(context, "show_job", job_id=job_id)
+
+    def cancel_job(self, context, job_id):
+        return self.client.call(context, "cancel_job", job_id=job_id)

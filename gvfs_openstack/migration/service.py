@@ -33,11 +33,22 @@ class ConductorEndpoint:
     @messaging.expected_exceptions(*_USER_ERRORS)
     def migrate(self, ctxt, image_ids, destination, images_in_flight=None,
                 pack=None):
-        return self.manager.migrate(image_ids, destination, images_in_flight,
-                                    pack)
+        return self.manager.migrate(
+            image_ids, destination, images_in_flight, pack,
+            project_id=ctxt.get("project_id"), user_id=ctxt.get("user_id"))
 
-    def list_jobs(self, ctxt):
-        return self.manager.list()
+    @messaging.expected_exceptions(*_USER_ERRORS)
+    def find_images(self, ctxt, image_ids):
+        return self.manager.find_images(image_ids)
+
+    def list_sites(self, ctxt):
+        return self.manager.sites()
+
+    @messaging.expected_exceptions(*_USER_ERRORS)
+    def list_jobs(self, ctxt, project_id=None, states=None, limit=None,
+                  marker=None):
+        return self.manager.list(project_id=project_id, states=states,
+                                 limit=limit, marker=marker)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def show_job(self, ctxt, job_id):
@@ -45,13 +56,16 @@ class ConductorEndpoint:
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def cancel_job(self, ctxt, job_id):
+        LOG.info("user %s of project %s cancels job %s",
+                 ctxt.get("user_id"), ctxt.get("project_id"), job_id)
         return self.manager.cancel(job_id)
 
 
 class ConductorService:
     def __init__(self, conf, manager=None, transport=None):
         self.conf = conf
-        self.manager = manager or manager_mod.ConductorManager(conf)
+        self.manager = manager or manager_mod.ConductorManager(
+            conf, notify=True)
         self.transport = transport or rpcapi.get_transport(conf)
         self.server = messaging.get_rpc_server(
             self.transport, messaging.Target(topic=rpcapi.TOPIC,

@@ -51,6 +51,12 @@ class Site:
     dtn_transfer: str
     globus_endpoint_id: str
     globus_export_path: str
+    #: Source project id to this site's project id (:meth:`owner_of`).
+    project_mapping: tuple = ()
+
+    def owner_of(self, source_owner):
+        """Whom this site's copy of an image of ``source_owner`` belongs to."""
+        return dict(self.project_mapping).get(source_owner, source_owner)
 
     def export_path(self, *parts):
         """A path on the DTN (as NFS, GridFTP and sshd see it)."""
@@ -166,6 +172,7 @@ def load(conf, name):
         dtn_transfer=opts.dtn_transfer,
         globus_endpoint_id=opts.globus_endpoint_id,
         globus_export_path=globus_export,
+        project_mapping=tuple(sorted(opts.project_mapping.items())),
     )
 
 

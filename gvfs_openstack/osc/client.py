@@ -1,57 +1,97 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The OSC plugin's client: the conductor's RPC API with user-facing errors."""
+"""The OSC plugin's client of gvfs-api: the REST calls, user-facing errors.
 
+It reaches gvfs-api through the Keystone catalog (service type
+:data:`SERVICE_TYPE`) with the user's own session, as every other
+client does: nothing of the message bus or the conductor's
+configuration is needed on the user's side.
+"""
+
+import json
+
+from keystoneauth1 import adapter
+from keystoneauth1 import exceptions as ks_exceptions
 from osc_lib import exceptions as osc_exceptions
-from oslo_config import cfg
-import oslo_messaging as messaging
 
-from gvfs_openstack import exceptions
-from gvfs_openstack.migration import rpcapi
-
-#: What the conductor says about a bad request, shown to the user as is.
-_USER_ERRORS = (exceptions.GvfsError,)
+#: gvfs-api's service type in the catalog.
+SERVICE_TYPE = "gvfs"
 
 
-class ConductorClient:
-    def __init__(self, transport_url=None, config_file=None, timeout=60.0):
-        if not transport_url and not config_file:
-            raise osc_exceptions.CommandError(
-                "gvfs-conductor's message bus is not known: set "
-                "--os-gvfs-transport-url (or OS_GVFS_TRANSPORT_URL), or "
-                "--os-gvfs-config-file")
-        conf = cfg.CONF  # oslo.messaging 18 wants the global configuration.
-        conf([] if not config_file else ["--config-file", config_file],
-             project="gvfs", default_config_files=[])
+def _message(reply):
+    """The fault's message of an error reply (or its status line)."""
+    try:
+        document = reply.json()
+        [(_, fault)] = document.items()
+        return fault["message"]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return "gvfs-api answered %d %s" % (reply.status_code, reply.reason)
+
+
+class ApiClient:
+    def __init__(self, session, region_name=None, interface=None,
+                 endpoint_override=None, timeout=60.0):
+        self.api = adapter.Adapter(
+            session, service_type=SERVICE_TYPE, region_name=region_name,
+            interface=interface, endpoint_override=endpoint_override)
+        self.timeout = timeout
+
+    def _call(self, method, path, body=None, params=None):
         try:
-            transport = rpcapi.get_transport(conf, url=transport_url)
-        except messaging.InvalidTransportURL as e:
+            reply = self.api.request(
+                path, method, raise_exc=False,
+                data=None if body is None else json.dumps(body),
+                headers={"Content-Type": "application/json",
+                         "Accept": "application/json"},
+                params=params, timeout=self.timeout)
+        except ks_exceptions.EndpointNotFound as e:
             raise osc_exceptions.CommandError(
-                "bad gvfs transport URL: %s" % e) from e
-        self.api = rpcapi.ConductorAPI(transport, timeout=timeout)
-
-    def _call(self, method, *args, **kwargs):
-        try:
-            return getattr(self.api, method)(*args, **kwargs)
-        except _USER_ERRORS as e:
-            # The message without the conductor's traceback, which
-            # oslo.messaging appends to str() of a remote error.
-            message = e.args[0] if e.args else str(e)
-            raise osc_exceptions.CommandError(message) from e
-        except messaging.MessagingTimeout as e:
+                "gvfs-api is not in the catalog (service type %s) of this "
+                "cloud or region" % SERVICE_TYPE) from e
+        except ks_exceptions.ConnectFailure as e:
             raise osc_exceptions.CommandError(
-                "gvfs-conductor did not answer (is it running, on this "
-                "message bus?): %s" % e) from e
+                "gvfs-api cannot be reached: %s" % e) from e
+        if reply.status_code >= 400:
+            raise osc_exceptions.CommandError(_message(reply))
+        return reply.json()
 
-    def migrate(self, image_ids, destination, images_in_flight=None,
+    def migrate(self, images, destination, images_in_flight=None,
                 pack=None):
-        return self._call("migrate", image_ids, destination,
-                          images_in_flight, pack)
+        migration = {"images": list(images), "destination": destination}
+        if images_in_flight is not None:
+            migration["images_in_flight"] = images_in_flight
+        if pack is not None:
+            migration["pack"] = pack
+        return self._call("POST", "/v1/migrations",
+                          {"migration": migration})["migration"]
 
-    def list_jobs(self):
-        return self._call("list_jobs")
+    def list_jobs(self, project_id=None, all_projects=False, status=None,
+                  limit=None, marker=None):
+        """One page of migrations (``limit``), or all of them."""
+        params = {"project_id": project_id, "status": status,
+                  "marker": marker}
+        if all_projects:
+            params["all_projects"] = "true"
+        if limit is not None:
+            params["limit"] = limit
+        found = []
+        while True:
+            page = self._call("GET", "/v1/migrations", params={
+                k: v for k, v in params.items() if v is not None})
+            found += page["migrations"]
+            if limit is not None or not page.get("migrations_links") \
+                    or not page["migrations"]:
+                return found
+            params["marker"] = page["migrations"][-1]["id"]
 
     def show_job(self, job_id):
-        return self._call("show_job", job_id)
+        return self._call("GET", "/v1/migrations/%s" % job_id)["migration"]
 
     def cancel_job(self, job_id):
-        return self._call("cancel_job", job_id)
+        return self._call("POST", "/v1/migrations/%s/cancel"
+                          % job_id)["migration"]
+
+    def list_sites(self):
+        return self._call("GET", "/v1/sites")["sites"]
+
+    def show_site(self, name):
+        return self._call("GET", "/v1/sites/%s" % name)["site"]

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from gvfs_openstack.mount import mounter
+from tests.lab import drlab
 from tests.lab import fusemount
 from tests.lab import glance_api
 from tests.lab import keystone as keystone_lab
@@ -47,6 +48,14 @@ def keystone(tmp_path_factory):
     with keystone_lab.Keystone(str(tmp_path_factory.mktemp("keystone"))) \
             as identity:
         yield identity
+
+
+@pytest.fixture(scope="session")
+def dr(tmp_path_factory, keystone):
+    """The two-site DR lab, shared by the migration and gvfs-api tests."""
+    with drlab.DrLab(str(tmp_path_factory.mktemp("dr")),
+                     keystone=keystone) as lab:
+        yield lab
 
 
 @pytest.fixture(scope="module")

@@ -27,17 +27,8 @@ from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import sites
 from tests.functional.conftest import sha256
 from tests.lab import drlab
-from tests.lab import process
-from tests.lab import rabbitmq
 
 MIB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def dr(tmp_path_factory, keystone):
-    with drlab.DrLab(str(tmp_path_factory.mktemp("dr")),
-                     keystone=keystone) as lab:
-        yield lab
 
 
 def _sparse_image(path, size, data_every=16 * MIB):
@@ -435,81 +426,6 @@ def test_cancel_leaves_no_partial_files_and_no_queued_images(dr, tmp_path):
     assert not _staging_left(dr.west, job_id)
     with pytest.raises(exceptions.JobFinished):
         manager.cancel(job_id)
-
-
-# --- the conductor service on RabbitMQ, driven by the openstack CLI ----------
-
-@pytest.fixture(scope="module")
-def conductor(dr, tmp_path_factory):
-    """gvfs-conductor on a real RabbitMQ; yields ``openstack`` for it."""
-    workdir = tmp_path_factory.mktemp("conductor")
-    broker = rabbitmq.RabbitMQ(str(workdir / "rabbitmq"))
-    try:
-        config = dr.conductor_config(
-            str(workdir / "conductor.conf"),
-            "sqlite:///%s" % (workdir / "jobs.sqlite"),
-            transport_url=broker.url, host="conductor-1")
-        service = process.ManagedProcess(
-            "gvfs-conductor", [_console_script("gvfs-conductor"),
-                               "--config-file", config],
-            str(workdir / "conductor.log"))
-        try:
-            def openstack(*args, timeout=300):
-                return subprocess.run(
-                    [_console_script("openstack"), "--os-auth-type", "none",
-                     "--os-gvfs-transport-url", broker.url,
-                     "--os-gvfs-rpc-timeout", "30"] + list(args),
-                    capture_output=True, text=True, timeout=timeout)
-            yield openstack
-        finally:
-            # Idle, oslo.messaging's listener polls every 5 s; on a busy
-            # two-core machine the stop has taken more than 10 s.
-            assert service.stop(timeout=60) == 0, \
-                "gvfs-conductor did not stop cleanly"
-    finally:
-        broker.stop()
-
-
-def _console_script(name):
-    return os.path.join(os.path.dirname(sys.executable), name)
-
-
-def test_openstack_gvfs_migrate_waits_and_reports(dr, tmp_path, conductor):
-    path = tmp_path / "cli.raw"
-    path.write_bytes(os.urandom(24 * MIB))
-    image = dr.east.glance.add_image("cli-image", path, drlab.FILE_STORE)
-    result = conductor("gvfs", "migrate", "cli-image", "--to", "west",
-                       "--wait", "--poll-interval", "0.2", "-f", "json")
-    assert result.returncode == 0, result.stderr
-    job = json.loads(result.stdout)
-    assert job["state"] == jobs.DONE
-    assert image["id"] in job["images"]
-    # Not a terminal: plain progress lines, ending with the job's state.
-    assert "job %s: done" % job["id"] in result.stderr
-    assert "remote copy" in result.stderr or "done" in result.stderr
-    assert dr.west.glance.image(image["id"])["os_hash_value"] == \
-        image["os_hash_value"]
-    listed = conductor("gvfs", "migration", "list", "-f", "json")
-    assert listed.returncode == 0, listed.stderr
-    assert job["id"] in [j["ID"] for j in json.loads(listed.stdout)]
-    shown = conductor("gvfs", "migration", "show", job["id"], "-f", "json")
-    assert json.loads(shown.stdout)["state"] == jobs.DONE
-
-
-@pytest.mark.parametrize("args,message", [
-    (["gvfs", "migrate", "cli-image", "--to", "north"],
-     "Unknown site north (configured sites: east, west)"),
-    (["gvfs", "migrate", "no-such-image", "--to", "west"],
-     "Image no-such-image not found at site east"),
-    (["gvfs", "migration", "show", "no-such-job"],
-     "No migration job no-such-job"),
-    (["gvfs", "migration", "cancel", "no-such-job"],
-     "No migration job no-such-job"),
-])
-def test_cli_user_errors_are_one_clear_line(conductor, args, message):
-    result = conductor(*args)
-    assert result.returncode == 1
-    assert result.stderr.strip() == message
 
 
 def test_two_conductors_sharing_postgresql_run_each_job_once(dr, tmp_path):

@@ -72,6 +72,8 @@ USERS = {
     "nova": User("nova", "service", ("service",)),
     "gvfs-conductor": User("gvfs-conductor", "service",
                            ("admin", "service")),
+    # gvfs-api's auth_token middleware validates tokens with it.
+    "gvfs-api": User("gvfs-api", "service", ("service",)),
 }
 
 

@@ -36,13 +36,14 @@ def conductor(tmp_path):
 
 def test_calls_reach_the_manager(conductor):
     manager, api = conductor
-    assert api.list_jobs() == []
+    ctxt = {"project_id": "p1", "user_id": "u1"}
+    assert api.list_jobs(ctxt) == []
     job_id = manager.store.create_job("east", "west", [{
         "id": "i0", "name": "n", "size": 1, "os_hash_algo": "sha512",
         "os_hash_value": "h"}], 1)
-    [listed] = api.list_jobs()
+    [listed] = api.list_jobs(ctxt)
     assert listed["id"] == job_id and listed["state"] == jobs.QUEUED
-    shown = api.show_job(job_id)
+    shown = api.show_job(ctxt, job_id)
     assert [i["image_id"] for i in shown["images"]] == ["i0"]
     assert isinstance(shown["created_at"], str)
 
@@ -50,17 +51,47 @@ def test_calls_reach_the_manager(conductor):
 def test_user_errors_cross_rpc_as_themselves(conductor):
     manager, api = conductor
     with pytest.raises(exceptions.JobNotFound, match="No migration job x"):
-        api.show_job("x")
+        api.show_job({}, "x")
     with pytest.raises(exceptions.UnknownSite,
                        match="Unknown site north.*east, west"):
-        api.migrate(["image"], "north")
+        api.migrate({}, ["image"], "north")
     with pytest.raises(exceptions.ImageNotMigratable,
                        match="no image was named"):
-        api.migrate([], "west")
+        api.migrate({}, [], "west")
     with pytest.raises(exceptions.InvalidConfig,
                        match="'zip' is not one of: tar"):
-        api.migrate(["image"], "west", pack="zip")
+        api.migrate({}, ["image"], "west", pack="zip")
     job_id = manager.store.create_job("east", "west", [], 1)
     manager.store.set_job(job_id, state=jobs.DONE)
     with pytest.raises(exceptions.JobFinished, match="is done already"):
-        api.cancel_job(job_id)
+        api.cancel_job({}, job_id)
+
+
+def test_jobs_are_listed_by_project_in_pages(conductor):
+    manager, api = conductor
+    made = [manager.store.create_job("east", "west", [], 1,
+                                     project_id=project)
+            for project in ("p1", "p2", "p1", "p1")]
+    mine = [job["id"] for job in api.list_jobs({}, project_id="p1")]
+    assert mine == [made[0], made[2], made[3]]
+    page = api.list_jobs({}, project_id="p1", limit=1, marker=made[0])
+    assert [job["id"] for job in page] == [made[2]]
+    assert [job["id"] for job in api.list_jobs({}, states=["done"])] == []
+    with pytest.raises(exceptions.JobNotFound):
+        api.list_jobs({}, marker="nope")
+
+
+def test_sites_say_which_are_destinations(conductor):
+    manager, api = conductor
+    conf = manager.conf
+    for site in ("east", "west"):
+        conf.set_override("glance_region", site.upper(), "site:" + site)
+    try:
+        assert api.list_sites({}) == [
+            {"name": "east", "local": True, "destination": False,
+             "glance_region": "EAST"},
+            {"name": "west", "local": False, "destination": True,
+             "glance_region": "WEST"}]
+    finally:
+        for site in ("east", "west"):
+            conf.clear_override("glance_region", "site:" + site)

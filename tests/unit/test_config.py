@@ -104,7 +104,7 @@ def test_importing_a_plugin_registers_no_option():
 
 
 @pytest.mark.parametrize("name", ["gvfs-proxy", "glance-gvfs-store",
-                                  "nova-gvfs", "gvfs-conductor"])
+                                  "nova-gvfs", "gvfs-conductor", "gvfs-api"])
 def test_sample_config_is_up_to_date(tmp_path, name):
     out = tmp_path / "sample"
     subprocess.run(

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
+from gvfs_openstack.migration.db import sync
 from gvfs_openstack.migration import glance as glance_api
 from gvfs_openstack.migration import gridftp
 from gvfs_openstack.migration import jobs
@@ -335,19 +336,30 @@ def test_an_image_past_the_stage_or_a_cancelled_job_runs_nothing(store):
 
 
 def test_a_store_made_before_a_column_existed_gains_it(tmp_path):
-    """An earlier release's store keeps its jobs and gets the new column."""
+    """An earlier release's store waits for db sync, then keeps its jobs."""
     url = "sqlite:///%s" % (tmp_path / "old.sqlite")
     old = jobs.JobStore(url)
     job_id = old.create_job("east", "west", IMAGES, 2)
     with old.engine.begin() as db:
-        db.execute(sa.text("ALTER TABLE job_images DROP COLUMN "
-                           "transfer_task"))
+        # What a release before versioned schemas and the Globus transfers
+        # left.
+        for statement in ("DROP TABLE alembic_version",
+                          "DROP INDEX ix_jobs_project_id",
+                          "ALTER TABLE jobs DROP COLUMN project_id",
+                          "ALTER TABLE jobs DROP COLUMN user_id",
+                          "ALTER TABLE jobs DROP COLUMN notified",
+                          "ALTER TABLE job_images DROP COLUMN transfer_task"):
+            db.execute(sa.text(statement))
+    with pytest.raises(exceptions.InvalidConfig, match="gvfs-manage db sync"):
+        jobs.JobStore(url)
+    assert sync.sync(old.engine)[0] is None
     old.dispose()
     store = jobs.JobStore(url)
     assert [row["image_id"] for row in store.images(job_id)] == \
         ["i0", "i1", "i2"]
     store.set_image(job_id, 0, transfer_task="task-1")
     assert store.image(job_id, 0)["transfer_task"] == "task-1"
+    assert store.job(job_id)["project_id"] is None
     store.dispose()
     # Opening it again changes nothing.
     jobs.JobStore(url).dispose()

@@ -3,13 +3,14 @@
 
 import io
 
-from osc_lib import exceptions as osc_exceptions
 import pytest
+import requests
 
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.osc import client
 from gvfs_openstack.osc import progress
 from gvfs_openstack.osc.v1 import migration
+from gvfs_openstack.osc.v1 import site
 
 MIB = 1024 * 1024
 
@@ -39,17 +40,47 @@ def test_migrate_refuses_what_it_cannot_run(argv, capsys):
         _parse(migration.Migrate, argv)
 
 
-def test_the_commands_need_no_keystone():
+def test_the_commands_log_in_with_keystone():
+    # osc_lib's shell makes True the default of every command.
     for command_class in (migration.Migrate, migration.ShowMigration,
                           migration.CancelMigration,
-                          migration.ListMigrations):
-        assert command_class.auth_required is False
+                          migration.ListMigrations, site.ListSites,
+                          site.ShowSite):
+        assert getattr(command_class, "auth_required", True) is True
 
 
-def test_a_client_without_a_bus_says_how_to_name_one():
-    with pytest.raises(osc_exceptions.CommandError,
-                       match="--os-gvfs-transport-url"):
-        client.ConductorClient()
+def test_list_takes_filters_and_a_page():
+    args = _parse(migration.ListMigrations, [
+        "--long", "--project", "p1", "--status", "done", "--limit", "5",
+        "--marker", "j1"])
+    assert (args.long, args.project, args.status, args.limit,
+            args.marker, args.all_projects) == (
+        True, "p1", "done", 5, "j1", False)
+    with pytest.raises(SystemExit):
+        _parse(migration.ListMigrations, ["--status", "lost"])
+
+
+def test_json_output_keeps_the_images_structure():
+    job = _job(jobs.RUNNING, jobs.TRANSFER, 10 * MIB)
+    columns, values = migration._job_row(job)
+    images = values[columns.index("images")]
+    assert images.machine_readable() == job["images"]
+    assert images.human_readable() == "i1 transfer running"
+
+
+def _reply(status, body):
+    reply = requests.Response()
+    reply.status_code, reply.reason = status, "Forbidden"
+    reply._content = body
+    return reply
+
+
+def test_api_faults_become_their_message():
+    assert client._message(_reply(403, b'{"forbidden": {"code": 403, '
+                                       b'"message": "Policy says no"}}')) \
+        == "Policy says no"
+    assert client._message(_reply(403, b"<html>")) == \
+        "gvfs-api answered 403 Forbidden"
 
 
 def _job(state, stage, done, size=100 * MIB, image_state=jobs.RUNNING,

@@ -4,23 +4,35 @@
 import sys
 import time
 
+from cliff import columns
 from osc_lib.command import command
 from osc_lib import exceptions as osc_exceptions
 
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.osc import progress
 
-_JOB_COLUMNS = ("id", "state", "source", "destination", "images_in_flight",
-                "pack", "created_at", "updated_at", "error")
+_JOB_COLUMNS = ("id", "state", "source", "destination", "project_id",
+                "user_id", "images_in_flight", "pack", "created_at",
+                "updated_at", "error")
+
+
+class ImagesColumn(columns.FormattableColumn):
+    """A job's images: a line each in a table, the list itself in JSON."""
+
+    def human_readable(self):
+        return "\n".join(
+            "%s %s %s%s" % (i["image_id"], i["stage"], i["state"],
+                            (": " + i["error"]) if i["error"] else "")
+            for i in self._value)
+
+    def machine_readable(self):
+        return self._value
 
 
 def _job_row(job):
     columns = _JOB_COLUMNS + ("images",)
-    images = "\n".join(
-        "%s %s %s%s" % (i["image_id"], i["stage"], i["state"],
-                        (": " + i["error"]) if i["error"] else "")
-        for i in job["images"])
-    return columns, tuple(job.get(c) for c in _JOB_COLUMNS) + (images,)
+    return columns, tuple(job.get(c) for c in _JOB_COLUMNS) + (
+        ImagesColumn(job["images"]),)
 
 
 def _wait(client, job, interval, stream=None):
@@ -34,12 +46,7 @@ def _wait(client, job, interval, stream=None):
         job = client.show_job(job["id"])
 
 
-class _JobCommand(command.ShowOne):
-    # The conductor is reached over its message bus, not through Keystone.
-    auth_required = False
-
-
-class Migrate(_JobCommand):
+class Migrate(command.ShowOne):
     """Move images to another site's cloud (disaster recovery)."""
 
     def get_parser(self, prog_name):
@@ -48,8 +55,8 @@ class Migrate(_JobCommand):
                             help="Image to migrate (name or ID)")
         parser.add_argument("--to", metavar="<site>", required=True,
                             dest="site",
-                            help="Destination site, as named in the "
-                                 "conductor's [conductor] sites")
+                            help="Destination site (openstack gvfs site "
+                                 "list)")
         parser.add_argument("--parallel", metavar="<n>", type=int,
                             help="Images in flight at once (default: the "
                                  "conductor's images_in_flight)")
@@ -84,19 +91,51 @@ class Migrate(_JobCommand):
 
 
 class ListMigrations(command.Lister):
-    """List migration jobs."""
+    """List migration jobs (of your project, unless you are admin)."""
 
-    auth_required = False
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("--long", action="store_true",
+                            help="List more fields")
+        parser.add_argument("--all-projects", action="store_true",
+                            help="Jobs of every project (admin)")
+        parser.add_argument("--project", metavar="<project-id>",
+                            help="Jobs of this project (admin, unless it "
+                                 "is yours)")
+        parser.add_argument("--status", metavar="<state>",
+                            choices=("queued", "running", jobs.DONE,
+                                     jobs.FAILED, jobs.CANCELLED),
+                            help="Only jobs in this state")
+        parser.add_argument("--limit", metavar="<n>", type=int,
+                            help="At most this many jobs (one page)")
+        parser.add_argument("--marker", metavar="<job>",
+                            help="Jobs after this one (the last of the "
+                                 "previous page)")
+        return parser
 
     def take_action(self, parsed_args):
-        return (("ID", "State", "Source", "Destination", "Images",
-                 "Created At"),
-                [(j["id"], j["state"], j["source"], j["destination"],
-                  len(j["images"]), j["created_at"])
-                 for j in self.app.client_manager.gvfs.list_jobs()])
+        if parsed_args.limit is not None and parsed_args.limit < 1:
+            raise osc_exceptions.CommandError("--limit must be 1 or more")
+        found = self.app.client_manager.gvfs.list_jobs(
+            project_id=parsed_args.project,
+            all_projects=parsed_args.all_projects,
+            status=parsed_args.status, limit=parsed_args.limit,
+            marker=parsed_args.marker)
+        headers = ["ID", "State", "Source", "Destination", "Images",
+                   "Created At"]
+        fields = ["id", "state", "source", "destination", None,
+                  "created_at"]
+        if parsed_args.long:
+            headers[4:4] = ["Project ID", "User ID"]
+            fields[4:4] = ["project_id", "user_id"]
+            headers += ["Updated At", "Error"]
+            fields += ["updated_at", "error"]
+        return (headers, [
+            tuple(len(j["images"]) if f is None else j.get(f)
+                  for f in fields) for j in found])
 
 
-class _OneJobCommand(_JobCommand):
+class _OneJobCommand(command.ShowOne):
     """A command on one job, named by its ID."""
 
     def get_parser(self, prog_name):

@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The gvfs-api WSGI application and the middleware around it.
+
+From the outside in: ``http_proxy_to_wsgi`` (the scheme and host a TLS
+proxy in front saw), the request id, ``/healthcheck`` (answered before
+authentication, for load balancers), ``keystonemiddleware.auth_token``
+(every other request carries a token Keystone issued), then the
+router.  Versions (``/`` and ``/v1``) need no token either, as in the
+other services, so clients can discover them.
+"""
+
+import json
+import re
+
+from keystonemiddleware import auth_token
+from oslo_context import context as oslo_context
+from oslo_log import log as logging
+import oslo_messaging as messaging
+from oslo_middleware import healthcheck
+from oslo_middleware import http_proxy_to_wsgi
+from oslo_middleware import request_id
+import webob
+import webob.dec
+
+from gvfs_openstack.api import faults
+from gvfs_openstack.api import migrations
+from gvfs_openstack.api import policy
+from gvfs_openstack import exceptions
+from gvfs_openstack.migration import rpcapi
+
+LOG = logging.getLogger(__name__)
+
+#: The largest request body read (a migration of MAX_IMAGES names fits).
+MAX_BODY = 256 * 1024
+
+#: Conductor errors and the status each is answered with.
+_STATUS_OF = (
+    (exceptions.JobNotFound, 404),
+    (exceptions.JobFinished, 409),
+    (exceptions.UnknownSite, 400),
+    (exceptions.ImageNotFound, 400),
+    (exceptions.ImageNotMigratable, 400),
+    (exceptions.InvalidConfig, 400),
+)
+
+_ID = r"(?P<%s>[^/]+)"
+
+
+class Router:
+    """Method and path to a handler; 404 and 405 for the rest."""
+
+    def __init__(self):
+        self._routes = []
+
+    def add(self, method, pattern, handler, body=False):
+        self._routes.append((method, re.compile(
+            "^" + pattern % {"id": _ID % "ident"} + "/?$"), handler, body))
+
+    def dispatch(self, request):
+        allowed = []
+        for method, pattern, handler, body in self._routes:
+            match = pattern.match(request.path_info)
+            if not match:
+                continue
+            if method != request.method:
+                allowed.append(method)
+                continue
+            args = list(match.groupdict().values())
+            if body:
+                args.append(_json_body(request))
+            return handler(request, *args)
+        if allowed:
+            raise faults.Fault(405, "%s is not allowed on %s (allowed: %s)"
+                               % (request.method, request.path_info,
+                                  ", ".join(allowed)))
+        raise faults.Fault(404, "No resource %s" % request.path_info)
+
+
+def _json_body(request):
+    if not request.body:
+        return None
+    if request.content_length and request.content_length > MAX_BODY:
+        raise faults.Fault(413, "The body is larger than %d bytes"
+                           % MAX_BODY)
+    if request.content_type != "application/json":
+        raise faults.Fault(415, "The body must be application/json, not %s"
+                           % (request.content_type or "untyped"))
+    try:
+        return json.loads(request.body)
+    except ValueError as e:
+        raise faults.Fault(400, "The body is not JSON: %s" % e) from e
+
+
+def _versions(request):
+    v1 = {"id": "v1.0", "status": "CURRENT",
+          "links": [{"rel": "self", "href": request.host_url + "/v1"}]}
+    if request.path_info.rstrip("/") == "/v1":
+        return 200, {"version": v1}
+    return 300, {"versions": [v1]}
+
+
+class Application:
+    """The API's resources, each request answered in JSON."""
+
+    def __init__(self, conf, conductor):
+        self.conductor = conductor
+        rules = policy.enforcer(conf)
+        jobs = migrations.MigrationsController(conductor, rules,
+                                               conf.api.max_limit)
+        sites = migrations.SitesController(conductor, rules)
+        self.router = Router()
+        self.router.add("POST", "/v1/migrations", jobs.create, body=True)
+        self.router.add("GET", "/v1/migrations", jobs.index)
+        self.router.add("GET", "/v1/migrations/%(id)s", jobs.show)
+        self.router.add("POST", "/v1/migrations/%(id)s/cancel", jobs.cancel,
+                        body=True)
+        self.router.add("GET", "/v1/sites", sites.index)
+        self.router.add("GET", "/v1/sites/%(id)s", sites.show)
+
+    @webob.dec.wsgify
+    def __call__(self, request):
+        request.context = oslo_context.RequestContext.from_environ(
+            request.environ)
+        try:
+            status, document = self.router.dispatch(request)
+        except faults.Fault as fault:
+            return _fault(fault.status, fault.message)
+        except messaging.MessagingTimeout:
+            LOG.error("gvfs-conductor did not answer %s %s", request.method,
+                      request.path_info)
+            return _fault(503, "gvfs-conductor did not answer; try again")
+        except exceptions.GvfsError as e:
+            for kind, status in _STATUS_OF:
+                if isinstance(e, kind):
+                    # The message without the conductor's traceback,
+                    # which oslo.messaging appends to a remote error's.
+                    return _fault(status, e.args[0] if e.args else str(e))
+            raise
+        return _json(status, document)
+
+
+def _json(status, document):
+    return webob.Response(status=faults.status_line(status),
+                          content_type="application/json", charset=None,
+                          body=json.dumps(document).encode())
+
+
+def _fault(status, message):
+    return webob.Response(status=faults.status_line(status),
+                          content_type="application/json", charset=None,
+                          body=faults.body(status, message))
+
+
+class _Unauthenticated:
+    """Versions and the health check without a token; the rest with."""
+
+    def __init__(self, authenticated, health):
+        self.authenticated = authenticated
+        self.health = health
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "").rstrip("/")
+        if path == "/healthcheck":
+            return self.health(environ, start_response)
+        if path in ("", "/v1") and environ["REQUEST_METHOD"] == "GET":
+            status, document = _versions(webob.Request(environ))
+            return _json(status, document)(environ, start_response)
+        return self.authenticated(environ, start_response)
+
+
+def build(conf, conductor=None):
+    """The whole WSGI application of ``conf`` (options registered)."""
+    if conductor is None:
+        conductor = rpcapi.ConductorAPI(rpcapi.get_transport(conf),
+                                        timeout=conf.api.rpc_timeout)
+    app = Application(conf, conductor)
+    authenticated = auth_token.AuthProtocol(
+        app, {"oslo_config_config": conf})
+    health = healthcheck.Healthcheck(None, conf)
+    wrapped = _Unauthenticated(authenticated, health)
+    wrapped = request_id.RequestId(wrapped)
+    return http_proxy_to_wsgi.HTTPProxyToWSGI(wrapped, conf)

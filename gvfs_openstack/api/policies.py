@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gvfs-api's policy in code, with the secure-RBAC defaults.
+
+A project's ``reader`` sees its project's migrations and the sites; its
+``member`` migrates and cancels its project's images; ``admin`` may do
+all of it for every project.  Every rule's target carries the
+``project_id`` the request concerns: the owner of the images to migrate,
+or the project of the job.  Keystone's implied roles (``admin`` implies
+``member`` implies ``reader``) make the checks inclusive.
+
+``oslopolicy-sample-generator --namespace gvfs_openstack`` writes the
+sample; an operator's ``policy.yaml`` overrides any rule.
+"""
+
+from oslo_policy import policy
+
+ADMIN = "role:admin"
+PROJECT_MEMBER = "role:member and project_id:%(project_id)s"
+PROJECT_READER = "role:reader and project_id:%(project_id)s"
+ADMIN_OR_MEMBER = "rule:admin or (%s)" % PROJECT_MEMBER
+ADMIN_OR_READER = "rule:admin or (%s)" % PROJECT_READER
+
+MIGRATION_CREATE = "gvfs:migration:create"
+MIGRATION_LIST = "gvfs:migration:list"
+MIGRATION_LIST_ALL = "gvfs:migration:list:all_projects"
+MIGRATION_SHOW = "gvfs:migration:show"
+MIGRATION_CANCEL = "gvfs:migration:cancel"
+SITE_LIST = "gvfs:site:list"
+SITE_SHOW = "gvfs:site:show"
+
+_BASE = [
+    policy.RuleDefault("admin", ADMIN,
+                       description="Acts for every project."),
+]
+
+_MIGRATIONS = [
+    policy.DocumentedRuleDefault(
+        name=MIGRATION_CREATE, check_str=ADMIN_OR_MEMBER,
+        scope_types=["project"],
+        description="Migrate images to another site. Checked once per "
+                    "image, with the image's owner as the target project: "
+                    "a member migrates its own project's images.",
+        operations=[{"path": "/v1/migrations", "method": "POST"}]),
+    policy.DocumentedRuleDefault(
+        name=MIGRATION_LIST, check_str=ADMIN_OR_READER,
+        scope_types=["project"],
+        description="List the migrations of the caller's project.",
+        operations=[{"path": "/v1/migrations", "method": "GET"}]),
+    policy.DocumentedRuleDefault(
+        name=MIGRATION_LIST_ALL, check_str=ADMIN,
+        scope_types=["project"],
+        description="List the migrations of every project, or of the "
+                    "one named by ``project_id`` in the query.",
+        operations=[{"path": "/v1/migrations?all_projects=1",
+                     "method": "GET"}]),
+    policy.DocumentedRuleDefault(
+        name=MIGRATION_SHOW, check_str=ADMIN_OR_READER,
+        scope_types=["project"],
+        description="Show a migration of the caller's project.",
+        operations=[{"path": "/v1/migrations/{migration_id}",
+                     "method": "GET"}]),
+    policy.DocumentedRuleDefault(
+        name=MIGRATION_CANCEL, check_str=ADMIN_OR_MEMBER,
+        scope_types=["project"],
+        description="Cancel a migration of the caller's project.",
+        operations=[{"path": "/v1/migrations/{migration_id}/cancel",
+                     "method": "POST"}]),
+]
+
+_SITES = [
+    policy.DocumentedRuleDefault(
+        name=SITE_LIST, check_str=ADMIN_OR_READER,
+        scope_types=["project"],
+        description="List the sites images can be migrated to.",
+        operations=[{"path": "/v1/sites", "method": "GET"}]),
+    policy.DocumentedRuleDefault(
+        name=SITE_SHOW, check_str=ADMIN_OR_READER,
+        scope_types=["project"],
+        description="Show a site.",
+        operations=[{"path": "/v1/sites/{site}", "method": "GET"}]),
+]
+
+
+def list_rules():
+    """Every rule, for the enforcer and ``oslo.policy.policies``."""
+    return _BASE + _MIGRATIONS + _SITES

@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``gvfs-manage``: the operator's commands on the conductor's job store.
+
+    gvfs-manage --config-file /etc/gvfs-openstack/gvfs-conductor.conf db sync
+    gvfs-manage --config-file ... db version
+
+``db sync`` upgrades the store of ``[conductor] job_store`` to the schema
+revision this release needs; run it once after installing a release,
+with the conductors stopped, before starting them.  ``db version`` prints
+the store's revision and the newest.  Without ``--config-file`` it reads
+the files ``gvfs-conductor`` reads by default.
+"""
+
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as logging
+import sqlalchemy as sa
+
+from gvfs_openstack.conf import migration as migration_conf
+from gvfs_openstack import exceptions
+from gvfs_openstack.migration.db import schema
+from gvfs_openstack.migration.db import sync
+from gvfs_openstack.migration import jobs
+
+PROG = "gvfs-manage"
+
+
+def _db_sync(engine):
+    before, after = sync.sync(engine)
+    if before == after:
+        print("The job store is at revision %s already." % after)
+    else:
+        print("The job store is at revision %s (was %s)."
+              % (after, before or "unversioned"))
+
+
+def _db_version(engine):
+    with engine.connect() as connection:
+        revision = schema.current(connection)
+        if revision is None:
+            revision = ("none (empty)" if schema.is_empty(connection)
+                        else "none (made before versioned schemas)")
+    print("job store revision: %s" % revision)
+    print("newest revision: %s" % schema.head())
+
+
+def _add_commands(subparsers):
+    db = subparsers.add_parser(
+        "db", help="The job store of [conductor] job_store.")
+    actions = db.add_subparsers(title="actions", dest="action")
+    actions.required = True
+    actions.add_parser(
+        "sync", help="Upgrade the job store to the newest schema revision "
+                     "(or make it, if the database is empty).").set_defaults(
+        action_fn=_db_sync)
+    actions.add_parser(
+        "version", help="Print the job store's schema revision and the "
+                        "newest.").set_defaults(action_fn=_db_version)
+
+
+COMMAND_OPT = cfg.SubCommandOpt(
+    "category", title="Commands", handler=_add_commands,
+    help="What to manage.")
+
+
+def _parse(argv):
+    conf = cfg.ConfigOpts()
+    logging.register_options(conf)
+    # The log on stderr, the answers on stdout (and the log in the
+    # conductor's log_file too, if it has one).
+    conf.set_default("use_stderr", True)
+    migration_conf.register_opts(conf)
+    conf.register_cli_opt(COMMAND_OPT)
+    conf(argv, project="gvfs", prog=PROG,
+         default_config_files=cfg.find_config_files(
+             project="gvfs", prog="gvfs-conductor"))
+    return conf
+
+
+def main(argv=None):
+    conf = _parse(sys.argv[1:] if argv is None else argv)
+    logging.setup(conf, PROG)
+    engine = None
+    try:
+        engine = jobs.create_engine(conf.conductor.job_store)
+        conf.category.action_fn(engine)
+    except exceptions.GvfsError as e:
+        print("%s: %s" % (PROG, e), file=sys.stderr)
+        return 1
+    except sa.exc.DBAPIError as e:
+        print("%s: cannot use the job store: %s" % (PROG, e.orig),
+              file=sys.stderr)
+        return 1
+    finally:
+        if engine is not None:
+            engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Options of ``gvfs-api``, the REST service in front of the conductor.
+
+``[api]`` is the service's own; it also reads ``[keystone_authtoken]``
+(keystonemiddleware), ``[oslo_policy]``, ``[oslo_middleware]``,
+``[healthcheck]`` and the message bus (``[DEFAULT] transport_url``),
+whose options their libraries register and document.
+"""
+
+from oslo_config import cfg
+
+GROUP = "api"
+
+API_OPTS = [
+    cfg.HostAddressOpt("host_ip", default="0.0.0.0",
+                       help="Address ``gvfs-api`` listens on. Only for "
+                            "the ``gvfs-api`` program; a WSGI server that "
+                            "runs ``gvfs_openstack.wsgi.api`` binds its own."),
+    cfg.PortOpt("port", default=9494,
+                help="TCP port ``gvfs-api`` listens on (its catalog "
+                     "endpoint's port)."),
+    cfg.IntOpt("max_limit", default=1000, min=1,
+               help="""The most migrations one list request returns.
+
+A request's ``limit`` above it is lowered to it; the reply's ``next``
+link carries the marker of the page that follows.
+"""),
+    cfg.FloatOpt("rpc_timeout", default=60.0, min=1.0,
+                 help="Seconds to wait for gvfs-conductor to answer a "
+                      "request before the API answers 503."),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(API_OPTS, group=GROUP)
+
+
+def list_opts():
+    return [(GROUP, API_OPTS)]

@@ -1,0 +1,288 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gvfs-api behind the lab's real Keystone, with policy, in front of a real
+gvfs-conductor on RabbitMQ and the two-site DR lab, driven by the real
+``openstack`` CLI with each user's own credentials."""
+
+import configparser
+import json
+import os
+import sys
+import threading
+
+from oslo_config import cfg
+import oslo_messaging as messaging
+import pytest
+
+from gvfs_openstack.migration import jobs
+from tests.lab import drlab
+from tests.lab import gvfs_api
+from tests.lab import process
+from tests.lab import rabbitmq
+
+MIB = 1024 * 1024
+
+
+def _console_script(name):
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+class Notifications:
+    """What arrives on the bus's ``notifications`` topic."""
+
+    def __init__(self):
+        self.received = []
+        self.lock = threading.Lock()
+
+    def info(self, ctxt, publisher_id, event_type, payload, metadata):
+        with self.lock:
+            self.received.append((event_type, publisher_id, ctxt, payload))
+
+    error = info
+
+    def of(self, job_id):
+        with self.lock:
+            return [r for r in self.received if r[3]["id"] == job_id]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    broker = rabbitmq.RabbitMQ(str(tmp_path_factory.mktemp("rabbitmq")))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="module")
+def notified(broker):
+    """A listener of the conductor's notifications, there before any job."""
+    transport = messaging.get_notification_transport(cfg.CONF,
+                                                     url=broker.url)
+    recorder = Notifications()
+    listener = messaging.get_notification_listener(
+        transport, [messaging.Target(topic="notifications")], [recorder],
+        executor="threading")
+    listener.start()
+    yield recorder
+    listener.stop()
+    listener.wait()
+    transport.cleanup()
+
+
+@pytest.fixture(scope="module")
+def api(dr, keystone, broker, notified, tmp_path_factory):
+    """gvfs-conductor and gvfs-api on a real RabbitMQ; yields the API."""
+    workdir = tmp_path_factory.mktemp("gvfs-api")
+    config = dr.conductor_config(
+        str(workdir / "conductor.conf"),
+        "sqlite:///%s" % (workdir / "jobs.sqlite"),
+        transport_url=broker.url, host="conductor-1")
+    _add_section(config, "oslo_messaging_notifications",
+                 driver="messagingv2")
+    conductor = process.ManagedProcess(
+        "gvfs-conductor", [_console_script("gvfs-conductor"),
+                           "--config-file", config],
+        str(workdir / "conductor.log"))
+    service = gvfs_api.GvfsApi(str(workdir / "api"), keystone,
+                               broker.url, dr.east.glance.region)
+    try:
+        yield service.start()
+    finally:
+        assert service.stop() == 0, "gvfs-api did not stop cleanly"
+        # Idle, oslo.messaging's listener polls every 5 s.
+        assert conductor.stop(timeout=60) == 0, \
+            "gvfs-conductor did not stop cleanly"
+
+
+def _add_section(path, section, **options):
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.read(path)
+    conf[section] = options
+    with open(path, "w") as f:
+        conf.write(f)
+
+
+@pytest.fixture(scope="module")
+def alpha_image(dr, keystone, tmp_path_factory):
+    """A private image of project alpha at the source site."""
+    path = tmp_path_factory.mktemp("alpha") / "alpha.raw"
+    path.write_bytes(os.urandom(8 * MIB))
+    return dr.east.glance.add_image(
+        "alpha-private", path, drlab.FILE_STORE, visibility="private",
+        owner=keystone.project_id("alpha"), hw_disk_bus="virtio")
+
+
+def _ok(result):
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def _refused(result, message):
+    assert result.returncode == 1, result.stdout
+    assert message in result.stderr, result.stderr
+
+
+@pytest.fixture(scope="module")
+def alpha_job(api, alpha_image):
+    """alpha's member migrates its own private image, and waits."""
+    return _ok(api.openstack(
+        "alpha-member", "gvfs", "migrate", alpha_image["id"], "--to",
+        "west", "--wait", "--poll-interval", "0.2", "-f", "json"))
+
+
+def test_a_member_migrates_its_own_private_image(dr, keystone, alpha_image,
+                                                 alpha_job):
+    assert alpha_job["state"] == jobs.DONE
+    assert alpha_job["project_id"] == keystone.project_id("alpha")
+    # -f json keeps the images' structure.
+    [image] = alpha_job["images"]
+    assert image["image_id"] == alpha_image["id"]
+    copy = dr.west.glance.image(alpha_image["id"])
+    assert copy["owner"] == keystone.project_id("alpha")
+    assert copy["visibility"] == "private"
+    assert copy["hw_disk_bus"] == "virtio"
+    assert (copy["os_hash_algo"], copy["os_hash_value"]) == (
+        alpha_image["os_hash_algo"], alpha_image["os_hash_value"])
+
+
+def test_the_job_is_announced_when_it_starts_and_ends(
+        keystone, alpha_job, notified):
+    process.wait_until(lambda: len(notified.of(alpha_job["id"])) == 2,
+                       "the job's two notifications", 60)
+    (start, publisher, ctxt, payload), end = notified.of(alpha_job["id"])
+    assert start == "gvfs.migration.start"
+    assert publisher == "gvfs-conductor.conductor-1"
+    assert ctxt["project_id"] == keystone.project_id("alpha")
+    assert end[0] == "gvfs.migration.end" and end[3]["state"] == jobs.DONE
+
+
+def test_the_project_reads_its_jobs_and_others_are_refused(api, alpha_job):
+    job_id = alpha_job["id"]
+    shown = _ok(api.openstack("alpha-reader", "gvfs", "migration", "show",
+                              job_id, "-f", "json"))
+    assert shown["state"] == jobs.DONE
+    listed = _ok(api.openstack("alpha-reader", "gvfs", "migration", "list",
+                               "-f", "json"))
+    assert job_id in [job["ID"] for job in listed]
+    _refused(api.openstack("beta-member", "gvfs", "migration", "show",
+                           job_id), "Policy does not allow "
+             "gvfs:migration:show")
+    _refused(api.openstack("beta-member", "gvfs", "migration", "cancel",
+                           job_id), "Policy does not allow "
+             "gvfs:migration:cancel")
+    theirs = _ok(api.openstack("beta-member", "gvfs", "migration", "list",
+                               "-f", "json"))
+    assert job_id not in [job["ID"] for job in theirs]
+
+
+def test_another_project_cannot_migrate_a_private_image(api, alpha_image):
+    _refused(api.openstack("beta-member", "gvfs", "migrate",
+                           alpha_image["id"], "--to", "west"),
+             "Policy does not allow gvfs:migration:create")
+    with open(api.log) as f:
+        assert "refused gvfs:migration:create" in f.read()
+
+
+def test_a_reader_lists_but_cannot_migrate(api, alpha_image):
+    _refused(api.openstack("alpha-reader", "gvfs", "migrate",
+                           alpha_image["id"], "--to", "west"),
+             "Policy does not allow gvfs:migration:create")
+    _ok(api.openstack("alpha-reader", "gvfs", "migration", "list",
+                      "-f", "json"))
+    sites = _ok(api.openstack("alpha-reader", "gvfs", "site", "list",
+                              "-f", "json"))
+    assert {(s["Name"], s["Destination"]) for s in sites} == {
+        ("east", False), ("west", True)}
+    west = _ok(api.openstack("alpha-reader", "gvfs", "site", "show", "west",
+                             "-f", "json"))
+    assert (west["name"], west["local"], west["destination"]) == (
+        "west", False, True)
+
+
+def test_admin_sees_every_project_and_pages(api, keystone, alpha_job):
+    everything = _ok(api.openstack("admin", "gvfs", "migration", "list",
+                                   "--all-projects", "--long", "-f", "json"))
+    assert alpha_job["id"] in [job["ID"] for job in everything]
+    alpha = _ok(api.openstack("admin", "gvfs", "migration", "list",
+                              "--project", keystone.project_id("alpha"),
+                              "--long", "-f", "json"))
+    assert {job["Project ID"] for job in alpha} == {
+        keystone.project_id("alpha")}
+    _refused(api.openstack("beta-member", "gvfs", "migration", "list",
+                           "--all-projects"),
+             "Policy does not allow gvfs:migration:list:all_projects")
+    first = _ok(api.openstack("admin", "gvfs", "migration", "list",
+                              "--all-projects", "--limit", "1", "-f",
+                              "json"))
+    assert len(first) == 1
+
+
+def test_tokens_are_required_and_checked(api):
+    assert api.request("GET", "/v1/migrations")[0] == 401
+    assert api.request("GET", "/v1/migrations",
+                       token="gAAAAAno-such-token")[0] == 401
+    status, versions = api.request("GET", "/")
+    assert status == 300 and versions["versions"][0]["id"] == "v1.0"
+    assert api.request("GET", "/healthcheck")[0] == 200
+
+
+@pytest.mark.parametrize("body,content_type,status,message", [
+    ('{"migration": {"images": "x", "destination": "west"}}',
+     "application/json", 400, "Invalid field migration.images"),
+    ('{"migration": {"images": ["x"]}}', "application/json", 400,
+     "Missing field migration.destination"),
+    ('{"migration": {"images": ["x"], "destination": "west", "to": 1}}',
+     "application/json", 400, "Unknown field migration.to"),
+    ('{"migration": {"images": [], "destination": "west"}}',
+     "application/json", 400, "Invalid field migration.images"),
+    ('{"migration": {"images": ["x"], "destination": "west", '
+     '"images_in_flight": 0}}', "application/json", 400,
+     "Invalid field migration.images_in_flight"),
+    ("{not json", "application/json", 400, "The body is not JSON"),
+    ('{"migration": {}}', "text/plain", 415, "must be application/json"),
+])
+def test_malformed_bodies_are_refused_naming_the_field(
+        api, keystone, body, content_type, status, message):
+    got, fault = api.request("POST", "/v1/migrations",
+                             token=keystone.token("alpha-member"),
+                             body=body, content_type=content_type)
+    assert got == status, fault
+    [(_, detail)] = fault.items()
+    assert detail["code"] == status
+    assert message in detail["message"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["gvfs", "migrate", "alpha-private", "--to", "north"],
+     "Unknown site north (configured sites: east, west)"),
+    (["gvfs", "migrate", "no-such-image", "--to", "west"],
+     "Image no-such-image not found at site east"),
+    (["gvfs", "migration", "show", "no-such-job"],
+     "No migration job no-such-job"),
+    (["gvfs", "migration", "cancel", "no-such-job"],
+     "No migration job no-such-job"),
+    (["gvfs", "site", "show", "north"], "No site north"),
+])
+def test_user_errors_are_one_clear_line(api, alpha_image, args, message):
+    result = api.openstack("alpha-member", *args)
+    assert result.returncode == 1
+    assert result.stderr.strip() == message
+
+
+def test_restarting_gvfs_api_mid_job_loses_nothing(api, dr, keystone,
+                                                   tmp_path):
+    path = tmp_path / "restart.raw"
+    path.write_bytes(os.urandom(64 * MIB))
+    image = dr.east.glance.add_image(
+        "alpha-restart", path, drlab.FILE_STORE,
+        owner=keystone.project_id("alpha"))
+    job = _ok(api.openstack("alpha-member", "gvfs", "migrate", image["id"],
+                            "--to", "west", "-f", "json"))
+    assert job["state"] not in jobs.FINISHED
+    api.restart()
+    process.wait_until(lambda: _ok(api.openstack(
+        "alpha-member", "gvfs", "migration", "show", job["id"], "-f",
+        "json"))["state"] in jobs.FINISHED, "the job's end", 300)
+    waited = _ok(api.openstack("alpha-member", "gvfs", "migration", "show",
+                               job["id"], "-f", "json"))
+    assert waited["state"] == jobs.DONE, waited
+    assert dr.west.glance.image(image["id"])["os_hash_value"] == \
+        image["os_hash_value"]

@@ -1,0 +1,196 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gvfs-api's router, policy and schemas, behind the headers
+keystonemiddleware sets, with a conductor that records its calls (the
+real one, on RabbitMQ with Keystone, is in tests/functional/test_gvfs_api.py).
+"""
+
+import json
+
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+import pytest
+import webob
+
+from gvfs_openstack.api import app
+from gvfs_openstack.api import policies
+from gvfs_openstack.conf import api as api_conf
+from gvfs_openstack import exceptions
+
+ALPHA, BETA = "a" * 32, "b" * 32
+
+
+class Conductor:
+    """The conductor's RPC API as gvfs-api calls it, over a dict of jobs."""
+
+    def __init__(self):
+        self.images = {"img-a": {"id": "img-a", "owner": ALPHA},
+                       "img-b": {"id": "img-b", "owner": BETA}}
+        self.jobs = []
+        self.calls = []
+
+    def find_images(self, context, image_ids):
+        try:
+            return [self.images[i] for i in image_ids]
+        except KeyError as e:
+            raise exceptions.ImageNotFound(image=e.args[0],
+                                           site="east") from e
+
+    def migrate(self, context, image_ids, destination, images_in_flight,
+                pack):
+        self.calls.append(("migrate", context.project_id, image_ids))
+        job = {"id": "job-%d" % len(self.jobs), "state": "queued",
+               "project_id": context.project_id, "images": [],
+               "owner": "runner-lease"}
+        self.jobs.append(job)
+        return job
+
+    def list_jobs(self, context, project_id=None, states=None, limit=None,
+                  marker=None):
+        found = [j for j in self.jobs
+                 if project_id in (None, j["project_id"])]
+        if marker is not None:
+            ids = [j["id"] for j in found]
+            if marker not in ids:
+                raise exceptions.JobNotFound(job=marker)
+            found = found[ids.index(marker) + 1:]
+        return found[:limit]
+
+    def show_job(self, context, job_id):
+        for job in self.jobs:
+            if job["id"] == job_id:
+                return job
+        raise exceptions.JobNotFound(job=job_id)
+
+    def cancel_job(self, context, job_id):
+        self.calls.append(("cancel", job_id))
+        return self.show_job(context, job_id)
+
+    def list_sites(self, context):
+        return [{"name": "east", "local": True, "destination": False},
+                {"name": "west", "local": False, "destination": True}]
+
+
+@pytest.fixture
+def api():
+    fixture = config_fixture.Config(cfg.ConfigOpts())
+    fixture.setUp()
+    api_conf.register_opts(fixture.conf)
+    fixture.conf([], project="gvfs")
+    fixture.config(group="api", max_limit=2)
+    conductor = Conductor()
+    application = app.Application(fixture.conf, conductor)
+
+    def call(method, path, project=ALPHA, roles="member,reader", body=None):
+        request = webob.Request.blank(path, method=method, headers={
+            "X-Project-Id": project, "X-User-Id": "u-" + project[:1],
+            "X-Roles": roles, "X-Identity-Status": "Confirmed"})
+        if body is not None:
+            request.body = json.dumps(body).encode()
+            request.content_type = "application/json"
+        reply = request.get_response(application)
+        return reply.status_int, json.loads(reply.body)
+
+    call.conductor = conductor
+    yield call
+    fixture.cleanUp()
+
+
+def _migrate(images, destination="west"):
+    return {"migration": {"images": images, "destination": destination}}
+
+
+def test_a_member_migrates_its_projects_images_only(api):
+    status, reply = api("POST", "/v1/migrations", body=_migrate(["img-a"]))
+    assert status == 202
+    assert reply["migration"]["project_id"] == ALPHA
+    assert "owner" not in reply["migration"]    # The runner's lease.
+    status, fault = api("POST", "/v1/migrations",
+                        body=_migrate(["img-a", "img-b"]))
+    assert status == 403
+    assert fault["forbidden"]["message"] == (
+        "Policy does not allow %s on project %s"
+        % (policies.MIGRATION_CREATE, BETA))
+    assert api.conductor.calls == [("migrate", ALPHA, ["img-a"])]
+
+
+def test_a_reader_cannot_migrate_and_admin_can_anything(api):
+    status, _ = api("POST", "/v1/migrations", body=_migrate(["img-a"]),
+                    roles="reader")
+    assert status == 403
+    status, _ = api("POST", "/v1/migrations", body=_migrate(["img-b"]),
+                    roles="admin,member,reader")
+    assert status == 202
+
+
+def test_jobs_are_seen_and_cancelled_by_their_project(api):
+    api("POST", "/v1/migrations", body=_migrate(["img-a"]))
+    assert api("GET", "/v1/migrations/job-0", roles="reader")[0] == 200
+    assert api("GET", "/v1/migrations/job-0", project=BETA)[0] == 403
+    assert api("POST", "/v1/migrations/job-0/cancel", project=BETA)[0] == 403
+    assert api("POST", "/v1/migrations/job-0/cancel",
+               roles="reader")[0] == 403
+    assert api("POST", "/v1/migrations/job-0/cancel")[0] == 202
+    assert api("GET", "/v1/migrations", project=BETA)[1] == \
+        {"migrations": []}
+
+
+def test_listing_pages_and_all_projects_is_admins(api):
+    for _ in range(3):
+        api("POST", "/v1/migrations", body=_migrate(["img-a"]))
+    status, page = api("GET", "/v1/migrations?limit=5")
+    assert status == 200    # Lowered to max_limit, with a next link.
+    assert [j["id"] for j in page["migrations"]] == ["job-0", "job-1"]
+    [link] = page["migrations_links"]
+    assert link["href"].endswith("/v1/migrations?limit=5&marker=job-1")
+    status, page = api("GET", "/v1/migrations?marker=job-1")
+    assert [j["id"] for j in page["migrations"]] == ["job-2"]
+    assert "migrations_links" not in page
+    assert api("GET", "/v1/migrations?marker=nope")[0] == 400
+    assert api("GET", "/v1/migrations?all_projects=1")[0] == 403
+    assert api("GET", "/v1/migrations?project_id=%s" % BETA)[0] == 403
+    assert api("GET", "/v1/migrations?all_projects=1",
+               roles="admin,member,reader")[0] == 200
+
+
+@pytest.mark.parametrize("query,message", [
+    ("limit=0", "limit"), ("limit=x", "limit"), ("status=lost", "status"),
+    ("colour=red", "Unknown query parameter colour"),
+    ("all_projects=maybe", "all_projects"),
+])
+def test_bad_queries_are_400_naming_the_parameter(api, query, message):
+    status, fault = api("GET", "/v1/migrations?" + query)
+    assert status == 400
+    assert message in fault["badRequest"]["message"]
+
+
+def test_conductor_errors_keep_their_message_and_get_a_status(api):
+    status, fault = api("POST", "/v1/migrations", body=_migrate(["nope"]))
+    assert (status, fault["badRequest"]["message"]) == (
+        400, "Image nope not found at site east")
+    status, fault = api("GET", "/v1/migrations/nope")
+    assert (status, fault["itemNotFound"]["message"]) == (
+        404, "No migration job nope")
+
+
+def test_unknown_paths_and_methods(api):
+    assert api("GET", "/v1/nothing")[0] == 404
+    status, fault = api("DELETE", "/v1/migrations")
+    assert status == 405 and "allowed: POST, GET" in \
+        fault["badMethod"]["message"]
+
+
+def test_sites_are_readable_by_readers(api):
+    status, reply = api("GET", "/v1/sites", roles="reader")
+    assert status == 200 and [s["name"] for s in reply["sites"]] == \
+        ["east", "west"]
+    assert api("GET", "/v1/sites/west", roles="reader")[1]["site"][
+        "destination"] is True
+    assert api("GET", "/v1/sites/north")[0] == 404
+
+
+def test_the_policy_sample_lists_every_rule():
+    names = {rule.name for rule in policies.list_rules()}
+    assert {policies.MIGRATION_CREATE, policies.MIGRATION_LIST,
+            policies.MIGRATION_LIST_ALL, policies.MIGRATION_SHOW,
+            policies.MIGRATION_CANCEL, policies.SITE_LIST,
+            policies.SITE_SHOW} <= names
