@@ -6,7 +6,9 @@
 # shellcheck source=devstack/lib/gvfs
 source "$GVFS_DIR/devstack/lib/gvfs"
 
-if [[ "$1" == "stack" && "$2" == "install" ]]; then
+if [[ "$1" == "stack" && "$2" == "pre-install" ]]; then
+    gvfs_check_services
+elif [[ "$1" == "stack" && "$2" == "install" ]]; then
     echo_summary "Installing gvfs-openstack"
     gvfs_install
 elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
@@ -20,9 +22,12 @@ elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
         gvfs_configure_nova
     fi
 elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
-    echo_summary "Starting gvfs-conductor and the gvfs compute driver"
+    echo_summary "Starting gvfs-conductor, gvfs-api and the gvfs compute driver"
     if is_service_enabled gvfs-conductor; then
         gvfs_start_conductor
+    fi
+    if is_service_enabled gvfs-api; then
+        gvfs_start_api
     fi
     if is_service_enabled n-cpu && [[ $GVFS_NOVA_BACKEND == True ]]; then
         gvfs_start_compute

@@ -23,6 +23,7 @@ import webob
 import webob.dec
 
 from gvfs_openstack.api import faults
+from gvfs_openstack.api import golden
 from gvfs_openstack.api import migrations
 from gvfs_openstack.api import policy
 from gvfs_openstack import exceptions
@@ -41,6 +42,7 @@ _STATUS_OF = (
     (exceptions.ImageNotFound, 400),
     (exceptions.ImageNotMigratable, 400),
     (exceptions.InvalidConfig, 400),
+    (exceptions.StageFailed, 503),
 )
 
 _ID = r"(?P<%s>[^/]+)"
@@ -108,12 +110,15 @@ class Application:
         jobs = migrations.MigrationsController(conductor, rules,
                                                conf.api.max_limit)
         sites = migrations.SitesController(conductor, rules)
+        images = golden.GoldenImagesController(conductor, rules)
         self.router = Router()
         self.router.add("POST", "/v1/migrations", jobs.create, body=True)
         self.router.add("GET", "/v1/migrations", jobs.index)
         self.router.add("GET", "/v1/migrations/%(id)s", jobs.show)
         self.router.add("POST", "/v1/migrations/%(id)s/cancel", jobs.cancel,
                         body=True)
+        self.router.add("GET", "/v1/golden-images/%(id)s/references",
+                        images.references)
         self.router.add("GET", "/v1/sites", sites.index)
         self.router.add("GET", "/v1/sites/%(id)s", sites.show)
 

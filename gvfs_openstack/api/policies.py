@@ -25,6 +25,8 @@ MIGRATION_LIST = "gvfs:migration:list"
 MIGRATION_LIST_ALL = "gvfs:migration:list:all_projects"
 MIGRATION_SHOW = "gvfs:migration:show"
 MIGRATION_CANCEL = "gvfs:migration:cancel"
+GOLDEN_REFERENCES = "gvfs:golden_image:references"
+GOLDEN_REFERENCE_HOSTS = "gvfs:golden_image:references:host"
 SITE_LIST = "gvfs:site:list"
 SITE_SHOW = "gvfs:site:show"
 
@@ -67,6 +69,24 @@ _MIGRATIONS = [
                      "method": "POST"}]),
 ]
 
+_GOLDEN = [
+    policy.DocumentedRuleDefault(
+        name=GOLDEN_REFERENCES, check_str=ADMIN_OR_READER,
+        scope_types=["project"],
+        description="List the instance disks that hold a golden image "
+                    "(why its delete is refused); the image's owner "
+                    "project is the target.",
+        operations=[{"path": "/v1/golden-images/{image_id}/references",
+                     "method": "GET"}]),
+    policy.DocumentedRuleDefault(
+        name=GOLDEN_REFERENCE_HOSTS, check_str=ADMIN,
+        scope_types=["project"],
+        description="See the compute host of each reference (hidden "
+                    "from others, as Nova hides hosts).",
+        operations=[{"path": "/v1/golden-images/{image_id}/references",
+                     "method": "GET"}]),
+]
+
 _SITES = [
     policy.DocumentedRuleDefault(
         name=SITE_LIST, check_str=ADMIN_OR_READER,
@@ -83,4 +103,4 @@ _SITES = [
 
 def list_rules():
     """Every rule, for the enforcer and ``oslo.policy.policies``."""
-    return _BASE + _MIGRATIONS + _SITES
+    return _BASE + _MIGRATIONS + _GOLDEN + _SITES

@@ -33,13 +33,18 @@ def get_enforcer():
     return enforcer(conf)
 
 
+def allowed(rules, rule, context, target):
+    """Whether ``context`` may do ``rule`` on ``target`` (no refusal)."""
+    try:
+        return bool(rules.authorize(rule, target,
+                                    context.to_policy_values()))
+    except policy.InvalidScope:
+        return False
+
+
 def authorize(rules, rule, context, target):
     """Raise 403 unless ``context`` may do ``rule`` on ``target``."""
-    try:
-        allowed = rules.authorize(rule, target, context.to_policy_values())
-    except policy.InvalidScope:
-        allowed = False
-    if not allowed:
+    if not allowed(rules, rule, context, target):
         LOG.warning("refused %s to user %s of project %s (roles %s) on "
                     "%s", rule, context.user_id, context.project_id,
                     ",".join(context.roles), target)

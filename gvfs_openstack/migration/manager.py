@@ -19,6 +19,7 @@ from gvfs_openstack import exceptions
 from gvfs_openstack.migration import glance as glance_api
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import notifications
+from gvfs_openstack.migration import references
 from gvfs_openstack.migration import sites
 
 LOG = logging.getLogger(__name__)
@@ -122,6 +123,13 @@ class ConductorManager:
         return [{key: image.get(key) for key in (
             "id", "name", "owner", "visibility", "status", "requested_as")}
             for image in self._find(source, image_ids)]
+
+    def golden_references(self, image_id):
+        """The source image's owner and who holds it on the DTN export."""
+        source = sites.load(self.conf, self.local_site)
+        [image] = self._find(source, [image_id])
+        return {"image_id": image["id"], "owner": image.get("owner"),
+                "references": references.of_image(source, image["id"])}
 
     def sites(self):
         """The sites, and which of them are destinations of this one."""

@@ -10,8 +10,9 @@ Version history:
 
 * 1.0 -- migrate, list_jobs, show_job, cancel_job.
 * 1.1 -- migrate takes ``pack``.
-* 1.2 -- the request context; find_images, list_sites; list_jobs takes
-  ``project_id``, ``states``, ``limit`` and ``marker``.
+* 1.2 -- the request context; find_images, list_sites,
+  golden_references; list_jobs takes ``project_id``, ``states``,
+  ``limit`` and ``marker``.
 """
 
 import oslo_messaging as messaging
@@ -50,6 +51,11 @@ class ConductorAPI:
         """
         return self.client.call(context, "find_images",
                                 image_ids=list(image_ids))
+
+    def golden_references(self, context, image_id):
+        """The image's owner and its references on the source DTN."""
+        return self.client.call(context, "golden_references",
+                                image_id=image_id)
 
     def list_sites(self, context):
         return self.client.call(context, "list_sites")

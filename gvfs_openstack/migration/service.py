@@ -21,7 +21,8 @@ LOG = logging.getLogger(__name__)
 
 _USER_ERRORS = (exceptions.UnknownSite, exceptions.ImageNotFound,
                 exceptions.ImageNotMigratable, exceptions.InvalidConfig,
-                exceptions.JobNotFound, exceptions.JobFinished)
+                exceptions.JobNotFound, exceptions.JobFinished,
+                exceptions.StageFailed)
 
 
 class ConductorEndpoint:
@@ -40,6 +41,10 @@ class ConductorEndpoint:
     @messaging.expected_exceptions(*_USER_ERRORS)
     def find_images(self, ctxt, image_ids):
         return self.manager.find_images(image_ids)
+
+    @messaging.expected_exceptions(*_USER_ERRORS)
+    def golden_references(self, ctxt, image_id):
+        return self.manager.golden_references(image_id)
 
     def list_sites(self, ctxt):
         return self.manager.sites()

@@ -90,6 +90,10 @@ class ApiClient:
         return self._call("POST", "/v1/migrations/%s/cancel"
                           % job_id)["migration"]
 
+    def golden_references(self, image):
+        return self._call("GET", "/v1/golden-images/%s/references"
+                          % image)["references"]
+
     def list_sites(self):
         return self._call("GET", "/v1/sites")["sites"]
 

@@ -129,22 +129,18 @@ def test_a_server_boots_as_an_overlay_of_its_golden_image(cloud_env,
                    parse=False)
 
 
-def test_conductor_answers_on_the_bus(cloud_env, deployment):
-    jobs = _openstack(cloud_env, "--os-gvfs-config-file",
-                      deployment["conductor_conf"], "gvfs", "migration",
-                      "list")
+def test_gvfs_api_is_in_the_catalog_and_answers(cloud_env):
+    jobs = _openstack(cloud_env, "gvfs", "migration", "list")
     assert isinstance(jobs, list)
+    sites = _openstack(cloud_env, "gvfs", "site", "list")
+    assert any(site["Local"] for site in sites)
 
 
 def test_an_image_migrates_to_the_other_site(cloud_env, deployment, image):
     if "peer_site" not in deployment:
         pytest.skip("single-site job: the two-site job migrates")
-    _openstack(cloud_env, "--os-gvfs-config-file",
-               deployment["conductor_conf"], "gvfs", "migrate",
-               image["id"], "--to", deployment["peer_site"], "--wait",
-               parse=False)
-    jobs = _openstack(cloud_env, "--os-gvfs-config-file",
-                      deployment["conductor_conf"], "gvfs", "migration",
-                      "list")
+    _openstack(cloud_env, "gvfs", "migrate", image["id"], "--to",
+               deployment["peer_site"], "--wait", parse=False)
+    jobs = _openstack(cloud_env, "gvfs", "migration", "list")
     newest = max(jobs, key=lambda job: job["Created At"])
     assert newest["State"] == "done", newest

@@ -13,6 +13,7 @@ from oslo_config import cfg
 import oslo_messaging as messaging
 import pytest
 
+from gvfs_openstack import golden
 from gvfs_openstack.migration import jobs
 from tests.lab import drlab
 from tests.lab import gvfs_api
@@ -213,6 +214,32 @@ def test_admin_sees_every_project_and_pages(api, keystone, alpha_job):
                               "--all-projects", "--limit", "1", "-f",
                               "json"))
     assert len(first) == 1
+
+
+def test_who_holds_a_golden_image_is_shown_to_its_project(
+        api, dr, keystone, tmp_path):
+    path = tmp_path / "golden.raw"
+    path.write_bytes(os.urandom(4 * MIB))
+    image = dr.east.glance.add_image(
+        "alpha-golden", path, drlab.GVFS_STORE,
+        owner=keystone.project_id("alpha"))
+    instance = "6f1c2d9e-0b7a-4c1e-9a51-3d2f8e7c4b10"
+    # What the Nova backend writes for an instance disk cloned from it.
+    golden.hold(dr.east.images, image["id"],
+                golden.holder_name(instance, "disk", host="compute-7"))
+    refusal = dr.east.glance.openstack("image", "delete", image["id"],
+                                       user="admin")
+    assert refusal.returncode != 0
+    seen = _ok(api.openstack("alpha-reader", "gvfs", "golden", "reference",
+                             "list", image["id"], "-f", "json"))
+    assert seen == [{"Instance ID": instance, "Disk": "disk"}]
+    seen = _ok(api.openstack("admin", "gvfs", "golden", "reference", "list",
+                             image["id"], "-f", "json"))
+    assert seen == [{"Instance ID": instance, "Disk": "disk",
+                     "Host": "compute-7"}]
+    _refused(api.openstack("beta-member", "gvfs", "golden", "reference",
+                           "list", image["id"]),
+             "Policy does not allow gvfs:golden_image:references")
 
 
 def test_tokens_are_required_and_checked(api):

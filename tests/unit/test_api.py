@@ -65,6 +65,15 @@ class Conductor:
         self.calls.append(("cancel", job_id))
         return self.show_job(context, job_id)
 
+    def golden_references(self, context, image_id):
+        if image_id not in self.images:
+            raise exceptions.ImageNotFound(image=image_id, site="east")
+        return {"image_id": image_id,
+                "owner": self.images[image_id]["owner"],
+                "references": [{"holder": "cn-1~uuid-1~disk",
+                                "host": "cn-1", "instance_id": "uuid-1",
+                                "disk": "disk"}]}
+
     def list_sites(self, context):
         return [{"name": "east", "local": True, "destination": False},
                 {"name": "west", "local": False, "destination": True}]
@@ -188,9 +197,23 @@ def test_sites_are_readable_by_readers(api):
     assert api("GET", "/v1/sites/north")[0] == 404
 
 
+def test_golden_references_are_the_owners_to_see_hosts_admins(api):
+    path = "/v1/golden-images/img-a/references"
+    status, reply = api("GET", path, roles="reader")
+    assert status == 200
+    assert reply == {"image_id": "img-a", "references": [
+        {"instance_id": "uuid-1", "disk": "disk"}]}
+    assert api("GET", path, project=BETA)[0] == 403
+    status, reply = api("GET", path, project=BETA,
+                        roles="admin,member,reader")
+    assert reply["references"][0]["host"] == "cn-1"
+    assert api("GET", "/v1/golden-images/nope/references")[0] == 404
+
+
 def test_the_policy_sample_lists_every_rule():
     names = {rule.name for rule in policies.list_rules()}
     assert {policies.MIGRATION_CREATE, policies.MIGRATION_LIST,
             policies.MIGRATION_LIST_ALL, policies.MIGRATION_SHOW,
             policies.MIGRATION_CANCEL, policies.SITE_LIST,
-            policies.SITE_SHOW} <= names
+            policies.SITE_SHOW, policies.GOLDEN_REFERENCES,
+            policies.GOLDEN_REFERENCE_HOSTS} <= names

@@ -8,7 +8,8 @@ plugin calls replaced by ``tests/unit/devstack/stubs.sh`` (which records
 every call) and the system commands it runs replaced on ``$PATH``.  The
 configuration files it writes are then read with the project's own
 oslo.config options, so a wrong type, a wrong choice or a misspelt option
-fails here rather than in a deployment.
+fails here rather than in a deployment; gvfs-api is started for real on
+the configuration the plugin wrote.
 """
 
 import configparser
@@ -18,11 +19,17 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.error
+import urllib.request
 
+from keystoneauth1 import loading as ks_loading
+from keystonemiddleware import opts as ksm_opts
 from oslo_config import cfg
 import pytest
 import yaml
 
+from gvfs_openstack.conf import api as api_conf
 from gvfs_openstack.conf import glance as glance_conf
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack.conf import nova as nova_conf
@@ -84,6 +91,15 @@ class Devstack:
             "ADMIN_PASSWORD": "secretadmin",
             "LIBVIRT_GROUP": "libvirt",
             "ENABLE_DEBUG_LOG_LEVEL": "True",
+            "SERVICE_PROTOCOL": "http",
+            "SERVICE_TIMEOUT": "60",
+            "REGION_NAME": "RegionOne",
+            "KEYSTONE_SERVICE_URI": "http://192.0.2.10/identity",
+            "SERVICE_PASSWORD": "secretservice",
+            "SERVICE_DOMAIN_NAME": "Default",
+            "SERVICE_PROJECT_NAME": "service",
+            "SSL_BUNDLE_FILE": os.path.join(self.data, "ca-bundle.pem"),
+            "MEMCACHE_SERVERS": "localhost:11211",
             "NOVA_INSTANCES_PATH": os.path.join(self.data, "nova",
                                                 "instances"),
             "GLANCE_API_CONF": os.path.join(self.etc, "glance",
@@ -126,7 +142,8 @@ class Devstack:
         return result
 
     def stack(self):
-        for phase in ("install", "post-config", "extra", "test-config"):
+        for phase in ("pre-install", "install", "post-config", "extra",
+                      "test-config"):
             self.phase("stack", phase)
 
     def calls(self):
@@ -146,6 +163,14 @@ class Devstack:
 
     def conf_path(self, name):
         return os.path.join(self.env["GVFS_CONF_DIR"], name)
+
+    def keystone(self, *path):
+        """What the stand-in Keystone helpers made (a file's lines)."""
+        full = os.path.join(self.state, "keystone", *path)
+        if not os.path.exists(full):
+            return None
+        with open(full) as f:
+            return f.read().splitlines()
 
 
 def _oslo(path, groups):
@@ -203,6 +228,7 @@ def test_stack_starts_the_dtn_proxies_mount_and_conductor(devstack):
     order = [c.split()[1] for c in calls if c.startswith("run_process")]
     assert order[:5] == ["gvfs-nfs", "gvfs-gridftp", "gvfs-server",
                          "gvfs-client", "gvfs-mount"]
+    assert order.index("gvfs-conductor") < order.index("gvfs-api")
     # Once mounted, root lets the kernel keep more guest reads in flight.
     tune = "sudo %s/gvfs-proxy --config-file %s tune-mount %s" % (
         bin_dir, client_conf, os.path.join(env["DATA_DIR"], "gvfs-mnt"))
@@ -317,6 +343,133 @@ def test_conductor_knows_both_sites(devstack):
     assert (tests["site"], tests["peer_site"]) == ("site1", "site2")
 
 
+def _api_conf(path):
+    """gvfs-api's configuration with its options and keystonemiddleware's."""
+    conf = _oslo(path, api_conf.list_opts() + ksm_opts.list_auth_token_opts())
+    ks_loading.register_auth_conf_options(conf, "keystone_authtoken")
+    return conf
+
+
+def test_api_is_in_the_catalog_and_checks_tokens_as_its_own_user(devstack):
+    devstack.stack()
+    path = devstack.conf_path("gvfs-api.conf")
+    assert devstack.running()["gvfs-api"] == (
+        "/opt/stack/data/venv/bin/gvfs-api --config-file %s" % path)
+    conf = _api_conf(path)
+    assert (conf.api.host_ip, conf.api.port) == ("0.0.0.0", 9494)
+    authtoken = conf.keystone_authtoken
+    assert authtoken.www_authenticate_uri == "http://192.0.2.10/identity"
+    assert authtoken.memcached_servers == ["localhost:11211"]
+    # keystoneauth reads the service user's login from the same group
+    # (loading the plugin registers its options).
+    auth = ks_loading.load_auth_from_conf_options(conf, "keystone_authtoken")
+    assert auth.auth_url == "http://192.0.2.10/identity"
+    assert (authtoken.username, authtoken.password, authtoken.project_name,
+            authtoken.user_domain_name) == ("gvfs-api", "secretservice",
+                                            "service", "Default")
+    # The conductor's bus.
+    assert _ini(path)["DEFAULT"]["transport_url"] == _ini(
+        devstack.conf_path("gvfs-conductor.conf"))["DEFAULT"]["transport_url"]
+    assert "oslo_middleware" not in _ini(path)
+    # Its user has the service role; "openstack gvfs" finds it by type.
+    assert devstack.keystone("users", "gvfs-api") == ["service"]
+    assert devstack.keystone("services", "gvfs") == [
+        "gvfs", "GVFS image migration"]
+    assert devstack.keystone("endpoints", "gvfs", "RegionOne", "public") == [
+        "http://192.0.2.10:9494"]
+    calls = devstack.calls()
+    wait = "wait_for_service 60 http://192.0.2.10:9494"
+    assert calls.index(wait) > calls.index(
+        "run_process gvfs-api %s" % devstack.running()["gvfs-api"])
+    tests = _ini(devstack.conf_path("devstack-tests.conf"))["gvfs"]
+    assert tests["api_url"] == "http://192.0.2.10:9494"
+
+
+def _get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def test_the_api_runs_on_the_configuration_it_got(devstack, tmp_path):
+    devstack.stack()
+    # Only where it listens, and no memcached (nor its client) here.
+    override = tmp_path / "here.conf"
+    override.write_text("[api]\nhost_ip = 127.0.0.1\nport = 0\n"
+                        "[keystone_authtoken]\nmemcached_servers =\n")
+    log = tmp_path / "gvfs-api.log"
+    with open(log, "w") as out:
+        api = subprocess.Popen(
+            [sys.executable, "-m", "gvfs_openstack.cmd.api",
+             "--config-file", devstack.conf_path("gvfs-api.conf"),
+             "--config-file", str(override)],
+            stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while not (port := re.search(r"listens on 127\.0\.0\.1:(\d+)",
+                                     log.read_text())):
+            assert api.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        url = "http://127.0.0.1:%s" % port.group(1)
+        status, _, body = _get(url + "/")
+        assert status == 300
+        assert b'"v1.0"' in body
+        # A request without a token is refused with where to get one.
+        status, headers, _ = _get(url + "/v1/migrations")
+        assert status == 401
+        assert headers["WWW-Authenticate"] == (
+            'Keystone uri="http://192.0.2.10/identity"')
+    finally:
+        api.terminate()
+        try:
+            returncode = api.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            api.kill()
+            api.wait()
+            raise
+    # SIGTERM stops it cleanly.
+    assert returncode == 0, log.read_text()
+
+
+def test_api_behind_devstack_tls_proxy(tmp_path):
+    devstack = Devstack(tmp_path, ENABLED_SERVICES="key,g-api,n-api,n-cpu,"
+                                                   "rabbit,tls-proxy")
+    devstack.stack()
+    path = devstack.conf_path("gvfs-api.conf")
+    conf = _api_conf(path)
+    assert (conf.api.host_ip, conf.api.port) == ("127.0.0.1", 19494)
+    assert _ini(path)["oslo_middleware"][
+        "enable_proxy_headers_parsing"] == "True"
+    with open(os.path.join(devstack.state, "tls-proxy", "gvfs-api")) as f:
+        assert f.read().split() == ["gvfs-api", "*", "9494", "127.0.0.1",
+                                    "19494"]
+    assert devstack.keystone("endpoints", "gvfs", "RegionOne", "public") == [
+        "https://192.0.2.10:9494"]
+    assert "wait_for_service 60 https://192.0.2.10:9494" in devstack.calls()
+
+
+def test_api_without_the_conductor_stops_the_stack_before_installing(
+        tmp_path):
+    devstack = Devstack(tmp_path, DISABLED_SERVICES="gvfs-conductor")
+    result = devstack.phase("stack", "pre-install", check=False)
+    assert result.returncode != 0
+    assert "gvfs-api needs gvfs-conductor" in result.stderr
+    assert "disable gvfs-api" in result.stderr
+
+
+def test_an_api_that_never_answers_stops_the_stack(tmp_path):
+    devstack = Devstack(tmp_path, STUB_DOWN_URLS="http://192.0.2.10:9494")
+    for phase in ("pre-install", "install", "post-config"):
+        devstack.phase("stack", phase)
+    result = devstack.phase("stack", "extra", check=False)
+    assert result.returncode != 0
+    assert "gvfs-api does not answer on http://192.0.2.10:9494" in \
+        result.stderr
+
+
 def test_unstack_undoes_stack_and_clean_removes_the_rest(devstack):
     devstack.stack()
     env = devstack.env
@@ -380,10 +533,12 @@ def test_kernel_nfs_server_and_tcp_tunnel(tmp_path):
 def test_compute_only_node_runs_no_dtn(tmp_path):
     devstack = Devstack(
         tmp_path, DISABLED_SERVICES="gvfs-nfs,gvfs-gridftp,gvfs-server,"
-                                    "gvfs-conductor",
+                                    "gvfs-conductor,gvfs-api",
         GVFS_DTN_HOST="192.0.2.30")
     devstack.stack()
     assert set(devstack.running()) == {"gvfs-client", "gvfs-mount", "n-cpu"}
+    assert not os.path.exists(os.path.join(devstack.state, "keystone"))
+    assert not os.path.exists(devstack.conf_path("gvfs-api.conf"))
     assert not os.path.exists(devstack.env["GVFS_DTN_EXPORT"])
     client = _oslo(devstack.conf_path("gvfs-proxy-client.conf"),
                    gvfs_opts.list_proxy_opts())
