@@ -2,6 +2,7 @@
 """The OSC plugin's parsers and its progress display."""
 
 import io
+import re
 
 import pytest
 import requests
@@ -101,7 +102,7 @@ class _Clock:
 
 def test_plain_lines_give_rate_and_eta_and_only_on_change():
     out, clock = io.StringIO(), _Clock()
-    view = progress.Progress(out, tty=False, plain_every=10, clock=clock)
+    view = progress.view(out, tty=False, plain_every=10, clock=clock)
     view.show(_job(jobs.RUNNING, jobs.TRANSFER, 10 * MIB))
     clock.now += 2
     view.show(_job(jobs.RUNNING, jobs.TRANSFER, 30 * MIB))  # Same stage.
@@ -119,18 +120,27 @@ def test_plain_lines_give_rate_and_eta_and_only_on_change():
     assert "[" not in out.getvalue()                       # No bar.
 
 
-def test_a_terminal_gets_bars_redrawn_in_place_and_errors_spelled_out():
-    out, clock = io.StringIO(), _Clock()
-    view = progress.Progress(out, tty=True, clock=clock)
+def _visible(text):
+    """The terminal's text without its escape sequences."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+
+
+def test_a_terminal_gets_bars_that_fit_80_columns_and_errors_spelled_out():
+    out = io.StringIO()
+    view = progress.view(out, tty=True, width=80)
     view.show(_job(jobs.RUNNING, jobs.LOCAL_COPY, 25 * MIB))
-    clock.now += 1
+    view.show(_job(jobs.RUNNING, jobs.TRANSFER, 50 * MIB))
     view.show(_job(jobs.FAILED, jobs.REMOTE_COPY, 0, image_state=jobs.FAILED,
                    error="remote copy: checksum"))
     text = out.getvalue()
-    assert "[######                  ]  25.0%" in text
-    assert "\x1b[2A" in text                          # Went back 2 lines.
-    assert text.rstrip().endswith("job j1: failed")
-    assert "golden               failed: remote copy: checksum" in text
+    assert "\x1b[" in text                       # Redrawn in place.
+    shown = _visible(text)
+    assert "local copy" in shown and "DTN->DTN" in shown
+    assert "25%" in shown and "50%" in shown
+    lines = shown.replace("\r", "\n").splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "golden: remote copy: checksum" in lines
+    assert lines[-1] == "job j1: failed"
 
 
 @pytest.mark.parametrize("command_class", [migration.ShowMigration,

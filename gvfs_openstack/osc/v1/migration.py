@@ -37,7 +37,7 @@ def _job_row(job):
 
 def _wait(client, job, interval, stream=None):
     stream = stream or sys.stdout
-    view = progress.Progress(stream, stream.isatty())
+    view = progress.view(stream, stream.isatty())
     while True:
         view.show(job)
         if job["state"] in jobs.FINISHED:
