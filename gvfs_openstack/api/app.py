@@ -107,8 +107,7 @@ class Application:
     def __init__(self, conf, conductor):
         self.conductor = conductor
         rules = policy.enforcer(conf)
-        jobs = migrations.MigrationsController(conductor, rules,
-                                               conf.api.max_limit)
+        jobs = migrations.MigrationsController(conductor, rules, conf)
         sites = migrations.SitesController(conductor, rules)
         images = golden.GoldenImagesController(conductor, rules)
         self.router = Router()

@@ -9,6 +9,7 @@ the source Glance, which it sees whole), a job against its project.
 
 import urllib.parse
 
+from gvfs_openstack.api import delegation
 from gvfs_openstack.api import faults
 from gvfs_openstack.api import policies
 from gvfs_openstack.api import policy
@@ -21,6 +22,8 @@ def _migration(job, base_url):
     view = dict(job)
     view.pop("owner", None)      # The runner's lease, not the user's.
     view.pop("heartbeat", None)
+    view.pop("trust_id", None)   # The conductor's to use, nobody else's.
+    view.pop("notified", None)
     view["links"] = [{"rel": "self",
                       "href": "%s/v1/migrations/%s" % (base_url, job["id"])}]
     return view
@@ -51,10 +54,22 @@ def _bool_param(params, name):
 
 
 class MigrationsController:
-    def __init__(self, conductor, rules, max_limit):
+    def __init__(self, conductor, rules, conf):
         self.conductor = conductor
         self.rules = rules
-        self.max_limit = max_limit
+        self.conf = conf
+        self.max_limit = conf.api.max_limit
+        self._trustee = None
+
+    def _delegate(self, request):
+        """The caller's trust for the conductor, or None (trusts off)."""
+        if not self.conf.api.trusts:
+            return None
+        if self._trustee is None:
+            self._trustee = self.conductor.trustee(request.context)
+        return delegation.delegate(
+            self.conf, request.context,
+            request.environ.get("HTTP_X_AUTH_TOKEN"), self._trustee)
 
     def create(self, request, body):
         schemas.validate(schemas.MIGRATION_CREATE, body)
@@ -64,9 +79,16 @@ class MigrationsController:
             policy.authorize(self.rules, policies.MIGRATION_CREATE,
                              request.context,
                              {"project_id": image["owner"]})
-        job = self.conductor.migrate(
-            request.context, wanted["images"], wanted["destination"],
-            wanted.get("images_in_flight"), wanted.get("pack"))
+        trust = self._delegate(request)
+        try:
+            job = self.conductor.migrate(
+                request.context, wanted["images"], wanted["destination"],
+                wanted.get("images_in_flight"), wanted.get("pack"),
+                trust_id=trust.id if trust else None)
+        except BaseException:
+            if trust:
+                trust.revoke()
+            raise
         return 202, {"migration": _migration(job, request.application_url)}
 
     def index(self, request):

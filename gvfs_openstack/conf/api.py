@@ -25,6 +25,22 @@ API_OPTS = [
 A request's ``limit`` above it is lowered to it; the reply's ``next``
 link carries the marker of the page that follows.
 """),
+    cfg.BoolOpt("trusts", default=True,
+                help="""Delegate each user's authority to gvfs-conductor.
+
+For every migration gvfs-api makes a Keystone trust from the user to the
+conductor's user, in the user's project with the user's roles; the
+conductor finds and reads the source images with it, so Glance shows it
+only what it shows the user, and deletes it when the job ends.  False:
+the conductor reads with its own (admin) credentials, and policy alone
+decides.
+
+Related options: trust_lifetime_hours.
+"""),
+    cfg.IntOpt("trust_lifetime_hours", default=72, min=1,
+               help="How long a migration's trust lasts: a job resumed "
+                    "after it expired fails at its next read of the source "
+                    "Glance."),
     cfg.FloatOpt("rpc_timeout", default=60.0, min=1.0,
                  help="Seconds to wait for gvfs-conductor to answer a "
                       "request before the API answers 503."),

@@ -75,6 +75,9 @@ JOBS = sa.Table(
     #: jobs made before revision 0002, or over RPC without a context.
     sa.Column("project_id", sa.String(64), index=True),
     sa.Column("user_id", sa.String(64)),
+    #: The Keystone trust with which the conductor reads the source
+    #: images as the user (gvfs-api makes it), deleted when the job ends.
+    sa.Column("trust_id", sa.String(64)),
     #: The last notification sent of the job (:data:`NOTIFIED_START`,
     #: :data:`NOTIFIED_END`), or None: which changes are still to announce.
     sa.Column("notified", sa.String(16)),
@@ -186,10 +189,11 @@ class JobStore:
     # --- jobs ----------------------------------------------------------------
 
     def create_job(self, source, destination, images, images_in_flight,
-                   pack=None, project_id=None, user_id=None):
+                   pack=None, project_id=None, user_id=None, trust_id=None):
         """A new queued job; ``images`` are the source images' dicts.
 
-        ``project_id``, ``user_id``: the Keystone project and user asking.
+        ``project_id``, ``user_id``: the Keystone project and user asking;
+        ``trust_id``: the trust they delegated to the conductor.
         """
         job_id = str(uuid.uuid4())
         now = _now()
@@ -198,7 +202,7 @@ class JobStore:
                 id=job_id, source=source, destination=destination,
                 state=QUEUED, images_in_flight=images_in_flight,
                 pack=pack, cancel_requested=False,
-                project_id=project_id, user_id=user_id,
+                project_id=project_id, user_id=user_id, trust_id=trust_id,
                 created_at=now, updated_at=now))
             for position, image in enumerate(images):
                 db.execute(IMAGES.insert().values(

@@ -25,10 +25,16 @@ from gvfs_openstack.migration import sites
 LOG = logging.getLogger(__name__)
 
 
+#: What a job's row holds for the conductor alone: the trust it acts
+#: with, the runner's lease, what was announced.
+_PRIVATE = ("trust_id", "owner", "heartbeat", "notified")
+
+
 def _job_view(store, job):
     """A job with its images and their progress, for callers."""
     view = {key: value.isoformat() if isinstance(value, datetime.datetime)
-            else value for key, value in job.items()}
+            else value for key, value in job.items()
+            if key not in _PRIVATE}
     view["images"] = []
     for row in store.images(job["id"]):
         image = {k: row[k] for k in (
@@ -54,16 +60,19 @@ class ConductorManager:
             [arg for path in ([conf.config_dir] if conf.config_dir else [])
              for arg in ("--config-dir", path)]
         self._runners = {}
+        self._trustee = None
         self._lock = threading.Lock()  # RPC calls come in on threads.
 
     # --- requests ------------------------------------------------------------
 
     def migrate(self, image_ids, destination, images_in_flight=None,
-                pack=None, project_id=None, user_id=None):
+                pack=None, project_id=None, user_id=None, trust_id=None):
         """Start moving images (ids or names) to ``destination``; the job.
 
         ``project_id`` and ``user_id``: who asked (gvfs-api's caller),
-        recorded with the job.
+        recorded with the job.  ``trust_id``: the Keystone trust they
+        delegated; the source images are found and read with it, so
+        Glance shows the conductor only what it shows the user.
         """
         if not image_ids:
             raise exceptions.ImageNotMigratable(image="-",
@@ -89,7 +98,7 @@ class ConductorManager:
                 reason="site %s sends with GridFTP and site %s has no "
                 "GridFTP server" % (source.name, target.name))
         images = {}
-        for image in self._find(source, image_ids):
+        for image in self._find(source, image_ids, trust_id):
             name_or_id = image["requested_as"]
             if image.get("status") != "active":
                 raise exceptions.ImageNotMigratable(
@@ -103,17 +112,18 @@ class ConductorManager:
         job_id = self.store.create_job(
             source.name, target.name, list(images.values()),
             images_in_flight or self.conf.conductor.images_in_flight,
-            pack=pack, project_id=project_id, user_id=user_id)
+            pack=pack, project_id=project_id, user_id=user_id,
+            trust_id=trust_id)
         LOG.info("job %s of user %s of project %s moves %s to %s", job_id,
                  user_id, project_id, ", ".join(images), target.name)
         self._announce()
         self._launch(job_id)
         return self.show(job_id)
 
-    def _find(self, source, image_ids):
+    def _find(self, source, image_ids, trust_id=None):
         """The source images named by ids or names, in that order."""
         glance = glance_api.GlanceClient(
-            sites.glance_session(self.conf, source.name), source)
+            sites.glance_session(self.conf, source.name, trust_id), source)
         for name_or_id in image_ids:
             yield dict(glance.find(name_or_id), requested_as=name_or_id)
 
@@ -130,6 +140,12 @@ class ConductorManager:
         [image] = self._find(source, [image_id])
         return {"image_id": image["id"], "owner": image.get("owner"),
                 "references": references.of_image(source, image["id"])}
+
+    def trustee(self):
+        """The conductor's user at its own site: whom users trust."""
+        if self._trustee is None:
+            self._trustee = sites.user_id(self.conf, self.local_site)
+        return self._trustee
 
     def sites(self):
         """The sites, and which of them are destinations of this one."""

@@ -56,8 +56,6 @@ class JobNotifier:
             context = oslo_context.RequestContext(
                 project_id=job["project_id"], user_id=job["user_id"])
             payload = self.view(self.store, job)
-            payload.pop("owner", None)
-            payload.pop("heartbeat", None)
             send = self.notifier.error if event == ERROR else \
                 self.notifier.info
             try:

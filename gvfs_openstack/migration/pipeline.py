@@ -59,8 +59,11 @@ class StageContext:
         self.store = jobs.JobStore(store_url)
         self.source = sites.load(conf, job["source"])
         self.destination = sites.load(conf, job["destination"])
+        # As the user who asked, where they delegated a trust: Glance
+        # lets the conductor read only what it lets them read.
         self.source_glance = glance_api.GlanceClient(
-            sites.glance_session(conf, job["source"]), self.source)
+            sites.glance_session(conf, job["source"], job.get("trust_id")),
+            self.source)
         self.destination_glance = glance_api.GlanceClient(
             sites.glance_session(conf, job["destination"]),
             self.destination)
@@ -214,10 +217,24 @@ def run(conf, store_url, job_id, owner=None):
     try:
         store.set_job(job_id, state=jobs.RUNNING, error=None)
         store.dispose()  # No connection crosses the fork.
-        return _run_claimed(conf, store_url, job, owner)
+        state = _run_claimed(conf, store_url, job, owner)
+        if job.get("trust_id") and state in jobs.FINISHED:
+            _forget_trust(conf, job)
+        return state
     finally:
         store.release(job_id, owner)
         store.dispose()
+
+
+def _forget_trust(conf, job):
+    """The job's trust is no longer needed: delete it, or say so."""
+    try:
+        forgotten = sites.forget_trust(conf, job["source"], job["trust_id"])
+    except exceptions.GvfsError:
+        forgotten = False
+    if not forgotten:
+        LOG.warning("could not delete trust %s of job %s; it expires by "
+                    "itself", job["trust_id"], job["id"])
 
 
 def _start_lease(conf, store_url, job, owner):

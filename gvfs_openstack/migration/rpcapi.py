@@ -10,9 +10,9 @@ Version history:
 
 * 1.0 -- migrate, list_jobs, show_job, cancel_job.
 * 1.1 -- migrate takes ``pack``.
-* 1.2 -- the request context; find_images, list_sites,
-  golden_references; list_jobs takes ``project_id``, ``states``,
-  ``limit`` and ``marker``.
+* 1.2 -- the request context; find_images, list_sites, trustee,
+  golden_references; migrate takes ``trust_id``; list_jobs takes
+  ``project_id``, ``states``, ``limit`` and ``marker``.
 """
 
 import oslo_messaging as messaging
@@ -38,11 +38,15 @@ class ConductorAPI:
             timeout=timeout)
 
     def migrate(self, context, image_ids, destination,
-                images_in_flight=None, pack=None):
+                images_in_flight=None, pack=None, trust_id=None):
         return self.client.call(
             context, "migrate", image_ids=list(image_ids),
             destination=destination, images_in_flight=images_in_flight,
-            pack=pack)
+            pack=pack, trust_id=trust_id)
+
+    def trustee(self, context):
+        """The conductor's Keystone user id: whom users delegate to."""
+        return self.client.call(context, "trustee")
 
     def find_images(self, context, image_ids):
         """Id, name, owner, visibility and status of each image.

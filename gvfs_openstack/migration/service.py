@@ -33,10 +33,14 @@ class ConductorEndpoint:
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def migrate(self, ctxt, image_ids, destination, images_in_flight=None,
-                pack=None):
+                pack=None, trust_id=None):
         return self.manager.migrate(
             image_ids, destination, images_in_flight, pack,
-            project_id=ctxt.get("project_id"), user_id=ctxt.get("user_id"))
+            project_id=ctxt.get("project_id"), user_id=ctxt.get("user_id"),
+            trust_id=trust_id)
+
+    def trustee(self, ctxt):
+        return self.manager.trustee()
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def find_images(self, ctxt, image_ids):

@@ -8,6 +8,8 @@ stage workers get everything they need without touching oslo.config.
 import dataclasses
 import posixpath
 
+from keystoneauth1 import exceptions as ks_exceptions
+from keystoneauth1.identity import v3
 from keystoneauth1 import loading as ks_loading
 
 from gvfs_openstack.conf import migration as migration_conf
@@ -176,14 +178,64 @@ def load(conf, name):
     )
 
 
-def glance_session(conf, name):
+#: The keystoneauth plugins with which a trust can be used.
+_TRUST_PLUGINS = ("password", "v3password")
+
+
+def glance_session(conf, name, trust_id=None):
     """A keystoneauth session for the site's Glance, with its credentials.
 
     The ``[site:NAME]`` group's keystoneauth options, as every OpenStack
     service reads its peers': the session gets and renews the token and
     finds the Images API in the catalog.  ``auth_type = none`` (with
     ``glance_endpoint``) talks to a Glance without Keystone.
+
+    With ``trust_id`` the session acts as the user who delegated the
+    trust (gvfs-api makes one per job): the conductor's user and password,
+    the token scoped by the trust to the user's project and roles.
     """
     group = migration_conf.SITE_GROUP % name
-    auth = ks_loading.load_auth_from_conf_options(conf, group)
+    if trust_id is None:
+        auth = ks_loading.load_auth_from_conf_options(conf, group)
+    else:
+        auth = _trust_auth(conf, group, trust_id)
     return ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+
+
+def _trust_auth(conf, group, trust_id):
+    # Loading the plugin registers its options (auth_url, username, ...).
+    ks_loading.load_auth_from_conf_options(conf, group)
+    opts = conf[group]
+    if opts.auth_type not in _TRUST_PLUGINS:
+        raise exceptions.InvalidConfig(
+            option="[%s] auth_type" % group,
+            reason="acting for a user with a Keystone trust needs a "
+                   "password plugin (%s), not %s"
+                   % (", ".join(_TRUST_PLUGINS), opts.auth_type))
+    # A trust scopes the token itself: no project may be named with it.
+    return v3.Password(
+        auth_url=opts.auth_url, username=opts.username,
+        user_id=opts.user_id, password=opts.password,
+        user_domain_id=opts.user_domain_id,
+        user_domain_name=opts.user_domain_name, trust_id=trust_id)
+
+
+def user_id(conf, name):
+    """The id of the conductor's own user at site ``name`` (the trustee)."""
+    return glance_session(conf, name).get_user_id()
+
+
+def forget_trust(conf, name, trust_id):
+    """Delete a job's trust, with the conductor's own authority.
+
+    False if Keystone refused; a trust already gone counts as forgotten.
+    """
+    session = glance_session(conf, name)
+    try:
+        reply = session.delete(
+            "/OS-TRUST/trusts/%s" % trust_id, raise_exc=False,
+            endpoint_filter={"service_type": "identity",
+                             "interface": "public"})
+    except ks_exceptions.ClientException:
+        return False
+    return reply.status_code in (204, 404)

@@ -13,6 +13,7 @@ from oslo_config import cfg
 import oslo_messaging as messaging
 import pytest
 
+from gvfs_openstack.api import policies
 from gvfs_openstack import golden
 from gvfs_openstack.migration import jobs
 from tests.lab import drlab
@@ -142,6 +143,44 @@ def test_a_member_migrates_its_own_private_image(dr, keystone, alpha_image,
     assert copy["hw_disk_bus"] == "virtio"
     assert (copy["os_hash_algo"], copy["os_hash_value"]) == (
         alpha_image["os_hash_algo"], alpha_image["os_hash_value"])
+
+
+def _trusts_of(keystone, user):
+    """The trusts ``user`` has delegated, as the admin sees them."""
+    admin = keystone.session("admin")
+    user_id = keystone.session(user).get_user_id()
+    reply = admin.get("/OS-TRUST/trusts", endpoint_filter={
+        "service_type": "identity", "interface": "public"})
+    return [t for t in reply.json()["trusts"]
+            if t["trustor_user_id"] == user_id]
+
+
+def test_the_conductor_read_as_the_user_and_forgot_the_trust(
+        api, keystone, alpha_job):
+    with open(api.log) as f:
+        assert "refused a trust" not in f.read()
+    process.wait_until(lambda: not _trusts_of(keystone, "alpha-member"),
+                       "the job's trust deleted", 60)
+
+
+def test_a_permissive_policy_still_cannot_read_another_projects_image(
+        dr, keystone, broker, api, alpha_image, tmp_path):
+    """Policy let through, Glance itself refuses the user's trust."""
+    lax = gvfs_api.GvfsApi(str(tmp_path / "lax"), keystone, broker.url,
+                           "lax-" + dr.east.glance.region,
+                           policy={policies.MIGRATION_CREATE: ""})
+    lax.start()
+    try:
+        status, fault = lax.request(
+            "POST", "/v1/migrations", token=keystone.new_token(
+                "beta-member"), body=json.dumps({"migration": {
+                    "images": [alpha_image["id"]], "destination": "west"}}))
+    finally:
+        assert lax.stop() == 0
+    assert status == 400, fault
+    assert fault["badRequest"]["message"] == \
+        "Image %s not found at site east" % alpha_image["id"]
+    assert _trusts_of(keystone, "beta-member") == []
 
 
 def test_the_job_is_announced_when_it_starts_and_ends(

@@ -36,7 +36,7 @@ class Conductor:
                                            site="east") from e
 
     def migrate(self, context, image_ids, destination, images_in_flight,
-                pack):
+                pack, trust_id=None):
         self.calls.append(("migrate", context.project_id, image_ids))
         job = {"id": "job-%d" % len(self.jobs), "state": "queued",
                "project_id": context.project_id, "images": [],
@@ -85,7 +85,8 @@ def api():
     fixture.setUp()
     api_conf.register_opts(fixture.conf)
     fixture.conf([], project="gvfs")
-    fixture.config(group="api", max_limit=2)
+    # No Keystone here to make trusts with: functional tests do.
+    fixture.config(group="api", max_limit=2, trusts=False)
     conductor = Conductor()
     application = app.Application(fixture.conf, conductor)
 

@@ -348,6 +348,7 @@ def test_a_store_made_before_a_column_existed_gains_it(tmp_path):
                           "ALTER TABLE jobs DROP COLUMN project_id",
                           "ALTER TABLE jobs DROP COLUMN user_id",
                           "ALTER TABLE jobs DROP COLUMN notified",
+                          "ALTER TABLE jobs DROP COLUMN trust_id",
                           "ALTER TABLE job_images DROP COLUMN transfer_task"):
             db.execute(sa.text(statement))
     with pytest.raises(exceptions.InvalidConfig, match="gvfs-manage db sync"):
@@ -401,3 +402,26 @@ def test_remote_copies_run_side_by_side(store, monkeypatch):
                             3, lambda: released.append(1))
     assert [row["state"] for row in store.images(job_id)] == [jobs.DONE] * 3
     assert len(released) == 3
+
+
+def test_a_trust_is_used_with_the_sites_user_and_no_project(tmp_path):
+    conf = _conf(tmp_path, SITE.replace(
+        "[site:east]\nauth_type = none\n", "[site:east]\n"
+        "auth_type = password\n"
+        "auth_url = https://keystone.example.org/v3\nusername = gvfs\n"
+        "password = secret\nuser_domain_name = Default\n"
+        "project_name = service\nproject_domain_name = Default\n", 1))
+    auth = sites.glance_session(conf, "east", trust_id="t-1").auth
+    assert (auth.auth_url, auth.trust_id, auth.project_name) == (
+        "https://keystone.example.org/v3", "t-1", None)
+    assert auth.auth_methods[0].username == "gvfs"
+    # Without a trust the same group scopes to its project.
+    own = sites.glance_session(conf, "east").auth
+    assert own._project_name == "service" and own._trust_id is None
+
+
+def test_a_trust_needs_a_password_plugin(tmp_path):
+    conf = _conf(tmp_path)    # auth_type = none, with an endpoint.
+    with pytest.raises(exceptions.InvalidConfig,
+                       match="trust needs a password plugin"):
+        sites.glance_session(conf, "east", trust_id="t-1")

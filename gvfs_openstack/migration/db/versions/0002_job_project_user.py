@@ -6,7 +6,8 @@ Revises: 0001
 Create Date: 2026-11-24
 
 Both are NULL for the jobs made before, and for jobs an operator made
-over RPC without a request context.  With them ``notified``: the last
+over RPC without a request context.  With them ``trust_id`` (the
+user's authority delegated for the job) and ``notified``: the last
 ``gvfs.migration.*`` notification sent of the job; jobs that had ended
 before count as notified, so that the upgrade does not announce them.
 """
@@ -27,6 +28,7 @@ def upgrade():
         batch.add_column(sa.Column("project_id", sa.String(64)))
         batch.add_column(sa.Column("user_id", sa.String(64)))
         batch.create_index("ix_jobs_project_id", ["project_id"])
+        batch.add_column(sa.Column("trust_id", sa.String(64)))
         batch.add_column(sa.Column("notified", sa.String(16)))
     jobs = sa.table("jobs", sa.column("state", sa.String),
                     sa.column("notified", sa.String))
