@@ -3,20 +3,24 @@
 
     gvfs-api --config-file /etc/gvfs-openstack/gvfs-api.conf
 
-For a host with a few users; a deployment with many runs the same
-application under a WSGI server (:mod:`gvfs_openstack.wsgi.api`).
-SIGTERM stops it once the requests being answered are.
+Under oslo.service's launcher (:mod:`gvfs_openstack.launch`): systemd
+is told when it is ready, SIGHUP re-reads the configuration, SIGTERM
+stops it once the requests being answered are.  For a host with a few
+users; a deployment with many runs the same application under a WSGI
+server (:mod:`gvfs_openstack.wsgi.api`).
 """
 
-import signal
 import socketserver
 import sys
 import threading
 from wsgiref import simple_server
 
 from oslo_log import log as logging
+from oslo_service.backend import base
 
-from gvfs_openstack.api import app
+# First: importing it chooses oslo.service's backend.
+from gvfs_openstack import launch
+from gvfs_openstack.api import app  # noqa: H306
 from gvfs_openstack.api import service
 
 LOG = logging.getLogger(__name__)
@@ -33,21 +37,44 @@ class _Handler(simple_server.WSGIRequestHandler):
         LOG.info("%s %s", self.address_string(), format % args)
 
 
+class ApiService(base.ServiceBase):
+    """The HTTP server of the worker process."""
+
+    def __init__(self, conf):
+        self.conf = conf
+        self.server = None
+        self._serving = None
+
+    def start(self):
+        # In the worker: the message bus connection is made after the fork.
+        application = app.build(self.conf)
+        self.server = simple_server.make_server(
+            self.conf.api.host_ip, self.conf.api.port, application,
+            server_class=_Server, handler_class=_Handler)
+        self._serving = threading.Thread(target=self.server.serve_forever,
+                                         name="gvfs-api-http")
+        self._serving.start()
+        LOG.info("gvfs-api listens on %s:%d", self.conf.api.host_ip,
+                 self.server.server_port)
+
+    def stop(self, graceful=False):
+        if self.server is not None:
+            self.server.shutdown()      # Requests in progress finish.
+            self.server.server_close()
+
+    def wait(self):
+        if self._serving is not None:
+            self._serving.join()
+
+    def reset(self):
+        """Nothing to do: the launcher re-read the configuration."""
+
+
 def main(argv=None):
     conf = service.load(sys.argv[1:] if argv is None else argv)
-    application = app.build(conf)
-    server = simple_server.make_server(
-        conf.api.host_ip, conf.api.port, application,
-        server_class=_Server, handler_class=_Handler)
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: threading.Thread(
-            target=server.shutdown).start())
-    LOG.info("gvfs-api listens on %s:%d", conf.api.host_ip,
-             server.server_port)
-    server.serve_forever()
-    server.server_close()
+    status = launch.run(conf, ApiService(conf))
     LOG.info("stopped")
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 ``[api]`` is the service's own; it also reads ``[keystone_authtoken]``
 (keystonemiddleware), ``[oslo_policy]``, ``[oslo_middleware]``,
 ``[healthcheck]`` and the message bus (``[DEFAULT] transport_url``),
-whose options their libraries register and document.
+whose options their libraries register and document.  SIGHUP makes
+``gvfs-api`` re-read its files: the options marked mutable change.
 """
 
 from oslo_config import cfg
@@ -19,13 +20,13 @@ API_OPTS = [
     cfg.PortOpt("port", default=9494,
                 help="TCP port ``gvfs-api`` listens on (its catalog "
                      "endpoint's port)."),
-    cfg.IntOpt("max_limit", default=1000, min=1,
+    cfg.IntOpt("max_limit", default=1000, min=1, mutable=True,
                help="""The most migrations one list request returns.
 
 A request's ``limit`` above it is lowered to it; the reply's ``next``
 link carries the marker of the page that follows.
 """),
-    cfg.BoolOpt("trusts", default=True,
+    cfg.BoolOpt("trusts", default=True, mutable=True,
                 help="""Delegate each user's authority to gvfs-conductor.
 
 For every migration gvfs-api makes a Keystone trust from the user to the
@@ -37,11 +38,11 @@ decides.
 
 Related options: trust_lifetime_hours.
 """),
-    cfg.IntOpt("trust_lifetime_hours", default=72, min=1,
+    cfg.IntOpt("trust_lifetime_hours", default=72, min=1, mutable=True,
                help="How long a migration's trust lasts: a job resumed "
                     "after it expired fails at its next read of the source "
                     "Glance."),
-    cfg.FloatOpt("rpc_timeout", default=60.0, min=1.0,
+    cfg.FloatOpt("rpc_timeout", default=60.0, min=1.0, mutable=True,
                  help="Seconds to wait for gvfs-conductor to answer a "
                       "request before the API answers 503."),
 ]

@@ -14,6 +14,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from gvfs_openstack import exceptions
+from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import rpcapi
 
@@ -68,6 +69,14 @@ class ConductorEndpoint:
         LOG.info("user %s of project %s cancels job %s",
                  ctxt.get("user_id"), ctxt.get("project_id"), job_id)
         return self.manager.cancel(job_id)
+
+
+def check(conf):
+    """Raise what would keep the service from starting, before a worker.
+
+    A job store it cannot use: a bad URL, a schema to sync.
+    """
+    jobs.JobStore(conf.conductor.job_store).dispose()
 
 
 class ConductorService:

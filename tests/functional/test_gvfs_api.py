@@ -6,6 +6,7 @@ gvfs-conductor on RabbitMQ and the two-site DR lab, driven by the real
 import configparser
 import json
 import os
+import socket
 import sys
 import threading
 
@@ -352,3 +353,38 @@ def test_restarting_gvfs_api_mid_job_loses_nothing(api, dr, keystone,
     assert waited["state"] == jobs.DONE, waited
     assert dr.west.glance.image(image["id"])["os_hash_value"] == \
         image["os_hash_value"]
+
+
+def test_gvfs_api_tells_systemd_and_rereads_its_configuration(
+        dr, keystone, broker, api, tmp_path):
+    """Under oslo.service's launcher: READY=1 on NOTIFY_SOCKET, SIGHUP."""
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify"))
+    notify.settimeout(60)
+    second = gvfs_api.GvfsApi(
+        str(tmp_path / "second"), keystone, broker.url,
+        "second-" + dr.east.glance.region, debug=False,
+        env={"NOTIFY_SOCKET": str(tmp_path / "notify")})
+    second.start()
+    try:
+        assert notify.recv(256) == b"READY=1"
+        token = keystone.new_token("admin")
+
+        def answers():
+            try:   # The worker restarts with the new file: a moment down.
+                return second.request("GET", "/v1/sites",
+                                      token=token)[0] == 200
+            except OSError:
+                return False
+
+        def logs_debug():
+            with open(second.log) as f:
+                return " DEBUG " in f.read()
+
+        assert answers() and not logs_debug()
+        second.reload(debug=True)
+        process.wait_until(logs_debug, "debug logging after SIGHUP", 60)
+        process.wait_until(answers, "the restarted worker answering", 60)
+    finally:
+        notify.close()
+        assert second.stop() == 0

@@ -11,6 +11,7 @@ import configparser
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -30,12 +31,14 @@ class GvfsApi:
     """``gvfs-api`` on ``127.0.0.1``, a free port; ``start()``/``stop()``."""
 
     def __init__(self, workdir, keystone, transport_url, region,
-                 policy=None):
+                 policy=None, env=None, debug=True):
         self.workdir = workdir
         self.keystone = keystone
         self.transport_url = transport_url
         self.region = region
         self.policy = policy
+        self.env = env
+        self.debug = debug
         self.port = process.free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.config_file = os.path.join(workdir, "gvfs-api.conf")
@@ -47,7 +50,7 @@ class GvfsApi:
     def _write_config(self):
         conf = configparser.ConfigParser(interpolation=None)
         conf["DEFAULT"] = {"transport_url": self.transport_url,
-                           "debug": "true"}
+                           "debug": str(self.debug).lower()}
         conf["api"] = {"host_ip": "127.0.0.1", "port": str(self.port),
                        "rpc_timeout": "30"}
         authtoken = self.keystone.auth_options("gvfs-api")
@@ -69,7 +72,7 @@ class GvfsApi:
         self._write_config()
         self.process = process.ManagedProcess(
             "gvfs-api", [_program("gvfs-api"), "--config-file",
-                         self.config_file], self.log)
+                         self.config_file], self.log, env=self.env)
         process.wait_until(self._healthy, "gvfs-api answering", 60,
                            self.process, 0.1)
         if not self._endpoints:
@@ -84,6 +87,12 @@ class GvfsApi:
                 return reply.status == 200
         except OSError:
             return False
+
+    def reload(self, debug):
+        """Change ``[DEFAULT] debug`` in the file and SIGHUP gvfs-api."""
+        self.debug = debug
+        self._write_config()
+        self.process.signal(signal.SIGHUP)
 
     def restart(self):
         """Stop gvfs-api and start it again on the same port."""
