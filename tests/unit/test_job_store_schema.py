@@ -5,6 +5,7 @@ Real sqlite files: stores as the releases before versioned schemas left
 them, and as revision 0001 made them, upgraded by ``db sync``.
 """
 
+import contextlib
 import datetime
 import subprocess
 import sys
@@ -100,31 +101,29 @@ def _run_sql(url, script):
         engine.dispose()
 
 
-def _sync(url):
+@contextlib.contextmanager
+def _engine(url):
     engine = jobs.create_engine(url)
     try:
-        return sync.sync(engine)
+        yield engine
     finally:
         engine.dispose()
+
+
+def _sync(url):
+    with _engine(url) as engine:
+        return sync.sync(engine)
 
 
 def _revision(url):
-    engine = jobs.create_engine(url)
-    try:
-        with engine.connect() as db:
-            return schema.current(db)
-    finally:
-        engine.dispose()
+    with _engine(url) as engine, engine.connect() as db:
+        return schema.current(db)
 
 
 def _ddl(url):
-    engine = jobs.create_engine(url)
-    try:
-        with engine.connect() as db:
-            return sorted(db.execute(sa.text(
-                "SELECT name, sql FROM sqlite_master")).all())
-    finally:
-        engine.dispose()
+    with _engine(url) as engine, engine.connect() as db:
+        return sorted(db.execute(sa.text(
+            "SELECT name, sql FROM sqlite_master")).all())
 
 
 def _shape(url):
