@@ -4,7 +4,7 @@
     gvfs-manage --config-file /etc/gvfs-openstack/gvfs-conductor.conf db sync
     gvfs-manage --config-file ... db version
 
-``db sync`` upgrades the store of ``[conductor] job_store`` to the schema
+``db sync`` upgrades the store of ``[database] connection`` to the schema
 revision this release needs; run it once after installing a release,
 with the conductors stopped, before starting them.  ``db version`` prints
 the store's revision and the newest.  Without ``--config-file`` it reads
@@ -14,6 +14,7 @@ the files ``gvfs-conductor`` reads by default.
 import sys
 
 from oslo_config import cfg
+from oslo_db import exception as db_exception
 from oslo_log import log as logging
 import sqlalchemy as sa
 
@@ -47,7 +48,7 @@ def _db_version(engine):
 
 def _add_commands(subparsers):
     db = subparsers.add_parser(
-        "db", help="The job store of [conductor] job_store.")
+        "db", help="The job store of [database] connection.")
     actions = db.add_subparsers(title="actions", dest="action")
     actions.required = True
     actions.add_parser(
@@ -83,13 +84,18 @@ def main(argv=None):
     logging.setup(conf, PROG)
     engine = None
     try:
-        engine = jobs.create_engine(conf.conductor.job_store)
+        engine = jobs.create_engine(jobs.store_url(conf),
+                                    **jobs.engine_options(conf))
         conf.category.action_fn(engine)
     except exceptions.GvfsError as e:
         print("%s: %s" % (PROG, e), file=sys.stderr)
         return 1
-    except sa.exc.DBAPIError as e:
-        print("%s: cannot use the job store: %s" % (PROG, e.orig),
+    except (db_exception.DBError, sa.exc.DBAPIError) as e:
+        # oslo.db's errors wrap SQLAlchemy's, which wrap the driver's,
+        # whose message says why.
+        error = getattr(e, "inner_exception", e)
+        reason = " ".join(str(getattr(error, "orig", None) or error).split())
+        print("%s: cannot use the job store: %s" % (PROG, reason),
               file=sys.stderr)
         return 1
     finally:

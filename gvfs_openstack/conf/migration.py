@@ -4,13 +4,15 @@
 A site is one cloud with its DTN: ``[conductor] sites = east, west`` and a
 group ``[site:east]`` (and ``[site:west]``) with the options below.  The
 groups are registered when the list is read (:func:`register_sites`), like
-Glance's ``enabled_backends``.
+Glance's ``enabled_backends``.  The job store is oslo.db's ``[database]``.
 """
 
+import copy
 import socket
 
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
+from oslo_db import options as db_options
 
 GROUP = "conductor"
 SITE_GROUP = "site:%s"
@@ -30,14 +32,13 @@ server and SSH access.  Related options: local_site.
                help="The site whose images this conductor sends (the "
                     "source of its migrations); one of ``sites``."),
     cfg.StrOpt("job_store", secret=True,
-               default="sqlite:////var/lib/gvfs/conductor.db",
-               help="""SQLAlchemy URL of the job store.
-
-Jobs and the stage each image reached are kept here, so a conductor that
-is restarted goes on from the last completed stage.  sqlite for one
-conductor; several conductors on different hosts share one PostgreSQL or
-MySQL database (``postgresql+psycopg2://user:pass@host/gvfs``).
-"""),
+               deprecated_for_removal=True,
+               deprecated_since="2026.2",
+               deprecated_reason="The job store is oslo.db's, named by "
+                                 "[database] connection as every OpenStack "
+                                 "service names its database.",
+               help="SQLAlchemy URL of the job store; when set, it is used "
+                    "instead of ``[database] connection``."),
     cfg.IntOpt("images_in_flight", default=3, min=1, max=64,
                help="""Images of one job between local copy and remote copy.
 
@@ -78,7 +79,7 @@ renewing its claim.
 
 A job's runner renews its claim every third of this; a conductor that
 restarts (or another conductor sharing the job store) takes over a job
-whose claim is older.  Related options: job_store.
+whose claim is older.  Related options: [database] connection.
 """),
     cfg.StrOpt("globus_url_copy", default="globus-url-copy",
                help="The GridFTP client program run for DTN-to-DTN "
@@ -275,8 +276,37 @@ GLOBUS_OPTS = [
 ]
 
 
+#: The job store of a conductor configured with neither ``[database]
+#: connection`` nor the deprecated ``[conductor] job_store``.
+DEFAULT_STORE = "sqlite:////var/lib/gvfs/conductor.db"
+
+DATABASE_HELP = """The conductor's job store (oslo.db).
+
+Jobs and the stage each image reached are kept here, so a conductor that
+is restarted goes on from the last completed stage.  ``connection``: sqlite
+for one conductor (the default, %s); conductors on several hosts share one
+PostgreSQL (``postgresql+psycopg2://gvfs:PASS@db/gvfs``) or MySQL/MariaDB
+(``mysql+pymysql://gvfs:PASS@db/gvfs?charset=utf8mb4``) database.  After an
+upgrade run ``gvfs-manage db sync``.""" % DEFAULT_STORE
+
+
+def _database_opts():
+    """oslo.db's options as the configuration sample shows them.
+
+    Copies, with the job store as ``connection``'s default; a program
+    registers oslo.db's own (:func:`register_opts`), which another library
+    in the process may have registered too.
+    """
+    opts = copy.deepcopy(db_options.database_opts)
+    for opt in opts:
+        if opt.dest == "connection":
+            opt.default = DEFAULT_STORE
+    return opts
+
+
 def register_opts(conf):
     conf.register_opts(CONDUCTOR_OPTS, group=GROUP)
+    db_options.set_defaults(conf, connection=DEFAULT_STORE)
     conf.register_opts(GLOBUS_OPTS, group=GLOBUS_GROUP)
 
 
@@ -303,6 +333,7 @@ in ``[conductor] sites`` (``[site:east]`` for ``east``): the site's Glance
 (keystoneauth credentials, catalog region, or an endpoint), its DTN's NFS
 export, GridFTP server or Globus collection, and SSH access.""")
     return [(GROUP, CONDUCTOR_OPTS),
+            (cfg.OptGroup("database", help=DATABASE_HELP), _database_opts()),
             (GLOBUS_GROUP, GLOBUS_OPTS),
             (site, SITE_OPTS
              + ks_loading.get_session_conf_options()

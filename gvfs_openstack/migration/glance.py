@@ -151,6 +151,36 @@ class GlanceClient:
         return self._check(reply, attributes.get("id"),
                            "creating the image").json()
 
+    def members(self, image_id):
+        """The projects a shared image is shared with.
+
+        (member id, status) pairs.
+        """
+        what = "reading the image's members"
+        reply = self._check(self._api.request(
+            "GET", "/v2/images/%s/members" % image_id, image_id, what),
+            image_id, what)
+        return [(m["member_id"], m["status"])
+                for m in reply.json()["members"]]
+
+    def share(self, image_id, member_id, status):
+        """Share the image with project ``member_id``, in ``status``.
+
+        A project it is shared with already keeps its place; its status
+        is set again.  Setting another project's status takes ``admin``
+        (Glance's ``modify_member``), as the conductor has.
+        """
+        what = "sharing the image"
+        reply = self._api.request(
+            "POST", "/v2/images/%s/members" % image_id, image_id, what,
+            json={"member": member_id})
+        if reply.status_code != 409:    # 409: a member already.
+            self._check(reply, image_id, what)
+        if status != "pending":
+            self._check(self._api.request(
+                "PUT", "/v2/images/%s/members/%s" % (image_id, member_id),
+                image_id, what, json={"status": status}), image_id, what)
+
     def upload(self, image_id, chunks):
         """PUT the bytes of the iterable ``chunks``.
 

@@ -4,8 +4,11 @@
 Every stage records its completion here before the image moves on, so a
 conductor killed at any point resumes from the last completed stage (and
 the local copy from its last committed byte).  The store is SQLAlchemy
-Core over sqlite for one conductor, or PostgreSQL/MySQL shared by several.
-Each stage worker opens its own engine after the fork.
+Core over sqlite for one conductor, or PostgreSQL/MySQL shared by several,
+on an engine oslo.db makes as it makes every OpenStack service's: its
+connection retries at start, pool sizes, MySQL's strict SQL mode and the
+``[database]`` options that tune them.  Each stage worker opens its own
+engine after the fork.
 
 The tables below are the newest schema revision's; the revisions in
 :mod:`gvfs_openstack.migration.db` upgrade a store made by an earlier
@@ -16,7 +19,11 @@ revision there.
 import datetime
 import uuid
 
+from oslo_db import exception as db_exception
+from oslo_db.sqlalchemy import engines
+from oslo_db.sqlalchemy import exc_filters
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from gvfs_openstack import exceptions
 
@@ -42,12 +49,29 @@ NOTIFIED_END = "end"
 PACK_METHODS = ("tar",)
 
 #: The option naming the store, in the errors about it.
-STORE_OPTION = "[conductor] job_store"
+STORE_OPTION = "[database] connection"
+
+#: sqlite: seconds a writer waits for another's lock before failing.
+#: Stage workers write concurrently.
+SQLITE_BUSY_TIMEOUT = 60
+
+#: The ``[database]`` options that tune the engine, by the name of
+#: oslo.db's ``create_engine`` argument each sets.
+ENGINE_OPTIONS = (
+    "sqlite_synchronous", "mysql_sql_mode", "mysql_wsrep_sync_wait",
+    "connection_recycle_time", "connection_debug", "max_pool_size",
+    "max_overflow", "pool_timeout", "connection_trace", "max_retries",
+    "retry_interval", "connection_parameters")
 
 
 class Cancelled(Exception):
     """The job was cancelled while a stage ran."""
 
+
+#: Timestamps to the microsecond on every database: MySQL's DATETIME
+#: keeps whole seconds unless told otherwise.
+TIMESTAMP = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql",
+                                       "mariadb")
 
 METADATA = sa.MetaData()
 
@@ -68,9 +92,9 @@ JOBS = sa.Table(
     #: The runner working on the job, and when it last said so: a lease
     #: that keeps two runners (of one conductor or of several) apart.
     sa.Column("owner", sa.String(255)),
-    sa.Column("heartbeat", sa.DateTime),
-    sa.Column("created_at", sa.DateTime, nullable=False),
-    sa.Column("updated_at", sa.DateTime, nullable=False),
+    sa.Column("heartbeat", TIMESTAMP),
+    sa.Column("created_at", TIMESTAMP, nullable=False),
+    sa.Column("updated_at", TIMESTAMP, nullable=False),
     #: The Keystone project and user that asked for the job; None for
     #: jobs made before revision 0002, or over RPC without a context.
     sa.Column("project_id", sa.String(64), index=True),
@@ -111,7 +135,7 @@ IMAGES = sa.Table(
     sa.Column("transfer_done", sa.BigInteger),
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
     sa.Column("error", sa.Text),
-    sa.Column("updated_at", sa.DateTime, nullable=False),
+    sa.Column("updated_at", TIMESTAMP, nullable=False),
 )
 
 #: When each stage of each image ran: progress, ETA and the timeline plot.
@@ -122,8 +146,8 @@ STAGE_RUNS = sa.Table(
     sa.Column("position", sa.Integer, nullable=False),
     sa.Column("stage", sa.String(16), nullable=False),
     sa.Column("pid", sa.Integer),
-    sa.Column("started_at", sa.DateTime, nullable=False),
-    sa.Column("finished_at", sa.DateTime),
+    sa.Column("started_at", TIMESTAMP, nullable=False),
+    sa.Column("finished_at", TIMESTAMP),
     #: Where the run started in the stage's bytes (> 0: it resumed).
     sa.Column("resumed_from", sa.BigInteger, nullable=False, default=0),
     sa.Column("bytes", sa.BigInteger, nullable=False, default=0),
@@ -135,11 +159,40 @@ def _now():
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 
 
-def create_engine(url):
+@exc_filters.filters("postgresql", sa.exc.OperationalError,
+                     r".*connection to server .* failed")
+def _postgresql_unreachable(error, match, engine_name, is_disconnect):
+    """A PostgreSQL server that does not answer: a connection error.
+
+    So oslo.db retries it at start, as it does MySQL's.  libpq 14 and
+    later word it "connection to server at ... failed"; oslo.db knows
+    only the older wording ("could not connect to server") and raises
+    this one at once, without its retries.
+    """
+    raise db_exception.DBConnectionError(error)
+
+
+def store_url(conf):
+    """The job store's URL in ``conf``.
+
+    ``[database] connection``, unless the deprecated ``[conductor]
+    job_store`` is set (oslo.config logs its deprecation).
+    """
+    return conf.conductor.job_store or conf.database.connection
+
+
+def engine_options(conf):
+    """The engine's tuning from ``conf``'s ``[database]`` group."""
+    return {name: conf.database[name] for name in ENGINE_OPTIONS}
+
+
+def create_engine(url, **options):
     """An engine on the store at ``url``, an SQLAlchemy URL.
 
-    Raises InvalidConfig for a string that is no URL, or one of a database
-    whose driver is not installed.
+    ``options``: :data:`ENGINE_OPTIONS`, as :func:`engine_options` reads
+    them (oslo.db's defaults otherwise).  oslo.db retries the first
+    connection ``max_retries`` times.  Raises InvalidConfig for a string
+    that is no URL, or one of a database whose driver is not installed.
     """
     try:
         parsed = sa.engine.make_url(url)
@@ -149,15 +202,17 @@ def create_engine(url):
         raise exceptions.InvalidConfig(
             option=STORE_OPTION,
             reason="it is not an SQLAlchemy URL") from None
-    kwargs = {}
-    if parsed.get_backend_name() == "sqlite":
-        # Stage workers write concurrently: wait for the lock rather than
-        # fail at once.  The conductor's RPC threads share the engine's
-        # pool.
-        kwargs["connect_args"] = {"timeout": 60, "check_same_thread": False}
+    if parsed.get_backend_name() == "sqlite" and \
+            "timeout" not in parsed.query:
+        # Wait for a lock rather than fail at once.
+        parsed = parsed.update_query_dict(
+            {"timeout": str(SQLITE_BUSY_TIMEOUT)})
+    options.setdefault("mysql_sql_mode", "TRADITIONAL")
     try:
-        return sa.create_engine(parsed, **kwargs)
-    except (sa.exc.ArgumentError, ImportError) as e:
+        parsed.get_dialect()  # Its driver: before oslo.db connects.
+        return engines.create_engine(parsed, **options)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError,
+            ImportError) as e:
         raise exceptions.InvalidConfig(
             option=STORE_OPTION, reason="%s: %s" % (
                 parsed.render_as_string(hide_password=True), e)) from e
@@ -170,13 +225,13 @@ class JobStore:
     InvalidConfig, naming the command that upgrades it.
     """
 
-    def __init__(self, url):
+    def __init__(self, url, **options):
         # Imported here: the OSC plugin imports this module for its
         # constants, and needs no alembic.
         from gvfs_openstack.migration.db import schema
 
         self.url = url
-        self.engine = create_engine(url)
+        self.engine = create_engine(url, **options)
         try:
             schema.prepare(self.engine)
         except BaseException:

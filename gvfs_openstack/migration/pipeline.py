@@ -56,7 +56,7 @@ class StageContext:
 
     def __init__(self, conf, store_url, job):
         self.job_id = job["id"]
-        self.store = jobs.JobStore(store_url)
+        self.store = jobs.JobStore(store_url, **jobs.engine_options(conf))
         self.source = sites.load(conf, job["source"])
         self.destination = sites.load(conf, job["destination"])
         # As the user who asked, where they delegated a trust: Glance
@@ -188,9 +188,9 @@ def _worker(parent_pid, conf, store_url, job, stage, inbox, outbox, slots,
         future.result()     # Failures are recorded; a bug is raised.
 
 
-def _keep_lease(store_url, job_id, owner, every, stop):
+def _keep_lease(conf, store_url, job_id, owner, every, stop):
     """Renew the job's lease until ``stop`` is set (a thread)."""
-    store = jobs.JobStore(store_url)
+    store = jobs.JobStore(store_url, **jobs.engine_options(conf))
     try:
         while not stop.wait(every):
             if not store.heartbeat(job_id, owner):
@@ -208,7 +208,7 @@ def run(conf, store_url, job_id, owner=None):
     Raises JobBusy when another live runner holds the job.
     """
     owner = owner or "%s:%d" % (socket.gethostname(), os.getpid())
-    store = jobs.JobStore(store_url)
+    store = jobs.JobStore(store_url, **jobs.engine_options(conf))
     job = store.job(job_id)
     if job["state"] in jobs.FINISHED:
         return job["state"]
@@ -241,7 +241,7 @@ def _start_lease(conf, store_url, job, owner):
     """The thread renewing the job's lease; set the event to stop it."""
     stop = threading.Event()
     lease = threading.Thread(target=_keep_lease, name="gvfs-lease", args=(
-        store_url, job["id"], owner, conf.conductor.lease_seconds / 3.0,
+        conf, store_url, job["id"], owner, conf.conductor.lease_seconds / 3.0,
         stop), daemon=True)
     lease.start()
     return stop

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Stage 3, remote copy: from the destination DTN into the destination Glance.
 
-The image is created at the destination with the source's id and every
-attribute a user set.  Then, when the destination has a ``gvfs`` store on
+The image is created at the destination with the source's id, every
+attribute a user set, its owner and the projects it is shared with (each
+mapped by ``[site:NAME] project_mapping``).  Then, when the destination has a ``gvfs`` store on
 that DTN, the file is linked into the store's directory and registered by
 location: no byte crosses the Images API, and Glance itself reads the
 file, computes the hashes and activates the image only if they equal the
@@ -44,6 +45,21 @@ def _destination_image(ctx, row):
     image = ctx.destination_glance.create(attributes)
     ctx.record(row, destination_image_id=image["id"])
     return image
+
+
+def _share(ctx, row, image):
+    """Share the copy with the projects the source is shared with.
+
+    Each member is mapped as the owner is, and keeps its status (pending,
+    accepted, rejected), before the copy becomes active: whoever could
+    boot the source can boot the copy once it is.  Run on every attempt;
+    sharing again changes nothing.
+    """
+    if image.get("visibility") != "shared":
+        return
+    for member, status in ctx.source_glance.members(row["image_id"]):
+        ctx.destination_glance.share(
+            image["id"], ctx.destination.owner_of(member), status)
 
 
 def _register_in_place(ctx, row, image, session):
@@ -166,6 +182,7 @@ def run(ctx, row):
         raise exceptions.ImageNotMigratable(
             image=row["image_id"], reason="an active image with another "
             "checksum has its id at site %s" % site.name)
+    _share(ctx, row, image)
     in_place = bool(site.gvfs_store)
     with dtnssh.connect(site, row["image_id"], STAGE) as session:
         try:

@@ -38,7 +38,7 @@ def main(argv=None):
     # SIGTERM unwinds: the lease is released and the workers stopped.
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
-        state = pipeline.run(conf, conf.conductor.job_store, conf.job_id)
+        state = pipeline.run(conf, jobs.store_url(conf), conf.job_id)
     except exceptions.JobBusy as e:
         LOG.info("%s", e)
         return 3

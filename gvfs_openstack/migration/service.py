@@ -76,7 +76,8 @@ def check(conf):
 
     A job store it cannot use: a bad URL, a schema to sync.
     """
-    jobs.JobStore(conf.conductor.job_store).dispose()
+    jobs.JobStore(jobs.store_url(conf),
+                  **jobs.engine_options(conf)).dispose()
 
 
 class ConductorService:

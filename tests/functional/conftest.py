@@ -18,7 +18,7 @@ from tests.lab.topology import Lab
 
 REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen",
             "globus-url-copy", "globus-gridftp-server", "rabbitmq-server",
-            "epmd", "iptables", "ip", "tc")
+            "epmd", "iptables", "ip", "tc", "mariadbd")
 
 
 def pytest_collection_modifyitems(config, items):

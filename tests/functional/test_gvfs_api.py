@@ -146,6 +146,29 @@ def test_a_member_migrates_its_own_private_image(dr, keystone, alpha_image,
         alpha_image["os_hash_algo"], alpha_image["os_hash_value"])
 
 
+def test_a_shared_image_stays_shared_with_the_same_projects(
+        api, dr, keystone, tmp_path):
+    """Members follow the image, each with its status."""
+    path = tmp_path / "shared.raw"
+    path.write_bytes(os.urandom(4 * MIB))
+    image = dr.east.glance.add_image(
+        "alpha-shared", path, drlab.FILE_STORE, visibility="shared",
+        owner=keystone.project_id("alpha"))
+    beta = keystone.project_id("beta")
+    dr.east.glance.share(image["id"], beta, "accepted")
+    job = _ok(api.openstack(
+        "alpha-member", "gvfs", "migrate", image["id"], "--to", "west",
+        "--wait", "--poll-interval", "0.2", "-f", "json"))
+    assert job["state"] == jobs.DONE, job
+    copy = dr.west.glance.image(image["id"])
+    assert (copy["visibility"], copy["owner"]) == (
+        "shared", keystone.project_id("alpha"))
+    assert dr.west.glance.members(image["id"]) == [(beta, "accepted")]
+    # So beta's member sees the copy, as it saw the source.
+    assert dr.west.glance.image(image["id"], user="beta-member")[
+        "os_hash_value"] == image["os_hash_value"]
+
+
 def _trusts_of(keystone, user):
     """The trusts ``user`` has delegated, as the admin sees them."""
     admin = keystone.session("admin")

@@ -239,8 +239,9 @@ class DrLab:
             conf["DEFAULT"]["transport_url"] = transport_url
         conf["conductor"] = dict({
             "sites": "east,west", "local_site": "east",
-            "job_store": job_store, "retry_backoff": "0.2"},
+            "retry_backoff": "0.2"},
             **{k: str(v) for k, v in conductor.items()})
+        conf["database"] = {"connection": job_store}
         conf["site:east"] = {k: str(v) for k, v in dict(
             self.east.site_options(), **(east or {})).items()}
         conf["site:west"] = {k: str(v) for k, v in dict(

@@ -216,6 +216,27 @@ class GlanceApi:
         with self._request("/v2/images/%s" % image_id, user=user) as reply:
             return json.loads(reply.read())
 
+    def members(self, image_id, user=None):
+        """(member id, status) of each project the image is shared with."""
+        with self._request("/v2/images/%s/members" % image_id,
+                           user=user) as reply:
+            return sorted((m["member_id"], m["status"])
+                          for m in json.loads(reply.read())["members"])
+
+    def share(self, image_id, member_id, status=None, user=None):
+        """Share the image with project ``member_id``.
+
+        And set its status: the admin may, for any member.
+        """
+        json_type = {"Content-Type": "application/json"}
+        self._request("/v2/images/%s/members" % image_id, "POST",
+                      json.dumps({"member": member_id}).encode(), json_type,
+                      user=user).close()
+        if status:
+            self._request("/v2/images/%s/members/%s" % (image_id, member_id),
+                          "PUT", json.dumps({"status": status}).encode(),
+                          json_type, user=user).close()
+
     def upload(self, image_id, path, store=None):
         """PUT the file's bytes; the HTTP status, or the URLError.
 

@@ -18,10 +18,11 @@ def conductor(tmp_path):
     conf = cfg.CONF
     migration_conf.register_opts(conf)
     overrides = {"sites": ["east", "west"], "local_site": "east",
-                 "job_store": "sqlite:///%s" % (tmp_path / "jobs.sqlite"),
                  "host": "conductor-1", "lease_seconds": 3}
     for name, value in overrides.items():
         conf.set_override(name, value, "conductor")
+    conf.set_override("connection", "sqlite:///%s" % (
+        tmp_path / "jobs.sqlite"), "database")
     migration_conf.register_sites(conf)
     manager = manager_mod.ConductorManager(conf, config_args=[])
     transport = rpcapi.get_transport(conf, url="fake://")

@@ -16,6 +16,7 @@ import configparser
 import os
 import pwd
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -34,6 +35,7 @@ from gvfs_openstack.conf import glance as glance_conf
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack.conf import nova as nova_conf
 from gvfs_openstack.conf import opts as gvfs_opts
+from gvfs_openstack.migration.db import schema
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -77,6 +79,15 @@ class Devstack:
                 f.write('#!/bin/bash\necho "%s $*" >> "$STUB_LOG"\n%s\n'
                         % (name, body))
             os.chmod(path, 0o755)
+        # The plugin's own programs: gvfs-manage runs for real (its call
+        # recorded); the services are run_process's, recorded only.
+        self.bin_dir = os.path.join(self.root, "venv", "bin")
+        os.makedirs(self.bin_dir)
+        manage = os.path.join(self.bin_dir, "gvfs-manage")
+        with open(manage, "w") as f:
+            f.write('#!/bin/bash\necho "gvfs-manage $*" >> "$STUB_LOG"\n'
+                    'exec "$STUB_PYTHON" -m gvfs_openstack.cmd.manage "$@"\n')
+        os.chmod(manage, 0o755)
         user = pwd.getpwuid(os.getuid()).pw_name
         self.env = {
             "PATH": bindir + ":" + os.environ["PATH"],
@@ -110,6 +121,7 @@ class Devstack:
             "DISABLED_SERVICES": "",
             # The plugin's checkout, and system files moved out of /etc.
             "GVFS_DIR": REPO,
+            "GVFS_BIN_DIR": self.bin_dir,
             "GVFS_CONF_DIR": os.path.join(self.etc, "gvfs-openstack"),
             "GVFS_DTN_EXPORT": os.path.join(self.root, "srv", "gvfs-images"),
             "GVFS_KERNEL_EXPORTS": os.path.join(
@@ -197,7 +209,7 @@ def test_stack_starts_the_dtn_proxies_mount_and_conductor(devstack):
     devstack.stack()
     env = devstack.env
     running = devstack.running()
-    bin_dir = "/opt/stack/data/venv/bin"
+    bin_dir = devstack.bin_dir
     server_conf = devstack.conf_path("gvfs-proxy-server.conf")
     client_conf = devstack.conf_path("gvfs-proxy-client.conf")
     assert running["gvfs-server"] == (
@@ -323,8 +335,17 @@ def test_conductor_knows_both_sites(devstack):
     migration_conf.load(conf, ["--config-file", path], "gvfs-conductor")
     assert conf.conductor.sites == ["site1", "site2"]
     assert conf.conductor.local_site == "site1"
-    assert conf.conductor.job_store == "sqlite:///%s/gvfs/conductor.db" % (
-        env["DATA_DIR"])
+    store = os.path.join(env["DATA_DIR"], "gvfs", "conductor.db")
+    assert conf.database.connection == "sqlite:///%s" % store
+    assert conf.conductor.job_store is None
+    # Synced before the conductor started: at the newest revision.
+    calls = devstack.calls()
+    sync = "gvfs-manage --config-file %s db sync" % path
+    assert calls.index(sync) < calls.index(
+        "run_process gvfs-conductor %s" % devstack.running()["gvfs-conductor"])
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT version_num FROM alembic_version"
+                          ).fetchall() == [(schema.head(),)]
     local, peer = conf["site:site1"], conf["site:site2"]
     assert local.gridftp_url == "gsiftp://192.0.2.10:2811"
     assert peer.gridftp_url == "gsiftp://192.0.2.20:2811"
@@ -354,7 +375,7 @@ def test_api_is_in_the_catalog_and_checks_tokens_as_its_own_user(devstack):
     devstack.stack()
     path = devstack.conf_path("gvfs-api.conf")
     assert devstack.running()["gvfs-api"] == (
-        "/opt/stack/data/venv/bin/gvfs-api --config-file %s" % path)
+        "%s/gvfs-api --config-file %s" % (devstack.bin_dir, path))
     conf = _api_conf(path)
     assert (conf.api.host_ip, conf.api.port) == ("0.0.0.0", 9494)
     authtoken = conf.keystone_authtoken

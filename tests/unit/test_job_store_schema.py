@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 from alembic import autogenerate
-from alembic import command
 from alembic.runtime import migration
 import pytest
 import sqlalchemy as sa
@@ -20,10 +19,10 @@ from gvfs_openstack import exceptions
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration.db import sync
 from gvfs_openstack.migration import jobs
+from tests.lab import job_store
 
-IMAGES = [{"id": "i%d" % n, "name": "n%d" % n, "size": 10 * n,
-           "os_hash_algo": "sha512", "os_hash_value": "h%d" % n}
-          for n in range(3)]
+IMAGES = job_store.IMAGES
+_store_at_0001 = job_store.store_at_0001
 
 #: The store the first release of the conductor made (sqlite's DDL of its
 #: create_all): no jobs.pack, job_images.transfer_task or transfer_done.
@@ -144,30 +143,6 @@ def _shape(url):
         engine.dispose()
 
 
-def _store_at_0001(url):
-    """A store as revision 0001 made it, with a job of two images."""
-    engine = jobs.create_engine(url)
-    try:
-        with engine.begin() as db:
-            command.upgrade(schema.alembic_config(db), "0001")
-            tables = sa.MetaData()
-            tables.reflect(db)
-            now = jobs._now()
-            db.execute(tables.tables["jobs"].insert().values(
-                id="j1", source="east", destination="west", state="queued",
-                images_in_flight=2, pack="tar", cancel_requested=False,
-                created_at=now, updated_at=now))
-            for position, image in enumerate(IMAGES[:2]):
-                db.execute(tables.tables["job_images"].insert().values(
-                    job_id="j1", position=position, image_id=image["id"],
-                    name=image["name"], size=image["size"],
-                    stage=jobs.LOCAL_COPY, state=jobs.QUEUED, stage_bytes=0,
-                    transfer_task="task-%d" % position, attempts=0,
-                    updated_at=now))
-    finally:
-        engine.dispose()
-
-
 @pytest.fixture
 def store(tmp_path):
     store = jobs.JobStore(_url(tmp_path))
@@ -180,7 +155,7 @@ def store(tmp_path):
 def test_an_empty_store_opens_at_the_newest_revision(tmp_path):
     url = _url(tmp_path)
     jobs.JobStore(url).dispose()
-    assert _revision(url) == schema.head() == "0002"
+    assert _revision(url) == schema.head() == "0003"
     store = jobs.JobStore(url)  # Opened again as it is.
     store.create_job("east", "west", IMAGES, 2, project_id="p1",
                      user_id="u1")
@@ -207,11 +182,11 @@ def test_a_store_at_an_older_revision_is_refused_until_db_sync(tmp_path):
     with pytest.raises(exceptions.InvalidConfig) as raised:
         jobs.JobStore(url)
     message = str(raised.value)
-    assert "[conductor] job_store" in message
-    assert "revision 0001" in message and "needs revision 0002" in message
+    assert "[database] connection" in message
+    assert "revision 0001" in message and "needs revision 0003" in message
     assert "gvfs-manage db sync" in message
 
-    assert _sync(url) == ("0001", "0002")
+    assert _sync(url) == ("0001", "0003")
     store = jobs.JobStore(url)
     job = store.job("j1")
     assert (job["pack"], job["project_id"], job["user_id"]) == \
@@ -235,7 +210,7 @@ def test_a_store_of_the_first_release_is_synced(tmp_path):
                        match="no schema revision.*gvfs-manage db sync"):
         jobs.JobStore(url)
 
-    assert _sync(url) == (None, "0002")
+    assert _sync(url) == (None, "0003")
     store = jobs.JobStore(url)
     job = store.job("j1")
     assert (job["state"], job["pack"], job["project_id"]) == \
@@ -254,7 +229,7 @@ def test_db_sync_twice_changes_nothing(tmp_path):
     _run_sql(url, FIRST_RELEASE)
     _sync(url)
     ddl = _ddl(url)
-    assert _sync(url) == ("0002", "0002")
+    assert _sync(url) == ("0003", "0003")
     assert _ddl(url) == ddl
     jobs.JobStore(url).dispose()
 
@@ -287,7 +262,7 @@ def test_a_store_of_a_newer_release_is_refused(tmp_path):
 
 def test_a_string_that_is_no_store_url_is_invalid_config(tmp_path):
     with pytest.raises(exceptions.InvalidConfig,
-                       match="job_store: it is not an SQLAlchemy URL"):
+                       match="connection: it is not an SQLAlchemy URL"):
         jobs.JobStore("pass:word@/jobs")
     with pytest.raises(exceptions.InvalidConfig) as raised:
         jobs.JobStore("nosuchdb://gvfs:s3cret@db.example.org/gvfs")
@@ -297,9 +272,9 @@ def test_a_string_that_is_no_store_url_is_invalid_config(tmp_path):
 
 # --- gvfs-manage -------------------------------------------------------------
 
-def _manage(tmp_path, job_store, *args):
+def _manage(tmp_path, url, *args, group="database", option="connection"):
     conf = tmp_path / "gvfs-conductor.conf"
-    conf.write_text("[conductor]\njob_store = %s\n" % job_store)
+    conf.write_text("[%s]\n%s = %s\n" % (group, option, url))
     return subprocess.run(
         [sys.executable, "-c",
          "import sys; from gvfs_openstack.cmd import manage; "
@@ -313,15 +288,15 @@ def test_gvfs_manage_db_sync_and_version(tmp_path):
     version = _manage(tmp_path, url, "db", "version")
     assert version.returncode == 0, version.stderr
     assert version.stdout.splitlines() == [
-        "job store revision: 0001", "newest revision: 0002"]
+        "job store revision: 0001", "newest revision: 0003"]
 
     synced = _manage(tmp_path, url, "db", "sync")
     assert synced.returncode == 0, synced.stderr
-    assert "revision 0002 (was 0001)" in synced.stdout
+    assert "revision 0003 (was 0001)" in synced.stdout
     assert "Running upgrade 0001 -> 0002" in synced.stderr  # Logged.
-    assert _revision(url) == "0002"
+    assert _revision(url) == "0003"
     assert _manage(tmp_path, url, "db", "version").stdout.splitlines()[0] \
-        == "job store revision: 0002"
+        == "job store revision: 0003"
     store = jobs.JobStore(url)
     assert store.job("j1")["pack"] == "tar"
     store.dispose()
@@ -339,7 +314,7 @@ def test_gvfs_manage_fails_in_one_line(tmp_path):
 
     bad = _manage(tmp_path, "nosuchdb://gvfs:s3cret@db/gvfs", "db", "sync")
     assert bad.returncode == 1
-    assert bad.stderr.count("\n") == 1 and "[conductor] job_store" in \
+    assert bad.stderr.count("\n") == 1 and "[database] connection" in \
         bad.stderr
     assert "s3cret" not in bad.stderr
 
@@ -383,3 +358,13 @@ def test_an_unknown_marker_is_a_job_not_found(store):
     with pytest.raises(exceptions.JobNotFound):
         store.jobs(project_id="p2", marker=theirs)
     assert store.jobs(project_id="p1", marker=theirs) == []
+
+
+def test_the_deprecated_job_store_option_still_names_the_store(tmp_path):
+    url = _url(tmp_path)
+    _store_at_0001(url)
+    synced = _manage(tmp_path, url, "db", "sync", group="conductor",
+                     option="job_store")
+    assert synced.returncode == 0, synced.stderr
+    assert "revision 0003 (was 0001)" in synced.stdout
+    assert "job_store" in synced.stderr and "deprecated" in synced.stderr
