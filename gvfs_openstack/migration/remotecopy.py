@@ -3,16 +3,16 @@
 
 The image is created at the destination with the source's id, every
 attribute a user set, its owner and the projects it is shared with (each
-mapped by ``[site:NAME] project_mapping``).  Then, when the destination has a ``gvfs`` store on
-that DTN, the file is linked into the store's directory and registered by
-location: no byte crosses the Images API, and Glance itself reads the
-file, computes the hashes and activates the image only if they equal the
-source's (when it does not, the file is hashed on the DTN to tell wrong
-bytes from a failing Glance).  Otherwise the file is streamed from the
-DTN over SSH into an upload, hashed on the way; a mismatch cuts the
-upload short, so Glance never activates it.  Either way an image with
-wrong bytes is deleted at the destination, and the source is never
-touched.
+mapped by ``[site:NAME] project_mapping``).  Then, when the destination
+has a ``gvfs`` store on that DTN, the file is linked into the store's
+directory and registered by location: no byte crosses the Images API,
+and Glance itself reads the file, computes the hashes and activates the
+image only if they equal the source's (when it does not, the file is
+hashed on the DTN to tell wrong bytes from a failing Glance).  Otherwise
+the file is streamed from the DTN over SSH into an upload, hashed on the
+way; a mismatch cuts the upload short, so Glance never activates it.
+Either way an image with wrong bytes is deleted at the destination, and
+the source is never touched.
 """
 
 import hashlib
