@@ -74,5 +74,9 @@ class JobFinished(GvfsError, ValueError):
     message = "Migration job %(job)s is %(state)s already"
 
 
+class ReplicationNotFound(GvfsError, LookupError):
+    message = "No replication policy %(policy)s"
+
+
 class JobBusy(GvfsError):
     message = "Migration job %(job)s is being run by %(owner)s"

@@ -26,6 +26,7 @@ from gvfs_openstack.api import faults
 from gvfs_openstack.api import golden
 from gvfs_openstack.api import migrations
 from gvfs_openstack.api import policy
+from gvfs_openstack.api import replications as replications_mod
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import rpcapi
 
@@ -37,6 +38,7 @@ MAX_BODY = 256 * 1024
 #: Conductor errors and the status each is answered with.
 _STATUS_OF = (
     (exceptions.JobNotFound, 404),
+    (exceptions.ReplicationNotFound, 404),
     (exceptions.JobFinished, 409),
     (exceptions.UnknownSite, 400),
     (exceptions.ImageNotFound, 400),
@@ -110,12 +112,24 @@ class Application:
         jobs = migrations.MigrationsController(conductor, rules, conf)
         sites = migrations.SitesController(conductor, rules)
         images = golden.GoldenImagesController(conductor, rules)
+        replications = replications_mod.ReplicationsController(
+            conductor, rules)
         self.router = Router()
         self.router.add("POST", "/v1/migrations", jobs.create, body=True)
         self.router.add("GET", "/v1/migrations", jobs.index)
         self.router.add("GET", "/v1/migrations/%(id)s", jobs.show)
         self.router.add("POST", "/v1/migrations/%(id)s/cancel", jobs.cancel,
                         body=True)
+        self.router.add("POST", "/v1/replications", replications.create,
+                        body=True)
+        self.router.add("GET", "/v1/replications", replications.index)
+        self.router.add("GET", "/v1/replications/%(id)s", replications.show)
+        self.router.add("DELETE", "/v1/replications/%(id)s",
+                        replications.delete)
+        self.router.add("POST", "/v1/replications/%(id)s/pause",
+                        replications.pause, body=True)
+        self.router.add("POST", "/v1/replications/%(id)s/resume",
+                        replications.resume, body=True)
         self.router.add("GET", "/v1/golden-images/%(id)s/references",
                         images.references)
         self.router.add("GET", "/v1/sites", sites.index)
@@ -144,6 +158,8 @@ class Application:
 
 
 def _json(status, document):
+    if document is None:
+        return webob.Response(status=faults.status_line(status))
     return webob.Response(status=faults.status_line(status),
                           content_type="application/json", charset=None,
                           body=json.dumps(document).encode())

@@ -11,6 +11,7 @@ import urllib.parse
 
 from gvfs_openstack.api import delegation
 from gvfs_openstack.api import faults
+from gvfs_openstack.api import params as params_mod
 from gvfs_openstack.api import policies
 from gvfs_openstack.api import policy
 from gvfs_openstack.api import schemas
@@ -27,30 +28,6 @@ def _migration(job, base_url):
     view["links"] = [{"rel": "self",
                       "href": "%s/v1/migrations/%s" % (base_url, job["id"])}]
     return view
-
-
-def _int_param(params, name, minimum):
-    value = params.get(name)
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        number = None
-    if number is None or number < minimum:
-        raise faults.Fault(400, "Invalid query parameter %s: %r is not an "
-                           "integer of at least %d" % (name, value, minimum))
-    return number
-
-
-def _bool_param(params, name):
-    value = params.get(name, "false").lower()
-    if value in ("1", "true", "yes"):
-        return True
-    if value in ("0", "false", "no"):
-        return False
-    raise faults.Fault(400, "Invalid query parameter %s: %r is not a "
-                       "boolean" % (name, value))
 
 
 class MigrationsController:
@@ -100,7 +77,7 @@ class MigrationsController:
                                % sorted(unknown)[0])
         context = request.context
         project_id = context.project_id
-        if _bool_param(params, "all_projects") or (
+        if params_mod.bool_param(params, "all_projects") or (
                 params.get("project_id") not in (None, project_id)):
             policy.authorize(self.rules, policies.MIGRATION_LIST_ALL,
                              context, {"project_id": params.get(
@@ -115,8 +92,8 @@ class MigrationsController:
                 raise faults.Fault(400, "Invalid query parameter status: "
                                    "%r is not one of: %s" % (state, ", ".join(
                                        schemas.MIGRATION_STATES)))
-        limit = min(_int_param(params, "limit", 1) or self.max_limit,
-                    self.max_limit)
+        limit = min(params_mod.int_param(params, "limit", 1)
+                    or self.max_limit, self.max_limit)
         # One more than asked: whether a next page exists.
         try:
             found = self.conductor.list_jobs(

@@ -27,6 +27,12 @@ MIGRATION_SHOW = "gvfs:migration:show"
 MIGRATION_CANCEL = "gvfs:migration:cancel"
 GOLDEN_REFERENCES = "gvfs:golden_image:references"
 GOLDEN_REFERENCE_HOSTS = "gvfs:golden_image:references:host"
+REPLICATION_CREATE = "gvfs:replication:create"
+REPLICATION_LIST = "gvfs:replication:list"
+REPLICATION_LIST_ALL = "gvfs:replication:list:all_projects"
+REPLICATION_SHOW = "gvfs:replication:show"
+REPLICATION_UPDATE = "gvfs:replication:update"
+REPLICATION_DELETE = "gvfs:replication:delete"
 SITE_LIST = "gvfs:site:list"
 SITE_SHOW = "gvfs:site:show"
 
@@ -87,6 +93,50 @@ _GOLDEN = [
                      "method": "GET"}]),
 ]
 
+_REPLICATIONS = [
+    policy.DocumentedRuleDefault(
+        name=REPLICATION_CREATE, check_str=ADMIN_OR_MEMBER,
+        scope_types=["project"],
+        description="Make a replication policy: the caller's project's "
+                    "images it selects keep themselves copied to a site.",
+        operations=[{"path": "/v1/replications", "method": "POST"}]),
+    policy.DocumentedRuleDefault(
+        name=REPLICATION_LIST, check_str=ADMIN_OR_READER,
+        scope_types=["project"],
+        description="List the replication policies of the caller's "
+                    "project.",
+        operations=[{"path": "/v1/replications", "method": "GET"}]),
+    policy.DocumentedRuleDefault(
+        name=REPLICATION_LIST_ALL, check_str=ADMIN,
+        scope_types=["project"],
+        description="List the replication policies of every project.",
+        operations=[{"path": "/v1/replications?all_projects=1",
+                     "method": "GET"}]),
+    policy.DocumentedRuleDefault(
+        name=REPLICATION_SHOW, check_str=ADMIN_OR_READER,
+        scope_types=["project"],
+        description="Show a replication policy of the caller's project, "
+                    "its images and its recovery point.",
+        operations=[{"path": "/v1/replications/{replication_id}",
+                     "method": "GET"}]),
+    policy.DocumentedRuleDefault(
+        name=REPLICATION_UPDATE, check_str=ADMIN_OR_MEMBER,
+        scope_types=["project"],
+        description="Pause or resume a replication policy of the "
+                    "caller's project.",
+        operations=[{"path": "/v1/replications/{replication_id}/pause",
+                     "method": "POST"},
+                    {"path": "/v1/replications/{replication_id}/resume",
+                     "method": "POST"}]),
+    policy.DocumentedRuleDefault(
+        name=REPLICATION_DELETE, check_str=ADMIN_OR_MEMBER,
+        scope_types=["project"],
+        description="Delete a replication policy of the caller's project "
+                    "(the copies it made stay).",
+        operations=[{"path": "/v1/replications/{replication_id}",
+                     "method": "DELETE"}]),
+]
+
 _SITES = [
     policy.DocumentedRuleDefault(
         name=SITE_LIST, check_str=ADMIN_OR_READER,
@@ -103,4 +153,4 @@ _SITES = [
 
 def list_rules():
     """Every rule, for the enforcer and ``oslo.policy.policies``."""
-    return _BASE + _MIGRATIONS + _GOLDEN + _SITES
+    return _BASE + _MIGRATIONS + _REPLICATIONS + _GOLDEN + _SITES

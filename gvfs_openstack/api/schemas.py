@@ -38,6 +38,39 @@ MIGRATION_CREATE = {
     "additionalProperties": False,
 }
 
+REPLICATION_CREATE = {
+    "type": "object",
+    "properties": {
+        "replication": {
+            "type": "object",
+            "properties": {
+                "destination": _NAME,
+                "name": _NAME,
+                "tag": _NAME,
+                "property": {
+                    "type": "object",
+                    "properties": {"key": _NAME,
+                                   "value": {"type": "string",
+                                             "maxLength": 255}},
+                    "required": ["key", "value"],
+                    "additionalProperties": False,
+                },
+                "images": {"type": "array", "items": _NAME,
+                           "minItems": 1, "maxItems": MAX_IMAGES,
+                           "uniqueItems": True},
+                "delete_follows": {"type": "boolean"},
+            },
+            "required": ["destination"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["replication"],
+    "additionalProperties": False,
+}
+
+#: What selects a policy's images: exactly one of these fields.
+REPLICATION_SELECTORS = ("tag", "property", "images")
+
 MIGRATION_STATES = ("queued", "running", jobs.DONE, jobs.FAILED,
                     jobs.CANCELLED)
 

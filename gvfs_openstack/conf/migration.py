@@ -81,6 +81,15 @@ A job's runner renews its claim every third of this; a conductor that
 restarts (or another conductor sharing the job store) takes over a job
 whose claim is older.  Related options: [database] connection.
 """),
+    cfg.FloatOpt("replication_interval", default=60.0, min=0.5,
+                 help="""Seconds between two comparisons of each replication
+policy with the source Glance.
+
+Each round starts a migration job for every image a policy selects that
+has no copy at its destination yet, follows property changes and (with
+``delete_follows``) deletes; the recovery point of a policy is at least
+this long.
+"""),
     cfg.StrOpt("globus_url_copy", default="globus-url-copy",
                help="The GridFTP client program run for DTN-to-DTN "
                     "transfers."),

@@ -19,6 +19,9 @@ from gvfs_openstack import exceptions
 
 CHUNK = 1024 * 1024
 
+#: The media type of the Images API's PATCH.
+JSON_PATCH = "application/openstack-images-v2.1-json-patch"
+
 #: Image attributes Glance sets itself or that belong to one cloud only.
 _NOT_COPIED = frozenset((
     "id", "status", "checksum", "os_hash_algo", "os_hash_value", "size",
@@ -26,6 +29,33 @@ _NOT_COPIED = frozenset((
     "direct_url", "locations", "stores", "owner", "os_glance_failed_import",
     "os_glance_importing_to_stores",
 ))
+
+
+#: Attributes every image has, which a patch may change but not remove.
+_BUILT_IN = frozenset((
+    "name", "disk_format", "container_format", "visibility", "protected",
+    "min_disk", "min_ram", "tags", "os_hidden"))
+
+
+def attribute_patch(source, copy):
+    """JSON-patch operations that give ``copy`` the source's attributes.
+
+    What :func:`copied_attributes` keeps of ``source``, added or
+    replaced; what the copy has beyond them, and that a user set,
+    removed.
+    """
+    wanted = copied_attributes(source)
+    wanted.pop("id", None)
+    have = copied_attributes(copy)
+    have.pop("id", None)
+    operations = [{"op": "replace" if key in have else "add",
+                   "path": "/" + key, "value": value}
+                  for key, value in sorted(wanted.items())
+                  if have.get(key) != value]
+    operations += [{"op": "remove", "path": "/" + key}
+                   for key in sorted(set(have) - set(wanted))
+                   if key not in _BUILT_IN]
+    return operations
 
 
 def copied_attributes(image):
@@ -121,6 +151,31 @@ class GlanceClient:
                 image=name_or_id, reason="several images at site %s have "
                 "this name; name it by its id" % self.site)
         return found[0]
+
+    def images(self, **filters):
+        """Yield every image the Images API lists with ``filters``.
+
+        ``filters``: its query parameters (``owner``, ``status``, ``tag``,
+        a property), page after page.
+        """
+        what = "listing images"
+        params = dict(filters, limit=200)
+        while True:
+            reply = self._check(self._api.request(
+                "GET", "/v2/images", "-", what, params=params), "-", what)
+            page = reply.json()
+            yield from page["images"]
+            if not page.get("next") or not page["images"]:
+                return
+            params = dict(filters, limit=200, marker=page["images"][-1]["id"])
+
+    def patch(self, image_id, operations):
+        """Apply JSON-patch ``operations`` to the image's attributes."""
+        what = "updating the image"
+        self._check(self._api.request(
+            "PATCH", "/v2/images/%s" % image_id, image_id, what,
+            data=json.dumps(operations),
+            headers={"Content-Type": JSON_PATCH}), image_id, what)
 
     def data(self, image_id, offset=0):
         """Yield the image's bytes from ``offset``, CHUNK at a time."""

@@ -155,6 +155,50 @@ STAGE_RUNS = sa.Table(
 )
 
 
+#: Replication policies (:mod:`gvfs_openstack.replication`): which images
+#: of a project keep themselves copied to a site.
+REPLICATION_POLICIES = sa.Table(
+    "replication_policies", METADATA,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("name", sa.String(255)),
+    sa.Column("project_id", sa.String(64), nullable=False, index=True),
+    sa.Column("user_id", sa.String(64)),
+    sa.Column("destination", sa.String(255), nullable=False),
+    #: ``tag``, ``property`` or ``images``, and its JSON: {"tag": T},
+    #: {"key": K, "value": V} or {"images": [ID, ...]}.
+    sa.Column("selector_kind", sa.String(16), nullable=False),
+    sa.Column("selector", sa.Text, nullable=False),
+    sa.Column("delete_follows", sa.Boolean, nullable=False),
+    sa.Column("paused", sa.Boolean, nullable=False),
+    #: When a conductor last compared the source with the policy.
+    sa.Column("reconciled_at", TIMESTAMP),
+    sa.Column("created_at", TIMESTAMP, nullable=False),
+    sa.Column("updated_at", TIMESTAMP, nullable=False),
+)
+
+#: Each image a policy has seen, and where it is (see
+#: :mod:`gvfs_openstack.replication.plan`).
+REPLICATED_IMAGES = sa.Table(
+    "replicated_images", METADATA,
+    sa.Column("policy_id", sa.String(36),
+              sa.ForeignKey("replication_policies.id"), primary_key=True),
+    sa.Column("image_id", sa.String(36), primary_key=True),
+    sa.Column("name", sa.String(255)),
+    sa.Column("size", sa.BigInteger),
+    sa.Column("state", sa.String(16), nullable=False),
+    #: The migration job copying it (state ``copying``) or that did.
+    sa.Column("job_id", sa.String(36)),
+    #: When the change still to arrive happened at the source: the
+    #: recovery point counts from the oldest.
+    sa.Column("changed_at", TIMESTAMP, nullable=False),
+    sa.Column("synced_at", TIMESTAMP),
+    #: Digest of the attributes the copy has (plan.properties_digest).
+    sa.Column("synced_properties", sa.String(64)),
+    sa.Column("error", sa.Text),
+    sa.Column("updated_at", TIMESTAMP, nullable=False),
+)
+
+
 def _now():
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 

@@ -13,6 +13,8 @@ Version history:
 * 1.2 -- the request context; find_images, list_sites, trustee,
   golden_references; migrate takes ``trust_id``; list_jobs takes
   ``project_id``, ``states``, ``limit`` and ``marker``.
+* 1.3 -- create_replication, list_replications, show_replication,
+  pause_replication, delete_replication.
 """
 
 import oslo_messaging as messaging
@@ -20,7 +22,7 @@ import oslo_messaging as messaging
 from gvfs_openstack import exceptions
 
 TOPIC = "gvfs-conductor"
-RPC_VERSION = "1.2"
+RPC_VERSION = "1.3"
 
 #: Errors that cross RPC as themselves (a clear message for the user).
 ALLOWED_EXMODS = [exceptions.__name__]
@@ -74,3 +76,28 @@ class ConductorAPI:
 
     def cancel_job(self, context, job_id):
         return self.client.call(context, "cancel_job", job_id=job_id)
+
+    def create_replication(self, context, destination, selector_kind,
+                           selector, delete_follows=False, name=None):
+        """A replication policy of the context's project."""
+        return self.client.call(
+            context, "create_replication", destination=destination,
+            selector_kind=selector_kind, selector=selector,
+            delete_follows=delete_follows, name=name)
+
+    def list_replications(self, context, project_id=None):
+        return self.client.call(context, "list_replications",
+                                project_id=project_id)
+
+    def show_replication(self, context, policy_id):
+        return self.client.call(context, "show_replication",
+                                policy_id=policy_id)
+
+    def pause_replication(self, context, policy_id, paused):
+        """Pause (``paused``) or resume the policy."""
+        return self.client.call(context, "pause_replication",
+                                policy_id=policy_id, paused=paused)
+
+    def delete_replication(self, context, policy_id):
+        return self.client.call(context, "delete_replication",
+                                policy_id=policy_id)

@@ -5,7 +5,8 @@ A thin shell over :class:`manager.ConductorManager`: the endpoint maps
 calls to the manager and declares which errors are the caller's to see,
 the service starts and stops the RPC server (threading executor, the
 default of oslo.messaging 18) and
-runs the periodic resume that takes over orphaned jobs.
+runs the periodic resume that takes over orphaned jobs and the periodic
+reconciliation of replication policies.
 """
 
 import threading
@@ -17,20 +18,54 @@ from gvfs_openstack import exceptions
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import rpcapi
+from gvfs_openstack.replication import manager as replication_manager
 
 LOG = logging.getLogger(__name__)
 
 _USER_ERRORS = (exceptions.UnknownSite, exceptions.ImageNotFound,
                 exceptions.ImageNotMigratable, exceptions.InvalidConfig,
                 exceptions.JobNotFound, exceptions.JobFinished,
-                exceptions.StageFailed)
+                exceptions.StageFailed, exceptions.ReplicationNotFound)
 
 
 class ConductorEndpoint:
     target = messaging.Target(version=rpcapi.RPC_VERSION)
 
-    def __init__(self, manager):
+    def __init__(self, manager, replications):
         self.manager = manager
+        self.replications = replications
+
+    @messaging.expected_exceptions(*_USER_ERRORS)
+    def create_replication(self, ctxt, destination, selector_kind, selector,
+                           delete_follows=False, name=None):
+        policy = self.replications.create(
+            ctxt.get("project_id"), ctxt.get("user_id"), destination,
+            selector_kind, selector, delete_follows=delete_follows,
+            name=name)
+        LOG.info("user %s of project %s made replication policy %s to %s",
+                 ctxt.get("user_id"), ctxt.get("project_id"), policy["id"],
+                 destination)
+        return policy
+
+    def list_replications(self, ctxt, project_id=None):
+        return self.replications.list(project_id=project_id)
+
+    @messaging.expected_exceptions(*_USER_ERRORS)
+    def show_replication(self, ctxt, policy_id):
+        return self.replications.show(policy_id)
+
+    @messaging.expected_exceptions(*_USER_ERRORS)
+    def pause_replication(self, ctxt, policy_id, paused):
+        LOG.info("user %s of project %s %s replication policy %s",
+                 ctxt.get("user_id"), ctxt.get("project_id"),
+                 "pauses" if paused else "resumes", policy_id)
+        return self.replications.set_paused(policy_id, paused)
+
+    @messaging.expected_exceptions(*_USER_ERRORS)
+    def delete_replication(self, ctxt, policy_id):
+        LOG.info("user %s of project %s deletes replication policy %s",
+                 ctxt.get("user_id"), ctxt.get("project_id"), policy_id)
+        self.replications.delete(policy_id)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def migrate(self, ctxt, image_ids, destination, images_in_flight=None,
@@ -85,14 +120,27 @@ class ConductorService:
         self.conf = conf
         self.manager = manager or manager_mod.ConductorManager(
             conf, notify=True)
+        self.replications = replication_manager.ReplicationManager(
+            conf, self.manager)
         self.transport = transport or rpcapi.get_transport(conf)
         self.server = messaging.get_rpc_server(
             self.transport, messaging.Target(topic=rpcapi.TOPIC,
                                              server=conf.conductor.host),
-            [ConductorEndpoint(self.manager)])  # Threads: the default.
+            [ConductorEndpoint(self.manager, self.replications)])
         self._stop = threading.Event()
         self._periodic = threading.Thread(target=self._resume_periodically,
                                           name="gvfs-resume", daemon=True)
+        self._reconciling = threading.Thread(
+            target=self._reconcile_periodically, name="gvfs-replicate",
+            daemon=True)
+
+    def _reconcile_periodically(self):
+        every = self.conf.conductor.replication_interval
+        while not self._stop.wait(every):
+            try:
+                self.replications.reconcile()
+            except Exception:  # Logged; the next round tries again.
+                LOG.exception("reconciling replication policies failed")
 
     def _resume_periodically(self):
         every = self.conf.conductor.lease_seconds
@@ -106,6 +154,7 @@ class ConductorService:
         self.manager.resume()
         self.server.start()
         self._periodic.start()
+        self._reconciling.start()
         LOG.info("gvfs-conductor %s serves topic %s",
                  self.conf.conductor.host, rpcapi.TOPIC)
 
@@ -114,4 +163,5 @@ class ConductorService:
         self.server.stop()
         self.server.wait()
         self._periodic.join()
+        self._reconciling.join()
         self.manager.stop()

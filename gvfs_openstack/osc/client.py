@@ -52,7 +52,7 @@ class ApiClient:
                 "gvfs-api cannot be reached: %s" % e) from e
         if reply.status_code >= 400:
             raise osc_exceptions.CommandError(_message(reply))
-        return reply.json()
+        return reply.json() if reply.content else None
 
     def migrate(self, images, destination, images_in_flight=None,
                 pack=None):
@@ -99,3 +99,34 @@ class ApiClient:
 
     def show_site(self, name):
         return self._call("GET", "/v1/sites/%s" % name)["site"]
+
+    def create_replication(self, destination, selector_kind, selector,
+                           delete_follows=False, name=None):
+        """``selector``: the tag, the (key, value) or the image list."""
+        replication = {"destination": destination,
+                       "delete_follows": delete_follows}
+        if selector_kind == "property":
+            key, value = selector
+            replication["property"] = {"key": key, "value": value}
+        else:
+            replication[selector_kind] = selector
+        if name is not None:
+            replication["name"] = name
+        return self._call("POST", "/v1/replications",
+                          {"replication": replication})["replication"]
+
+    def list_replications(self, all_projects=False):
+        params = {"all_projects": "true"} if all_projects else None
+        return self._call("GET", "/v1/replications",
+                          params=params)["replications"]
+
+    def show_replication(self, policy_id):
+        return self._call("GET", "/v1/replications/%s"
+                          % policy_id)["replication"]
+
+    def pause_replication(self, policy_id, paused):
+        return self._call("POST", "/v1/replications/%s/%s" % (
+            policy_id, "pause" if paused else "resume"))["replication"]
+
+    def delete_replication(self, policy_id):
+        self._call("DELETE", "/v1/replications/%s" % policy_id)

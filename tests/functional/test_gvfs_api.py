@@ -9,6 +9,8 @@ import os
 import socket
 import sys
 import threading
+import time
+import urllib.error
 
 from oslo_config import cfg
 import oslo_messaging as messaging
@@ -77,7 +79,8 @@ def api(dr, keystone, broker, notified, tmp_path_factory):
     config = dr.conductor_config(
         str(workdir / "conductor.conf"),
         "sqlite:///%s" % (workdir / "jobs.sqlite"),
-        transport_url=broker.url, host="conductor-1")
+        transport_url=broker.url, host="conductor-1",
+        replication_interval=1)
     _add_section(config, "oslo_messaging_notifications",
                  driver="messagingv2")
     conductor = process.ManagedProcess(
@@ -411,3 +414,91 @@ def test_gvfs_api_tells_systemd_and_rereads_its_configuration(
     finally:
         notify.close()
         assert second.stop() == 0
+
+
+# --- replication policies ----------------------------------------------------
+
+def _replicated(api, user, policy_id, done, what, timeout=300):
+    """Wait until ``done(view)`` of the policy as ``user`` sees it."""
+    process.wait_until(lambda: done(_ok(api.openstack(
+        user, "gvfs", "replication", "show", policy_id, "-f", "json"))),
+        what, timeout, interval=0.5)
+    return _ok(api.openstack(user, "gvfs", "replication", "show", policy_id,
+                             "-f", "json"))
+
+
+def _gone(glance, image_id):
+    try:
+        glance.image(image_id)
+    except urllib.error.HTTPError as e:
+        return e.code == 404
+    return False
+
+
+def test_a_tag_policy_copies_new_images_follows_properties_and_deletes(
+        api, dr, keystone, tmp_path):
+    policy = _ok(api.openstack(
+        "alpha-member", "gvfs", "replication", "create", "--to", "west",
+        "--tag", "dr-nightly", "--delete-follows", "--name", "nightly",
+        "-f", "json"))
+    assert (policy["selector"], policy["delete_follows"],
+            policy["project_id"]) == ({"tag": "dr-nightly"}, True,
+                                      keystone.project_id("alpha"))
+    alpha = keystone.project_id("alpha")
+    path = tmp_path / "nightly.raw"
+    path.write_bytes(os.urandom(4 * MIB))
+    # Made after the policy: one with the tag, one without.
+    tagged = dr.east.glance.add_image(
+        "nightly-1", path, drlab.FILE_STORE, owner=alpha,
+        tags=["dr-nightly"], os_version="1")
+    untagged = dr.east.glance.add_image("nightly-untagged", path,
+                                        drlab.FILE_STORE, owner=alpha)
+    view = _replicated(api, "alpha-member", policy["id"],
+                       lambda v: v["images_in_sync"] == 1,
+                       "the tagged image at west")
+    assert view["recovery_point_seconds"] == 0
+    assert view["bytes_moved"] == 4 * MIB
+    assert [i["image_id"] for i in view["images"]] == [tagged["id"]]
+    copy = dr.west.glance.image(tagged["id"])
+    assert (copy["owner"], copy["os_hash_value"], copy["os_version"]) == (
+        alpha, tagged["os_hash_value"], "1")
+    assert _gone(dr.west.glance, untagged["id"])
+
+    # A property change at the source follows.
+    dr.east.glance.update(tagged["id"], [
+        {"op": "replace", "path": "/os_version", "value": "2"}])
+    process.wait_until(lambda: dr.west.glance.image(tagged["id"]).get(
+        "os_version") == "2", "the property change at west", 60)
+
+    # Paused, a new tagged image waits; resumed, it is copied.
+    _ok(api.openstack("alpha-member", "gvfs", "replication", "pause",
+                      policy["id"], "-f", "json"))
+    later = dr.east.glance.add_image(
+        "nightly-2", path, drlab.FILE_STORE, owner=alpha,
+        tags=["dr-nightly"])
+    time.sleep(3)   # Three rounds.
+    assert _gone(dr.west.glance, later["id"])
+    _ok(api.openstack("alpha-member", "gvfs", "replication", "resume",
+                      policy["id"], "-f", "json"))
+    _replicated(api, "alpha-member", policy["id"],
+                lambda v: v["images_in_sync"] == 2, "the second image")
+
+    # A delete at the source follows (--delete-follows).
+    dr.east.glance.delete(tagged["id"])
+    process.wait_until(lambda: _gone(dr.west.glance, tagged["id"]),
+                       "the copy's delete", 60)
+
+    # Others neither see nor change the policy.
+    _refused(api.openstack("beta-member", "gvfs", "replication", "show",
+                           policy["id"]), "not allow")
+    _refused(api.openstack("alpha-reader", "gvfs", "replication", "pause",
+                           policy["id"]), "not allow")
+    listed = _ok(api.openstack("beta-member", "gvfs", "replication", "list",
+                               "-f", "json"))
+    assert policy["id"] not in [p["ID"] for p in listed]
+    assert api.openstack("alpha-member", "gvfs", "replication", "delete",
+                         policy["id"]).returncode == 0
+    _refused(api.openstack("alpha-member", "gvfs", "replication", "show",
+                           policy["id"]), "No replication policy")
+    # The copies stay.
+    assert dr.west.glance.image(later["id"])["status"] == "active"

@@ -216,6 +216,18 @@ class GlanceApi:
         with self._request("/v2/images/%s" % image_id, user=user) as reply:
             return json.loads(reply.read())
 
+    def update(self, image_id, operations, user=None):
+        """PATCH the image's attributes with JSON-patch ``operations``."""
+        self._request("/v2/images/%s" % image_id, "PATCH",
+                      json.dumps(operations).encode(), {
+                          "Content-Type": "application/"
+                          "openstack-images-v2.1-json-patch"},
+                      user=user).close()
+
+    def delete(self, image_id, user=None):
+        self._request("/v2/images/%s" % image_id, "DELETE",
+                      user=user).close()
+
     def members(self, image_id, user=None):
         """(member id, status) of each project the image is shared with."""
         with self._request("/v2/images/%s/members" % image_id,

@@ -27,6 +27,7 @@ class Conductor:
                        "img-b": {"id": "img-b", "owner": BETA}}
         self.jobs = []
         self.calls = []
+        self.replications = []
 
     def find_images(self, context, image_ids):
         try:
@@ -74,6 +75,34 @@ class Conductor:
                                 "host": "cn-1", "instance_id": "uuid-1",
                                 "disk": "disk"}]}
 
+    def create_replication(self, context, destination, selector_kind,
+                           selector, delete_follows=False, name=None):
+        policy = {"id": "r-%d" % len(self.replications),
+                  "project_id": context.project_id, "destination":
+                  destination, "selector_kind": selector_kind,
+                  "selector": selector, "delete_follows": delete_follows,
+                  "name": name, "paused": False, "images": []}
+        self.replications.append(policy)
+        return policy
+
+    def list_replications(self, context, project_id=None):
+        return [p for p in self.replications
+                if project_id in (None, p["project_id"])]
+
+    def show_replication(self, context, policy_id):
+        for policy in self.replications:
+            if policy["id"] == policy_id:
+                return policy
+        raise exceptions.ReplicationNotFound(policy=policy_id)
+
+    def pause_replication(self, context, policy_id, paused):
+        policy = self.show_replication(context, policy_id)
+        policy["paused"] = paused
+        return policy
+
+    def delete_replication(self, context, policy_id):
+        self.replications.remove(self.show_replication(context, policy_id))
+
     def list_sites(self, context):
         return [{"name": "east", "local": True, "destination": False},
                 {"name": "west", "local": False, "destination": True}]
@@ -98,7 +127,8 @@ def api():
             request.body = json.dumps(body).encode()
             request.content_type = "application/json"
         reply = request.get_response(application)
-        return reply.status_int, json.loads(reply.body)
+        return reply.status_int, json.loads(reply.body) if reply.body \
+            else None
 
     call.conductor = conductor
     yield call
@@ -217,4 +247,69 @@ def test_the_policy_sample_lists_every_rule():
             policies.MIGRATION_LIST_ALL, policies.MIGRATION_SHOW,
             policies.MIGRATION_CANCEL, policies.SITE_LIST,
             policies.SITE_SHOW, policies.GOLDEN_REFERENCES,
-            policies.GOLDEN_REFERENCE_HOSTS} <= names
+            policies.GOLDEN_REFERENCE_HOSTS, policies.REPLICATION_CREATE,
+            policies.REPLICATION_LIST, policies.REPLICATION_LIST_ALL,
+            policies.REPLICATION_SHOW, policies.REPLICATION_UPDATE,
+            policies.REPLICATION_DELETE} <= names
+
+
+def _replicate(**fields):
+    return {"replication": dict({"destination": "west"}, **fields)}
+
+
+def test_a_member_makes_a_replication_policy_of_its_project(api):
+    status, reply = api("POST", "/v1/replications",
+                        body=_replicate(tag="golden", delete_follows=True))
+    assert status == 201
+    policy = reply["replication"]
+    assert (policy["project_id"], policy["selector_kind"],
+            policy["selector"], policy["delete_follows"]) == (
+        ALPHA, "tag", {"tag": "golden"}, True)
+    assert policy["links"][0]["href"].endswith(
+        "/v1/replications/%s" % policy["id"])
+    status, reply = api("POST", "/v1/replications", body=_replicate(
+        property={"key": "os_distro", "value": "debian"}), project=BETA)
+    assert reply["replication"]["selector"] == {"key": "os_distro",
+                                                "value": "debian"}
+    assert api("POST", "/v1/replications", body=_replicate(tag="x"),
+               roles="reader")[0] == 403
+
+
+@pytest.mark.parametrize("body,message", [
+    (_replicate(), "Name exactly one of replication.tag, "
+                   "replication.property, replication.images"),
+    (_replicate(tag="a", images=["i"]), "Name exactly one of"),
+    (_replicate(property={"key": "k"}),
+     "Missing field replication.property.value"),
+    (_replicate(tag="a", delete_follows="yes"),
+     "Invalid field replication.delete_follows"),
+    (_replicate(tag="a", every="1h"), "Unknown field replication.every"),
+])
+def test_bad_replication_bodies_are_400_naming_the_field(api, body,
+                                                         message):
+    status, fault = api("POST", "/v1/replications", body=body)
+    assert status == 400
+    assert fault["badRequest"]["message"].startswith(message)
+
+
+def test_a_policy_is_its_projects_to_see_pause_and_delete(api):
+    _, reply = api("POST", "/v1/replications", body=_replicate(tag="g"))
+    path = "/v1/replications/%s" % reply["replication"]["id"]
+    assert api("GET", path, project=BETA)[0] == 403
+    assert api("POST", path + "/pause", project=BETA)[0] == 403
+    assert api("DELETE", path, project=BETA)[0] == 403
+    assert api("GET", "/v1/replications", project=BETA)[1] == \
+        {"replications": []}
+    assert api("POST", path + "/pause", roles="reader")[0] == 403
+    status, reply = api("POST", path + "/pause")
+    assert (status, reply["replication"]["paused"]) == (200, True)
+    status, reply = api("POST", path + "/resume")
+    assert (status, reply["replication"]["paused"]) == (200, False)
+    assert len(api("GET", "/v1/replications?all_projects=1",
+                   project=BETA, roles="admin,member,reader")[1][
+        "replications"]) == 1
+    assert api("GET", "/v1/replications?all_projects=1")[0] == 403
+    assert api("DELETE", path) == (204, None)
+    status, fault = api("GET", path)
+    assert (status, fault["itemNotFound"]["message"]) == (
+        404, "No replication policy %s" % path.rsplit("/", 1)[1])

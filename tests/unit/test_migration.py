@@ -348,6 +348,8 @@ def test_a_store_made_before_a_column_existed_gains_it(tmp_path):
         # What a release before versioned schemas and the Globus transfers
         # left.
         for statement in ("DROP TABLE alembic_version",
+                          "DROP TABLE replicated_images",
+                          "DROP TABLE replication_policies",
                           "DROP INDEX ix_jobs_project_id",
                           "ALTER TABLE jobs DROP COLUMN project_id",
                           "ALTER TABLE jobs DROP COLUMN user_id",

@@ -11,6 +11,7 @@ from gvfs_openstack.migration import jobs
 from gvfs_openstack.osc import client
 from gvfs_openstack.osc import progress
 from gvfs_openstack.osc.v1 import migration
+from gvfs_openstack.osc.v1 import replication
 from gvfs_openstack.osc.v1 import site
 
 MIB = 1024 * 1024
@@ -149,3 +150,30 @@ def test_a_job_command_needs_the_job(command_class):
     assert _parse(command_class, ["j1"]).job == "j1"
     with pytest.raises(SystemExit):
         _parse(command_class, [])
+
+
+def test_replication_create_takes_one_selector():
+    args = _parse(replication.CreateReplication, [
+        "--to", "west", "--image", "a", "--image", "b", "--delete-follows",
+        "--name", "dr"])
+    assert (args.site, args.images, args.tag, args.property,
+            args.delete_follows, args.name) == (
+        "west", ["a", "b"], None, None, True, "dr")
+    args = _parse(replication.CreateReplication,
+                  ["--to", "west", "--property", "os_distro=debian"])
+    assert (args.property, args.delete_follows) == ("os_distro=debian",
+                                                    False)
+    for argv in (["--to", "west"], ["--tag", "t"],
+                 ["--to", "west", "--tag", "t", "--image", "i"]):
+        with pytest.raises(SystemExit):
+            _parse(replication.CreateReplication, argv)
+
+
+def test_a_replication_selector_reads_as_it_was_given():
+    assert replication.SelectorColumn(
+        {"tag": "golden"}).human_readable() == "tag=golden"
+    assert replication.SelectorColumn(
+        {"key": "os_distro", "value": "debian"}).human_readable() == \
+        "os_distro=debian"
+    assert replication.SelectorColumn(
+        {"images": ["a", "b"]}).machine_readable() == {"images": ["a", "b"]}
