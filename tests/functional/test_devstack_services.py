@@ -25,15 +25,13 @@ from tests.lab import ganesha
 from tests.lab import process
 from tests.unit.test_devstack import Devstack
 
-# Where the stand-in get_python_exec_prefix says devstack put the commands.
-_DEVSTACK_BIN = "/opt/stack/data/venv/bin/"
 
-
-def _argv(command):
+def _argv(devstack, command):
+    """The command, with the plugin's programs taken from this venv."""
     argv = shlex.split(command)
-    if argv[0].startswith(_DEVSTACK_BIN):
+    if os.path.dirname(argv[0]) == devstack.bin_dir:
         argv[0] = os.path.join(os.path.dirname(sys.executable),
-                               argv[0][len(_DEVSTACK_BIN):])
+                               os.path.basename(argv[0]))
     return argv
 
 
@@ -69,11 +67,11 @@ def stacked(tmp_path):
                                ("gvfs-server", ports[2:3]),
                                ("gvfs-client", ports[3:4])):
             started.append(process.start_listening(
-                name, _argv(commands[name]),
+                name, _argv(devstack, commands[name]),
                 os.path.join(logs, name + ".log"), ports_of))
-        mountpoint = _argv(commands["gvfs-mount"])[-1]
+        mountpoint = _argv(devstack, commands["gvfs-mount"])[-1]
         mount = process.ManagedProcess(
-            "gvfs-mount", _argv(commands["gvfs-mount"]),
+            "gvfs-mount", _argv(devstack, commands["gvfs-mount"]),
             os.path.join(logs, "gvfs-mount.log"))
         started.append(mount)
         if not mounter.wait_for_mount(mountpoint, mount, 30.0):
