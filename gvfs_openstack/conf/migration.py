@@ -81,15 +81,6 @@ A job's runner renews its claim every third of this; a conductor that
 restarts (or another conductor sharing the job store) takes over a job
 whose claim is older.  Related options: [database] connection.
 """),
-    cfg.FloatOpt("replication_interval", default=60.0, min=0.5,
-                 help="""Seconds between two comparisons of each replication
-policy with the source Glance.
-
-Each round starts a migration job for every image a policy selects that
-has no copy at its destination yet, follows property changes and (with
-``delete_follows``) deletes; the recovery point of a policy is at least
-this long.
-"""),
     cfg.StrOpt("globus_url_copy", default="globus-url-copy",
                help="The GridFTP client program run for DTN-to-DTN "
                     "transfers."),
@@ -267,6 +258,41 @@ Possible values: a comma-separated list of ``id:id`` pairs.
 """),
 ]
 
+REPLICATION_GROUP = cfg.OptGroup(
+    "replication", title="Replication policies",
+    help="How the conductor keeps the images of replication policies "
+         "copied (``openstack gvfs replication``).")
+
+REPLICATION_OPTS = [
+    cfg.FloatOpt("interval", default=60.0, min=0.5,
+                 help="""Seconds between two comparisons of each policy
+with the source Glance (reconciliation).
+
+Each round starts a migration job for every selected image without a copy
+at the policy's destination, follows property changes and (with
+``delete_follows``) deletes.  With ``glance_notifications`` a round also
+starts as soon as Glance announces a change; this interval then only
+bounds how late a lost notification is made up for.
+"""),
+    cfg.BoolOpt("glance_notifications", default=True,
+                help="""Listen to the source Glance's ``image.activate``,
+``image.update`` and ``image.delete`` notifications and reconcile at
+once.
+
+Glance must send them (``[oslo_messaging_notifications] driver =
+messagingv2`` in glance-api.conf) to the bus of ``glance_transport_url``.
+The conductor listens in a pool of its own: other listeners still get
+every notification.  Related options: interval.
+"""),
+    cfg.StrOpt("glance_transport_url", secret=True,
+               help="The source Glance's notification bus; default: the "
+                    "conductor's own (``[oslo_messaging_notifications] "
+                    "transport_url``, else ``[DEFAULT] transport_url``)."),
+    cfg.ListOpt("glance_topics", default=["notifications"],
+                help="Topics the source Glance sends its notifications "
+                     "to (its ``[oslo_messaging_notifications] topics``)."),
+]
+
 GLOBUS_GROUP = cfg.OptGroup(
     "globus", title="Globus Transfer service",
     help="The conductor's Globus identity, for sites with "
@@ -317,6 +343,7 @@ def register_opts(conf):
     conf.register_opts(CONDUCTOR_OPTS, group=GROUP)
     db_options.set_defaults(conf, connection=DEFAULT_STORE)
     conf.register_opts(GLOBUS_OPTS, group=GLOBUS_GROUP)
+    conf.register_opts(REPLICATION_OPTS, group=REPLICATION_GROUP)
 
 
 def register_sites(conf):
@@ -344,6 +371,7 @@ export, GridFTP server or Globus collection, and SSH access.""")
     return [(GROUP, CONDUCTOR_OPTS),
             (cfg.OptGroup("database", help=DATABASE_HELP), _database_opts()),
             (GLOBUS_GROUP, GLOBUS_OPTS),
+            (REPLICATION_GROUP, REPLICATION_OPTS),
             (site, SITE_OPTS
              + ks_loading.get_session_conf_options()
              + ks_loading.get_auth_common_conf_options())]

@@ -18,6 +18,7 @@ from gvfs_openstack import exceptions
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import rpcapi
+from gvfs_openstack.replication import listener
 from gvfs_openstack.replication import manager as replication_manager
 
 LOG = logging.getLogger(__name__)
@@ -128,6 +129,9 @@ class ConductorService:
                                              server=conf.conductor.host),
             [ConductorEndpoint(self.manager, self.replications)])
         self._stop = threading.Event()
+        #: Set to start a reconciliation round now.
+        self._wake = threading.Event()
+        self._listener = None
         self._periodic = threading.Thread(target=self._resume_periodically,
                                           name="gvfs-resume", daemon=True)
         self._reconciling = threading.Thread(
@@ -135,8 +139,13 @@ class ConductorService:
             daemon=True)
 
     def _reconcile_periodically(self):
-        every = self.conf.conductor.replication_interval
-        while not self._stop.wait(every):
+        """A round every ``[replication] interval``, or when woken."""
+        every = self.conf.replication.interval
+        while True:
+            self._wake.wait(every)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.replications.reconcile()
             except Exception:  # Logged; the next round tries again.
@@ -154,12 +163,17 @@ class ConductorService:
         self.manager.resume()
         self.server.start()
         self._periodic.start()
+        self._listener = listener.listen(self.conf, self._wake.set)
         self._reconciling.start()
         LOG.info("gvfs-conductor %s serves topic %s",
                  self.conf.conductor.host, rpcapi.TOPIC)
 
     def stop(self):
         self._stop.set()
+        self._wake.set()
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener.wait()
         self.server.stop()
         self.server.wait()
         self._periodic.join()

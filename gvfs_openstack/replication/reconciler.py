@@ -3,9 +3,10 @@
 on: new images copied by migration jobs, properties followed, deletes
 followed (``delete_follows``).
 
-Runs in the conductor, every ``[conductor] replication_interval``
-seconds, with the conductor's own credentials (it sees every project's
-images; a policy selects only its own project's).  A change that a round
+Runs in the conductor, every ``[replication] interval`` seconds and
+when the source Glance announces a change (:mod:`.listener`), with the
+conductor's own credentials (it sees every project's images; a policy
+selects only its own project's).  A change that a round
 misses is found by the next: the state is in the job store, not in the
 round.
 """
@@ -55,11 +56,15 @@ class Reconciler:
         self.job_store = job_store
         self.replications = replications
         self.start_job = start_job
+        #: A client per site, kept: its session renews its own token.
+        self._clients = {}
 
     def _glance(self, site_name):
-        site = sites.load(self.conf, site_name)
-        return glance_api.GlanceClient(
-            sites.glance_session(self.conf, site.name), site)
+        if site_name not in self._clients:
+            site = sites.load(self.conf, site_name)
+            self._clients[site_name] = glance_api.GlanceClient(
+                sites.glance_session(self.conf, site.name), site)
+        return self._clients[site_name]
 
     def run_once(self):
         """One round over every policy that is not paused."""

@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The conductor's RPC API over oslo.messaging's in-process fake driver:
-calls reach the manager, and the user's errors come back as themselves."""
+calls reach the manager, the user's errors come back as themselves, and
+Glance's notifications wake the replication round."""
+
+import threading
 
 from oslo_config import cfg
+import oslo_messaging as messaging
 import pytest
 
 from gvfs_openstack.conf import migration as migration_conf
@@ -11,6 +15,7 @@ from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import rpcapi
 from gvfs_openstack.migration import service
+from gvfs_openstack.replication import listener
 
 
 @pytest.fixture
@@ -23,6 +28,7 @@ def conductor(tmp_path):
         conf.set_override(name, value, "conductor")
     conf.set_override("connection", "sqlite:///%s" % (
         tmp_path / "jobs.sqlite"), "database")
+    conf.set_override("glance_notifications", False, "replication")
     migration_conf.register_sites(conf)
     manager = manager_mod.ConductorManager(conf, config_args=[])
     transport = rpcapi.get_transport(conf, url="fake://")
@@ -33,6 +39,7 @@ def conductor(tmp_path):
     transport.cleanup()
     for name in overrides:
         conf.clear_override(name, "conductor")
+    conf.clear_override("glance_notifications", "replication")
 
 
 def test_calls_reach_the_manager(conductor):
@@ -96,3 +103,39 @@ def test_sites_say_which_are_destinations(conductor):
     finally:
         for site in ("east", "west"):
             conf.clear_override("glance_region", "site:" + site)
+
+
+def test_a_glance_notification_starts_a_round_at_once(tmp_path, monkeypatch):
+    """The interval is long; Glance's notification wakes the round."""
+    conf = cfg.ConfigOpts()
+    migration_conf.register_opts(conf)
+    conf([], project="gvfs")
+    for name, value in {"sites": ["east", "west"], "local_site": "east",
+                        "host": "conductor-1"}.items():
+        conf.set_override(name, value, "conductor")
+    conf.set_override("connection", "sqlite:///%s" % (
+        tmp_path / "jobs.sqlite"), "database")
+    conf.set_override("interval", 600, "replication")
+    migration_conf.register_sites(conf)
+    bus = messaging.get_notification_transport(conf, url="fake://")
+    # The listener's transport and the notifier's: one fake bus.
+    monkeypatch.setattr(listener.messaging, "get_notification_transport",
+                        lambda conf, url=None: bus)
+    transport = rpcapi.get_transport(conf, url="fake://")
+    conductor = service.ConductorService(
+        conf, manager_mod.ConductorManager(conf, config_args=[]), transport)
+    rounds = threading.Event()
+    conductor.replications.reconcile = rounds.set
+    conductor.start()
+    try:
+        glance = messaging.Notifier(bus, publisher_id="image.localhost",
+                                    driver="messaging",
+                                    topics=["notifications"])
+        glance.info({}, "compute.instance.create.end", {"id": "vm"})
+        assert not rounds.wait(1.0)
+        glance.info({}, "image.activate", {"id": "i1"})
+        assert rounds.wait(10.0)
+    finally:
+        conductor.stop()
+        transport.cleanup()
+        bus.cleanup()
