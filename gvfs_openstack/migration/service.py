@@ -29,6 +29,14 @@ _USER_ERRORS = (exceptions.UnknownSite, exceptions.ImageNotFound,
                 exceptions.StageFailed, exceptions.ReplicationNotFound)
 
 
+def _user(ctxt):
+    """The user id in a request context's dict.
+
+    oslo.context's ``to_dict`` calls it ``user``.
+    """
+    return ctxt.get("user_id") or ctxt.get("user")
+
+
 class ConductorEndpoint:
     target = messaging.Target(version=rpcapi.RPC_VERSION)
 
@@ -40,11 +48,11 @@ class ConductorEndpoint:
     def create_replication(self, ctxt, destination, selector_kind, selector,
                            delete_follows=False, name=None):
         policy = self.replications.create(
-            ctxt.get("project_id"), ctxt.get("user_id"), destination,
+            ctxt.get("project_id"), _user(ctxt), destination,
             selector_kind, selector, delete_follows=delete_follows,
             name=name)
         LOG.info("user %s of project %s made replication policy %s to %s",
-                 ctxt.get("user_id"), ctxt.get("project_id"), policy["id"],
+                 _user(ctxt), ctxt.get("project_id"), policy["id"],
                  destination)
         return policy
 
@@ -58,14 +66,14 @@ class ConductorEndpoint:
     @messaging.expected_exceptions(*_USER_ERRORS)
     def pause_replication(self, ctxt, policy_id, paused):
         LOG.info("user %s of project %s %s replication policy %s",
-                 ctxt.get("user_id"), ctxt.get("project_id"),
+                 _user(ctxt), ctxt.get("project_id"),
                  "pauses" if paused else "resumes", policy_id)
         return self.replications.set_paused(policy_id, paused)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def delete_replication(self, ctxt, policy_id):
         LOG.info("user %s of project %s deletes replication policy %s",
-                 ctxt.get("user_id"), ctxt.get("project_id"), policy_id)
+                 _user(ctxt), ctxt.get("project_id"), policy_id)
         self.replications.delete(policy_id)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
@@ -73,7 +81,7 @@ class ConductorEndpoint:
                 pack=None, trust_id=None):
         return self.manager.migrate(
             image_ids, destination, images_in_flight, pack,
-            project_id=ctxt.get("project_id"), user_id=ctxt.get("user_id"),
+            project_id=ctxt.get("project_id"), user_id=_user(ctxt),
             trust_id=trust_id)
 
     def trustee(self, ctxt):
@@ -103,7 +111,7 @@ class ConductorEndpoint:
     @messaging.expected_exceptions(*_USER_ERRORS)
     def cancel_job(self, ctxt, job_id):
         LOG.info("user %s of project %s cancels job %s",
-                 ctxt.get("user_id"), ctxt.get("project_id"), job_id)
+                 _user(ctxt), ctxt.get("project_id"), job_id)
         return self.manager.cancel(job_id)
 
 

@@ -139,6 +139,8 @@ def test_a_member_migrates_its_own_private_image(dr, keystone, alpha_image,
                                                  alpha_job):
     assert alpha_job["state"] == jobs.DONE
     assert alpha_job["project_id"] == keystone.project_id("alpha")
+    assert alpha_job["user_id"] == keystone.client().users.find(
+        name="alpha-member").id
     # -f json keeps the images' structure.
     [image] = alpha_job["images"]
     assert image["image_id"] == alpha_image["id"]

@@ -6,6 +6,7 @@ Glance's notifications wake the replication round."""
 import threading
 
 from oslo_config import cfg
+from oslo_context import context
 import oslo_messaging as messaging
 import pytest
 
@@ -139,3 +140,11 @@ def test_a_glance_notification_starts_a_round_at_once(tmp_path, monkeypatch):
         conductor.stop()
         transport.cleanup()
         bus.cleanup()
+
+
+def test_the_callers_user_is_read_from_its_request_context():
+    """As a real bus delivers gvfs-api's: a RequestContext's dict."""
+    ctxt = context.RequestContext(user_id="u1", project_id="p1").to_dict()
+    assert service._user(ctxt) == "u1"
+    assert service._user({"user_id": "u2"}) == "u2"
+    assert service._user({}) is None

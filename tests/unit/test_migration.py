@@ -52,7 +52,7 @@ def test_every_site_gets_the_listed_options_with_help(tmp_path):
     conf = _conf(tmp_path)
     listed = dict(migration_conf.list_opts())
     assert {g.name if hasattr(g, "name") else g for g in listed} == \
-        {"conductor", "database", "globus", "site:name"}
+        {"conductor", "database", "globus", "replication", "site:name"}
     database = [opts for g, opts in listed.items()
                 if getattr(g, "name", g) == "database"][0]
     assert {o.dest: o.default for o in database}["connection"] == \
