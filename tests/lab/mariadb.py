@@ -23,11 +23,8 @@ CLIENT = "mariadb"
 
 class MariaDB:
     def __init__(self, workdir):
-        entry = pwd.getpwnam(ACCOUNT)
         self.workdir = workdir
-        os.makedirs(workdir, exist_ok=True)
-        os.chown(workdir, entry.pw_uid, entry.pw_gid)
-        process.let_others_traverse(workdir)
+        process.account_directory(workdir, ACCOUNT)
         self.port = process.free_port()
         self.socket = os.path.join(workdir, "mysqld.sock")
         data = os.path.join(workdir, "data")

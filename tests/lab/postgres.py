@@ -27,11 +27,8 @@ def _bin(name):
 
 class PostgreSQL:
     def __init__(self, workdir):
-        entry = pwd.getpwnam(ACCOUNT)
         self.workdir = workdir
-        os.makedirs(workdir, exist_ok=True)
-        os.chown(workdir, entry.pw_uid, entry.pw_gid)
-        process.let_others_traverse(workdir)
+        process.account_directory(workdir, ACCOUNT)
         self.port = process.free_port()
         data = os.path.join(workdir, "data")
         as_account = ["runuser", "-u", ACCOUNT, "--"]

@@ -8,6 +8,7 @@ else on the machine is touched.
 
 import contextlib
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -46,6 +47,17 @@ def let_others_traverse(path):
         if not mode & 0o001:
             os.chmod(path, (mode & 0o7777) | 0o001)
         path = os.path.dirname(path)
+
+
+def account_directory(path, account):
+    """Make ``path`` a directory of the system ``account``, reachable.
+
+    For a server the lab runs as that account (postgres, mysql).
+    """
+    entry = pwd.getpwnam(account)
+    os.makedirs(path, exist_ok=True)
+    os.chown(path, entry.pw_uid, entry.pw_gid)
+    let_others_traverse(path)
 
 
 def free_port(host="127.0.0.1"):

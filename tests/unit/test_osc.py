@@ -169,6 +169,15 @@ def test_replication_create_takes_one_selector():
             _parse(replication.CreateReplication, argv)
 
 
+@pytest.mark.parametrize("command_class", [
+    replication.ShowReplication, replication.PauseReplication,
+    replication.ResumeReplication, replication.DeleteReplication])
+def test_a_replication_command_names_its_policy(command_class):
+    assert _parse(command_class, ["r1"]).policy == "r1"
+    with pytest.raises(SystemExit):
+        _parse(command_class, [])
+
+
 def test_a_replication_selector_reads_as_it_was_given():
     assert replication.SelectorColumn(
         {"tag": "golden"}).human_readable() == "tag=golden"

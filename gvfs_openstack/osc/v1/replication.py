@@ -46,12 +46,18 @@ def _row(view):
     return _COLUMNS + ("images",), values + (ImagesColumn(view["images"]),)
 
 
-class _PolicyCommand(command.ShowOne):
+class _NamesPolicy:
+    """A command about one policy, named by its id."""
+
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument("policy", metavar="<replication>",
                             help="Replication policy (ID)")
         return parser
+
+
+class _PolicyCommand(_NamesPolicy, command.ShowOne):
+    pass
 
 
 class CreateReplication(command.ShowOne):
@@ -143,14 +149,8 @@ class ResumeReplication(_PolicyCommand):
             parsed_args.policy, False))
 
 
-class DeleteReplication(command.Command):
+class DeleteReplication(_NamesPolicy, command.Command):
     """Delete a replication policy; the copies it made stay."""
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument("policy", metavar="<replication>",
-                            help="Replication policy (ID)")
-        return parser
 
     def take_action(self, parsed_args):
         self.app.client_manager.gvfs.delete_replication(parsed_args.policy)
