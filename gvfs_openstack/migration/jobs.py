@@ -163,6 +163,8 @@ REPLICATION_POLICIES = sa.Table(
     sa.Column("name", sa.String(255)),
     sa.Column("project_id", sa.String(64), nullable=False, index=True),
     sa.Column("user_id", sa.String(64)),
+    #: The site whose images it selects: its conductors reconcile it.
+    sa.Column("source", sa.String(255), nullable=False),
     sa.Column("destination", sa.String(255), nullable=False),
     #: ``tag``, ``property`` or ``images``, and its JSON: {"tag": T},
     #: {"key": K, "value": V} or {"images": [ID, ...]}.

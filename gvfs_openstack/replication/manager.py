@@ -70,8 +70,9 @@ class ReplicationManager:
                 option="destination",
                 reason="site %s is this conductor's own site" % destination)
         policy_id = self.store.create_policy(
-            project_id, user_id, target.name, selector_kind, selector,
-            delete_follows=delete_follows, name=name)
+            project_id, user_id, self.conf.conductor.local_site, target.name,
+            selector_kind, selector, delete_follows=delete_follows,
+            name=name)
         return self.view(self.store.policy(policy_id))
 
     def list(self, project_id=None):

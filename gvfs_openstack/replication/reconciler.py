@@ -67,8 +67,12 @@ class Reconciler:
         return self._clients[site_name]
 
     def run_once(self):
-        """One round over every policy that is not paused."""
-        for policy in self.replications.policies(paused=False):
+        """One round over every policy of this site that is not paused.
+
+        Conductors of other sites sharing the job store reconcile theirs.
+        """
+        for policy in self.replications.policies(
+                paused=False, source=self.conf.conductor.local_site):
             try:
                 self.reconcile(policy)
             except exceptions.GvfsError as e:
@@ -76,7 +80,7 @@ class Reconciler:
                             "round", policy["id"], e)
 
     def reconcile(self, policy):
-        source = self._glance(self.conf.conductor.local_site)
+        source = self._glance(policy["source"])
         records = self.replications.records(policy["id"])
         self._follow_jobs(policy, records)
         records = self.replications.records(policy["id"])

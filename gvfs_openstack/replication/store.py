@@ -34,14 +34,15 @@ class ReplicationStore:
 
     # --- policies ------------------------------------------------------------
 
-    def create_policy(self, project_id, user_id, destination, selector_kind,
-                      selector, delete_follows=False, name=None):
+    def create_policy(self, project_id, user_id, source, destination,
+                      selector_kind, selector, delete_follows=False,
+                      name=None):
         policy_id = str(uuid.uuid4())
         now = jobs._now()
         with self.engine.begin() as db:
             db.execute(POLICIES.insert().values(
                 id=policy_id, name=name, project_id=project_id,
-                user_id=user_id, destination=destination,
+                user_id=user_id, source=source, destination=destination,
                 selector_kind=selector_kind, selector=json.dumps(selector),
                 delete_follows=delete_follows, paused=False,
                 created_at=now, updated_at=now))
@@ -55,12 +56,17 @@ class ReplicationStore:
             raise exceptions.ReplicationNotFound(policy=policy_id)
         return _policy(row)
 
-    def policies(self, project_id=None, paused=None):
-        """Policies oldest first; of ``project_id`` only, if given."""
+    def policies(self, project_id=None, paused=None, source=None):
+        """Policies oldest first.
+
+        Of ``project_id`` only and of the ``source`` site only, if given.
+        """
         query = POLICIES.select().order_by(POLICIES.c.created_at,
                                            POLICIES.c.id)
         if project_id is not None:
             query = query.where(POLICIES.c.project_id == project_id)
+        if source is not None:
+            query = query.where(POLICIES.c.source == source)
         if paused is not None:
             query = query.where(POLICIES.c.paused == paused)
         with self.engine.connect() as db:

@@ -129,16 +129,18 @@ def replications(tmp_path):
 
 
 def test_a_policy_is_made_listed_paused_and_deleted(replications):
-    made = replications.create_policy("alpha", "u1", "west", "tag",
-                                      {"tag": "golden"}, name="dr")
-    other = replications.create_policy("beta", "u2", "west", "images",
-                                       {"images": ["x"]})
+    made = replications.create_policy("alpha", "u1", "east", "west",
+                                      "tag", {"tag": "golden"}, name="dr")
+    other = replications.create_policy("beta", "u2", "east", "west",
+                                       "images", {"images": ["x"]})
     policy = replications.policy(made)
     assert (policy["selector"], policy["paused"], policy["name"]) == (
         {"tag": "golden"}, False, "dr")
     assert [p["id"] for p in replications.policies(project_id="alpha")] == \
         [made]
     assert [p["id"] for p in replications.policies()] == [made, other]
+    assert replications.policies(source="west") == []
+    assert policy["source"] == "east"
     replications.set_paused(made, True)
     assert [p["id"] for p in replications.policies(paused=False)] == [other]
     replications.delete_policy(made)
@@ -153,8 +155,8 @@ def test_of_two_conductors_one_records_and_one_claims(replications, tmp_path):
     other_store = jobs.JobStore("sqlite:///%s" % (tmp_path / "jobs.sqlite"))
     other = store_mod.ReplicationStore(other_store)
     try:
-        policy = replications.create_policy("alpha", "u1", "west", "tag",
-                                            {"tag": "golden"})
+        policy = replications.create_policy("alpha", "u1", "east", "west",
+                                            "tag", {"tag": "golden"})
         for n in range(10):
             image = _image("i%d" % n)
             barrier = threading.Barrier(2)
@@ -181,8 +183,8 @@ def test_of_two_conductors_one_records_and_one_claims(replications, tmp_path):
 
 
 def test_resuming_tries_the_failed_images_again(replications):
-    policy = replications.create_policy("alpha", "u1", "west", "tag",
-                                        {"tag": "golden"})
+    policy = replications.create_policy("alpha", "u1", "east", "west",
+                                        "tag", {"tag": "golden"})
     replications.add(policy, _image("a"), NOW)
     assert replications.claim(policy, "a")
     replications.update(policy, "a", state=plan.FAILED, error="boom")

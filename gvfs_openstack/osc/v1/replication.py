@@ -6,7 +6,8 @@ from cliff import columns
 from osc_lib.command import command
 from osc_lib import exceptions as osc_exceptions
 
-_COLUMNS = ("id", "name", "project_id", "destination", "selector_kind",
+_COLUMNS = ("id", "name", "project_id", "source", "destination",
+            "selector_kind",
             "selector", "delete_follows", "paused", "images_in_sync",
             "images_pending", "images_failed", "bytes_moved",
             "recovery_point_seconds", "reconciled_at", "created_at")

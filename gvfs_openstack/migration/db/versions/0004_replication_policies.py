@@ -5,9 +5,10 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-24
 
-A policy (``replication_policies``) selects a project's images by tag,
-property or id for a destination site; ``replicated_images`` records
-each image it has seen and where its copy is.
+A policy (``replication_policies``) selects a project's images at its
+source site by tag, property or id for a destination site;
+``replicated_images`` records each image it has seen and where its copy
+is.
 """
 
 from alembic import op
@@ -32,6 +33,7 @@ def upgrade():
         sa.Column("name", sa.String(255)),
         sa.Column("project_id", sa.String(64), nullable=False),
         sa.Column("user_id", sa.String(64)),
+        sa.Column("source", sa.String(255), nullable=False),
         sa.Column("destination", sa.String(255), nullable=False),
         sa.Column("selector_kind", sa.String(16), nullable=False),
         sa.Column("selector", sa.Text, nullable=False),
