@@ -4,8 +4,8 @@
 Glance checks every request's token with it (keystonemiddleware), the
 ``openstack`` CLI and the migration conductor get their tokens and the
 Images API's address from it, as in a deployed cloud.  Everything it
-writes -- its sqlite database, its fernet and credential key
-repositories, its configuration and logs -- stays in its own directory:
+writes -- its database, its fernet and credential key repositories, its
+configuration and logs -- stays in its own directory:
 ``keystone-manage fernet_setup`` has been seen writing its first key
 under ``/etc/keystone`` when the configuration did not reach it, so the
 lab checks where the keys went.
@@ -29,14 +29,12 @@ protect; the default rounds cost a quarter of a second per login).
 """
 
 import configparser
-import contextlib
 import dataclasses
 import grp
 import os
 import pwd
 import secrets
 import shutil
-import sqlite3
 import subprocess
 import sys
 import urllib.request
@@ -45,6 +43,7 @@ from keystoneauth1.identity import v3
 from keystoneauth1 import session as ks_session
 from keystoneclient.v3 import client as ks_client
 
+from tests.lab import postgres
 from tests.lab import process
 
 DOMAIN = "Default"
@@ -94,7 +93,12 @@ class Keystone:
 
     def __init__(self, workdir, workers=2):
         self.workdir = os.path.abspath(workdir)
-        self._database = os.path.join(self.workdir, "keystone.sqlite")
+        #: Its database server: a PostgreSQL of its own.  Keystone writes
+        #: at every user's first login of a day (``last_active_at``), in
+        #: a transaction that read first; two such logins at once on
+        #: sqlite fail one of them at once with "database is locked",
+        #: whatever the journal mode.
+        self._postgres = None
         self.workers = workers
         self.port = None
         self.process = None
@@ -122,26 +126,25 @@ class Keystone:
     def start(self):
         os.makedirs(self.workdir, exist_ok=True)
         self.port = process.free_port()
-        self.config_file = self._write_config()
-        self._manage_concurrently(
-            ["db_sync"], self._key_setup("fernet_setup"),
-            self._key_setup("credential_setup"))
-        self._check_keys()
-        # Logins of several services at once each write to the database:
-        # in sqlite's default journal mode one of them can fail at once
-        # with "database is locked".  Write-ahead logging (kept in the
-        # file) lets readers and a writer go on together.
-        with contextlib.closing(sqlite3.connect(self._database)) as db:
-            db.execute("PRAGMA journal_mode=WAL")
-        # Keystone parses the process's command line as its own (it
-        # expects mod_wsgi or uwsgi): gunicorn's options come from a
-        # configuration file named in the environment, not from argv.
-        self.process = process.ManagedProcess(
-            "keystone", [_program("gunicorn")],
-            os.path.join(self.workdir, "gunicorn.log"),
-            env=dict(os.environ, OS_KEYSTONE_CONFIG_FILES=self.config_file,
-                     GUNICORN_CMD_ARGS="--config %s" % self._gunicorn_conf()))
+        self._postgres = postgres.PostgreSQL(
+            os.path.join(self.workdir, "postgres"))
         try:
+            self.config_file = self._write_config(
+                self._postgres.database("keystone"))
+            self._manage_concurrently(
+                ["db_sync"], self._key_setup("fernet_setup"),
+                self._key_setup("credential_setup"))
+            self._check_keys()
+            # Keystone parses the process's command line as its own (it
+            # expects mod_wsgi or uwsgi): gunicorn's options come from a
+            # configuration file named in the environment, not from argv.
+            self.process = process.ManagedProcess(
+                "keystone", [_program("gunicorn")],
+                os.path.join(self.workdir, "gunicorn.log"),
+                env=dict(os.environ,
+                         OS_KEYSTONE_CONFIG_FILES=self.config_file,
+                         GUNICORN_CMD_ARGS="--config %s"
+                         % self._gunicorn_conf()))
             # The workers load while bootstrap fills the database.
             self._manage_concurrently(self._bootstrap())
             process.wait_until(self._answers, "answering on /v3", 120,
@@ -153,23 +156,29 @@ class Keystone:
         return self
 
     def stop(self):
-        """Stop gunicorn and its workers (by the arbiter's PID)."""
-        if self.process is None:
-            return None
-        for sess in self._sessions.values():
-            sess.session.close()
-        self._sessions.clear()
-        status, self.process = self.process.stop(timeout=30.0), None
+        """Stop gunicorn and its workers (by the arbiter's PID).
+
+        Then its database.
+        """
+        status = None
+        if self.process is not None:
+            for sess in self._sessions.values():
+                sess.session.close()
+            self._sessions.clear()
+            status, self.process = self.process.stop(timeout=30.0), None
+        if self._postgres is not None:
+            self._postgres.stop()
+            self._postgres = None
         return status
 
     # --- setting up -------------------------------------------------------
 
-    def _write_config(self):
+    def _write_config(self, database_url):
         conf = configparser.ConfigParser(interpolation=None)
         conf["DEFAULT"] = {
             "log_file": os.path.join(self.workdir, "keystone.log"),
         }
-        conf["database"] = {"connection": "sqlite:///%s" % self._database}
+        conf["database"] = {"connection": database_url}
         conf["token"] = {"provider": "fernet",
                          # Benchmarks run for hours; clients re-authenticate
                          # when a token nears its end anyway.
