@@ -30,12 +30,9 @@ def _selector(wanted):
             "replication.%s" % kind
             for kind in schemas.REPLICATION_SELECTORS))
     kind = named[0]
-    value = wanted[kind]
-    if kind == "tag":
-        return kind, {"tag": value}
-    if kind == "images":
-        return kind, {"images": value}
-    return kind, {"key": value["key"], "value": value["value"]}
+    # The schema admits only {"key", "value"} as a property.
+    return kind, (wanted[kind] if kind == "property"
+                  else {kind: wanted[kind]})
 
 
 class ReplicationsController:

@@ -45,9 +45,7 @@ def attribute_patch(source, copy):
     removed.
     """
     wanted = copied_attributes(source)
-    wanted.pop("id", None)
     have = copied_attributes(copy)
-    have.pop("id", None)
     operations = [{"op": "replace" if key in have else "add",
                    "path": "/" + key, "value": value}
                   for key, value in sorted(wanted.items())
@@ -167,7 +165,7 @@ class GlanceClient:
             yield from page["images"]
             if not page.get("next") or not page["images"]:
                 return
-            params = dict(filters, limit=200, marker=page["images"][-1]["id"])
+            params["marker"] = page["images"][-1]["id"]
 
     def patch(self, image_id, operations):
         """Apply JSON-patch ``operations`` to the image's attributes."""

@@ -227,6 +227,14 @@ def store_url(conf):
     return conf.conductor.job_store or conf.database.connection
 
 
+def open_store(conf, url=None):
+    """The job store of ``conf``, or the one at ``url``.
+
+    Its engine is tuned by ``conf``'s ``[database]`` group.
+    """
+    return JobStore(url or store_url(conf), **engine_options(conf))
+
+
 def engine_options(conf):
     """The engine's tuning from ``conf``'s ``[database]`` group."""
     return {name: conf.database[name] for name in ENGINE_OPTIONS}

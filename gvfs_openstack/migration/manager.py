@@ -48,8 +48,7 @@ def _job_view(store, job):
 class ConductorManager:
     def __init__(self, conf, config_args=None, notify=False):
         self.conf = conf
-        self.store = jobs.JobStore(jobs.store_url(conf),
-                                   **jobs.engine_options(conf))
+        self.store = jobs.open_store(conf)
         #: Announces job changes (the RPC service's manager does).
         self.notifier = notifications.JobNotifier(
             conf, self.store, _job_view) if notify else None

@@ -56,7 +56,7 @@ class StageContext:
 
     def __init__(self, conf, store_url, job):
         self.job_id = job["id"]
-        self.store = jobs.JobStore(store_url, **jobs.engine_options(conf))
+        self.store = jobs.open_store(conf, store_url)
         self.source = sites.load(conf, job["source"])
         self.destination = sites.load(conf, job["destination"])
         # As the user who asked, where they delegated a trust: Glance
@@ -190,7 +190,7 @@ def _worker(parent_pid, conf, store_url, job, stage, inbox, outbox, slots,
 
 def _keep_lease(conf, store_url, job_id, owner, every, stop):
     """Renew the job's lease until ``stop`` is set (a thread)."""
-    store = jobs.JobStore(store_url, **jobs.engine_options(conf))
+    store = jobs.open_store(conf, store_url)
     try:
         while not stop.wait(every):
             if not store.heartbeat(job_id, owner):
@@ -208,7 +208,7 @@ def run(conf, store_url, job_id, owner=None):
     Raises JobBusy when another live runner holds the job.
     """
     owner = owner or "%s:%d" % (socket.gethostname(), os.getpid())
-    store = jobs.JobStore(store_url, **jobs.engine_options(conf))
+    store = jobs.open_store(conf, store_url)
     job = store.job(job_id)
     if job["state"] in jobs.FINISHED:
         return job["state"]

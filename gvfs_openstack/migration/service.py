@@ -120,8 +120,7 @@ def check(conf):
 
     A job store it cannot use: a bad URL, a schema to sync.
     """
-    jobs.JobStore(jobs.store_url(conf),
-                  **jobs.engine_options(conf)).dispose()
+    jobs.open_store(conf).dispose()
 
 
 class ConductorService:

@@ -52,10 +52,9 @@ def properties_digest(image):
     A change of it at the source (a property set or removed) is what the
     copy must follow.
     """
-    attributes = glance.copied_attributes(image)
-    attributes.pop("id", None)
     return hashlib.sha256(json.dumps(
-        attributes, sort_keys=True, default=str).encode()).hexdigest()
+        glance.copied_attributes(image), sort_keys=True,
+        default=str).encode()).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)
