@@ -61,7 +61,8 @@ class MigrationsController:
             job = self.conductor.migrate(
                 request.context, wanted["images"], wanted["destination"],
                 wanted.get("images_in_flight"), wanted.get("pack"),
-                trust_id=trust.id if trust else None)
+                trust_id=trust.id if trust else None,
+                base=wanted.get("base"))
         except BaseException:
             if trust:
                 trust.revoke()

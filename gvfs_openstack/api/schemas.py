@@ -29,6 +29,7 @@ MIGRATION_CREATE = {
                                      "maximum": 64},
                 "pack": {"type": ["string", "null"],
                          "enum": list(jobs.PACK_METHODS) + [None]},
+                "base": _NAME,
             },
             "required": ["images", "destination"],
             "additionalProperties": False,

@@ -4,18 +4,31 @@
     gvfs-meta generate /srv/images/*.img
     gvfs-meta generate --whole-file /srv/images/memory.state
     gvfs-meta verify /srv/images/golden.img
+    gvfs-meta blocks /srv/images/golden.img
+    gvfs-meta delta --base-blocks golden.blocks --output new.delta new.img
+    gvfs-meta patch --base golden.img --delta new.delta --output new.img \
+        --hash-algo sha512 --hash <hex>
 
 ``generate`` writes ``.gvfs-meta.<name>`` next to each file (zero map,
-digest, action); ``verify`` says whether a file still matches its sidecar.
-Run it as the account that owns the export's files.
+digest, action) and the file's block signature; ``verify`` says whether a
+file still matches its sidecar.  ``blocks``, ``delta`` and ``patch`` are
+the migration conductor's delta transfer, run on the two DTNs: the
+destination's base signature, the delta made where the new version is,
+and the new version rebuilt at the destination and checked against its
+image's hash (exit status 3 when the delta is refused).  Run it as the
+account that owns the export's files.
 """
 
 import argparse
 import hashlib
+import json
 import os
 import sys
 import time
 
+from gvfs_openstack.delta import apply as delta_apply
+from gvfs_openstack.delta import blocks
+from gvfs_openstack.delta import make as delta_make
 from gvfs_openstack.sidecar import format as meta_format
 from gvfs_openstack.sidecar import scan
 
@@ -33,7 +46,8 @@ def _generate(args):
                 path, "whole_file" if args.whole_file else "on_demand",
                 args.compression if args.whole_file else "none")
             target = scan.write_sidecar(path, sidecar)
-        except (OSError, scan.FileChanged) as e:
+            blocks.write(path, blocks.compute(path))
+        except (OSError, scan.FileChanged, blocks.SignatureError) as e:
             print("gvfs-meta: %s: %s" % (path, e), file=sys.stderr)
             status = 1
             continue
@@ -89,6 +103,49 @@ def _verify(args):
     return status
 
 
+def _blocks(args):
+    status = 0
+    for path in args.files:
+        try:
+            blocks.ensure(path)
+        except (OSError, blocks.SignatureError) as e:
+            print("gvfs-meta: %s: %s" % (path, e), file=sys.stderr)
+            status = 1
+            continue
+        print(blocks.signature_path(path))
+    return status
+
+
+def _delta(args):
+    try:
+        with open(args.base_blocks, "rb") as f:
+            base = blocks.parse(f.read())
+        stats = delta_make.make(args.file, base, args.output)
+    except (OSError, blocks.SignatureError) as e:
+        print("gvfs-meta: delta of %s: %s" % (args.file, e), file=sys.stderr)
+        return 1
+    print(json.dumps(stats.as_dict()))
+    return 0
+
+
+#: ``patch``'s exit status when the delta does not make the image.
+REJECTED = 3
+
+
+def _patch(args):
+    try:
+        delta_apply.apply(args.base, args.delta, args.output,
+                          args.hash_algo, args.hash)
+    except delta_apply.Rejected as e:
+        print("gvfs-meta: delta rejected: %s" % e, file=sys.stderr)
+        return REJECTED
+    except OSError as e:
+        print("gvfs-meta: patch of %s: %s" % (args.output, e),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="gvfs-meta", description=__doc__,
                                      formatter_class=argparse.
@@ -104,8 +161,30 @@ def main(argv=None):
                           help="codec of the whole-file channel")
     check = sub.add_parser("verify", help="check files against sidecars")
     check.add_argument("files", nargs="+", metavar="FILE")
+    signature = sub.add_parser(
+        "blocks", help="make (or find fresh) block signatures; print "
+        "their paths")
+    signature.add_argument("files", nargs="+", metavar="FILE")
+    delta = sub.add_parser(
+        "delta", help="write the delta making FILE from a base; print "
+        "its sizes as JSON")
+    delta.add_argument("--base-blocks", required=True,
+                       help="the base's block signature")
+    delta.add_argument("--output", required=True, help="the delta file")
+    delta.add_argument("file", metavar="FILE")
+    patch = sub.add_parser(
+        "patch", help="rebuild a file from its base and a delta; check "
+        "its digest")
+    patch.add_argument("--base", required=True)
+    patch.add_argument("--delta", required=True)
+    patch.add_argument("--output", required=True)
+    patch.add_argument("--hash-algo", required=True,
+                       help="the image's os_hash_algo")
+    patch.add_argument("--hash", required=True,
+                       help="the image's os_hash_value")
     args = parser.parse_args(argv)
-    return {"generate": _generate, "verify": _verify}[args.action](args)
+    return {"generate": _generate, "verify": _verify, "blocks": _blocks,
+            "delta": _delta, "patch": _patch}[args.action](args)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,26 @@ whose claim is older.  Related options: [database] connection.
     cfg.StrOpt("globus_url_copy", default="globus-url-copy",
                help="The GridFTP client program run for DTN-to-DTN "
                     "transfers."),
+    cfg.BoolOpt("delta_transfer", default=True,
+                help="""Send a new image version as a delta where it can.
+
+When the destination site has a ``gvfs`` store holding a related image --
+the one named with ``--base``, or else the newest image of the same name
+family (the name without its trailing version or date), ``os_distro``
+and ``disk_format`` -- only the 4 KiB blocks that image lacks cross the
+DTN link; the destination DTN rebuilds the file from it and checks the
+image's ``os_hash_value`` before Glance sees it.  Any failure of the
+delta (no base, a damaged delta, another hash) sends the whole file
+instead.  Needs ``gvfs_meta_command`` on both DTNs.
+
+Related options: delta_max_ratio, [site:NAME] gvfs_store,
+[site:NAME] gvfs_meta_command.
+"""),
+    cfg.FloatOpt("delta_max_ratio", default=0.5, min=0.0, max=1.0,
+                 help="A delta larger than this share of the image's "
+                      "size is not sent: the whole file goes instead "
+                      "(a base too unlike it is no help, and rebuilding "
+                      "costs the destination a pass over the file)."),
 ]
 
 SITE_OPTS = [

@@ -37,6 +37,7 @@ from oslo_log import log as logging
 
 from gvfs_openstack.conf import glance as glance_conf
 from gvfs_openstack.conf import share as share_conf
+from gvfs_openstack.delta import blocks
 from gvfs_openstack import durable
 from gvfs_openstack import exceptions as gvfs_exceptions
 from gvfs_openstack import golden
@@ -368,6 +369,7 @@ class Store(driver.Store):
             raise exceptions.Forbidden(str(e)) from e
         self._remove(aside)
         self._remove(scan.sidecar_path(path))
+        self._remove(blocks.signature_path(path))
 
 
 class ParallelHashes:

@@ -136,6 +136,12 @@ IMAGES = sa.Table(
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
     sa.Column("error", sa.Text),
     sa.Column("updated_at", TIMESTAMP, nullable=False),
+    #: The destination image a new version is sent as a delta against:
+    #: asked for (``--base``), or found by the transfer.
+    sa.Column("delta_base", sa.String(36)),
+    #: Bytes that crossed the DTN link for the image (a delta's, or the
+    #: whole file's); NULL until it crossed.
+    sa.Column("sent_bytes", sa.BigInteger),
 )
 
 #: When each stage of each image ran: progress, ETA and the timeline plot.
@@ -298,11 +304,13 @@ class JobStore:
     # --- jobs ----------------------------------------------------------------
 
     def create_job(self, source, destination, images, images_in_flight,
-                   pack=None, project_id=None, user_id=None, trust_id=None):
+                   pack=None, project_id=None, user_id=None, trust_id=None,
+                   delta_base=None):
         """A new queued job; ``images`` are the source images' dicts.
 
         ``project_id``, ``user_id``: the Keystone project and user asking;
-        ``trust_id``: the trust they delegated to the conductor.
+        ``trust_id``: the trust they delegated to the conductor;
+        ``delta_base``: the image every one is sent as a delta against.
         """
         job_id = str(uuid.uuid4())
         now = _now()
@@ -320,7 +328,7 @@ class JobStore:
                     stage=LOCAL_COPY, state=QUEUED, stage_bytes=0,
                     hash_algo=image.get("os_hash_algo"),
                     hash_value=image.get("os_hash_value"), attempts=0,
-                    updated_at=now))
+                    delta_base=delta_base, updated_at=now))
         return job_id
 
     def job(self, job_id):

@@ -39,7 +39,8 @@ def _job_view(store, job):
     for row in store.images(job["id"]):
         image = {k: row[k] for k in (
             "position", "image_id", "name", "size", "stage", "state",
-            "stage_bytes", "destination_image_id", "attempts", "error")}
+            "stage_bytes", "destination_image_id", "delta_base",
+            "sent_bytes", "attempts", "error")}
         image["updated_at"] = row["updated_at"].isoformat()
         view["images"].append(image)
     return view
@@ -66,13 +67,16 @@ class ConductorManager:
     # --- requests ------------------------------------------------------------
 
     def migrate(self, image_ids, destination, images_in_flight=None,
-                pack=None, project_id=None, user_id=None, trust_id=None):
+                pack=None, project_id=None, user_id=None, trust_id=None,
+                base=None):
         """Start moving images (ids or names) to ``destination``; the job.
 
         ``project_id`` and ``user_id``: who asked (gvfs-api's caller),
         recorded with the job.  ``trust_id``: the Keystone trust they
         delegated; the source images are found and read with it, so
         Glance shows the conductor only what it shows the user.
+        ``base``: an image (id or name) the destination has, to send the
+        images as deltas against.
         """
         if not image_ids:
             raise exceptions.ImageNotMigratable(image="-",
@@ -109,11 +113,16 @@ class ConductorManager:
                     image=name_or_id, reason="Glance recorded no hash of "
                     "it to check the copy against")
             images[image["id"]] = image
+        if base is not None:
+            # Copies keep their source's id: the base is named as the
+            # user knows it, at the source.
+            [base_image] = self._find(source, [base], trust_id)
+            base = base_image["id"]
         job_id = self.store.create_job(
             source.name, target.name, list(images.values()),
             images_in_flight or self.conf.conductor.images_in_flight,
             pack=pack, project_id=project_id, user_id=user_id,
-            trust_id=trust_id)
+            trust_id=trust_id, delta_base=base)
         LOG.info("job %s of user %s of project %s moves %s to %s", job_id,
                  user_id, project_id, ", ".join(images), target.name)
         self._announce()

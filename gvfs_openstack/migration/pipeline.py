@@ -72,6 +72,8 @@ class StageContext:
         self._globus_credentials = (conf.globus.client_id,
                                     conf.globus.client_secret)
         self._globus = None
+        self.delta_transfer = conf.conductor.delta_transfer
+        self.delta_max_ratio = conf.conductor.delta_max_ratio
         self.retries = conf.conductor.retries
         self.retry_backoff = conf.conductor.retry_backoff
         self._cancel_checked = 0.0

@@ -15,6 +15,7 @@ Version history:
   ``project_id``, ``states``, ``limit`` and ``marker``.
 * 1.3 -- create_replication, list_replications, show_replication,
   pause_replication, delete_replication.
+* 1.4 -- migrate takes ``base`` (the image to send deltas against).
 """
 
 import oslo_messaging as messaging
@@ -22,7 +23,7 @@ import oslo_messaging as messaging
 from gvfs_openstack import exceptions
 
 TOPIC = "gvfs-conductor"
-RPC_VERSION = "1.3"
+RPC_VERSION = "1.4"
 
 #: Errors that cross RPC as themselves (a clear message for the user).
 ALLOWED_EXMODS = [exceptions.__name__]
@@ -40,11 +41,12 @@ class ConductorAPI:
             timeout=timeout)
 
     def migrate(self, context, image_ids, destination,
-                images_in_flight=None, pack=None, trust_id=None):
+                images_in_flight=None, pack=None, trust_id=None,
+                base=None):
         return self.client.call(
             context, "migrate", image_ids=list(image_ids),
             destination=destination, images_in_flight=images_in_flight,
-            pack=pack, trust_id=trust_id)
+            pack=pack, trust_id=trust_id, base=base)
 
     def trustee(self, context):
         """The conductor's Keystone user id: whom users delegate to."""

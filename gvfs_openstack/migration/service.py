@@ -78,11 +78,11 @@ class ConductorEndpoint:
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def migrate(self, ctxt, image_ids, destination, images_in_flight=None,
-                pack=None, trust_id=None):
+                pack=None, trust_id=None, base=None):
         return self.manager.migrate(
             image_ids, destination, images_in_flight, pack,
             project_id=ctxt.get("project_id"), user_id=_user(ctxt),
-            trust_id=trust_id)
+            trust_id=trust_id, base=base)
 
     def trustee(self, ctxt):
         return self.manager.trustee()

@@ -5,17 +5,24 @@
 GridFTP servers itself (:mod:`gvfs_openstack.migration.gridftp`).
 ``globus``: the Globus Transfer service moves the file between the two
 sites' collections (:mod:`gvfs_openstack.migration.globus`; globus-sdk is
-imported only then).
+imported only then).  A new version of an image the destination has
+goes as a delta where it can (:mod:`gvfs_openstack.migration.delta`).
 """
 
 
 def run(ctx, row):
     """Stage 2 for one image; returns the job-store values it completed."""
+    from gvfs_openstack.migration import delta
+    values = delta.run(ctx, row)
+    if values is not None:
+        return values
     if ctx.source.dtn_transfer == "globus":
         from gvfs_openstack.migration import globus
-        return globus.run(ctx, row)
-    from gvfs_openstack.migration import gridftp
-    return gridftp.run(ctx, row)
+        values = globus.run(ctx, row)
+    else:
+        from gvfs_openstack.migration import gridftp
+        values = gridftp.run(ctx, row)
+    return dict(values, delta_base=None, sent_bytes=row["size"])
 
 
 def send(ctx, row, source_path, destination_path):

@@ -55,12 +55,14 @@ class ApiClient:
         return reply.json() if reply.content else None
 
     def migrate(self, images, destination, images_in_flight=None,
-                pack=None):
+                pack=None, base=None):
         migration = {"images": list(images), "destination": destination}
         if images_in_flight is not None:
             migration["images_in_flight"] = images_in_flight
         if pack is not None:
             migration["pack"] = pack
+        if base is not None:
+            migration["base"] = base
         return self._call("POST", "/v1/migrations",
                           {"migration": migration})["migration"]
 

@@ -28,6 +28,7 @@ class Conductor:
         self.jobs = []
         self.calls = []
         self.replications = []
+        self.bases = []
 
     def find_images(self, context, image_ids):
         try:
@@ -37,8 +38,9 @@ class Conductor:
                                            site="east") from e
 
     def migrate(self, context, image_ids, destination, images_in_flight,
-                pack, trust_id=None):
+                pack, trust_id=None, base=None):
         self.calls.append(("migrate", context.project_id, image_ids))
+        self.bases.append(base)
         job = {"id": "job-%d" % len(self.jobs), "state": "queued",
                "project_id": context.project_id, "images": [],
                "owner": "runner-lease"}
@@ -133,6 +135,17 @@ def api():
     call.conductor = conductor
     yield call
     fixture.cleanUp()
+
+
+def test_a_migration_names_the_base_its_deltas_go_against(api):
+    conductor = api.conductor
+    status, _ = api("POST", "/v1/migrations", body={"migration": {
+        "images": ["img-a"], "destination": "west", "base": "golden-1"}})
+    assert status == 202 and conductor.bases == ["golden-1"]
+    status, fault = api("POST", "/v1/migrations", body={"migration": {
+        "images": ["img-a"], "destination": "west", "base": 7}})
+    assert status == 400 and "base" in json.dumps(fault)
+    assert conductor.bases == ["golden-1"]
 
 
 def _migrate(images, destination="west"):

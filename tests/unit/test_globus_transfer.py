@@ -90,6 +90,9 @@ class _Ctx:
             self.job_id, 0, stage=jobs.TRANSFER,
             source_path=self.source.staged_path(self.job_id, "img-1"))
         self.globus_poll_interval = 0.0
+        # Whole files only: deltas are tests/functional/
+        # test_delta_transfer.py's.
+        self.delta_transfer = False
         self._cancel_checked = 0.0
         # The SDK's own retries of 5xx and network errors, with their
         # backoff, are not what these tests are about.
@@ -183,7 +186,8 @@ def test_the_task_is_submitted_recorded_then_waited_for(ctx, service):
     _register_task(service, "ACTIVE", bytes_transferred=400)
     _register_task(service, "SUCCEEDED", bytes_transferred=1000)
     row = ctx.row()
-    assert transfer.run(ctx, row) == {"transfer_task": None}
+    assert transfer.run(ctx, row) == {"transfer_task": None,
+                                      "delta_base": None, "sent_bytes": 1000}
     body = _submitted(service)
     assert body["submission_id"] == SUBMISSION_ID
     assert body["DATA"][0]["external_checksum"] == DIGEST
@@ -299,6 +303,7 @@ def test_a_gridftp_site_still_uses_globus_url_copy(tmp_path, monkeypatch):
     called = []
     from gvfs_openstack.migration import gridftp
     monkeypatch.setattr(gridftp, "run", lambda c, r: called.append(r) or {})
-    assert transfer.run(ctx, ctx.row()) == {}
+    assert transfer.run(ctx, ctx.row()) == {
+        "delta_base": None, "sent_bytes": 1000}
     assert called and called[0]["image_id"] == "img-1"
     ctx.store.dispose()

@@ -155,7 +155,7 @@ def store(tmp_path):
 def test_an_empty_store_opens_at_the_newest_revision(tmp_path):
     url = _url(tmp_path)
     jobs.JobStore(url).dispose()
-    assert _revision(url) == schema.head() == "0004"
+    assert _revision(url) == schema.head() == "0005"
     store = jobs.JobStore(url)  # Opened again as it is.
     store.create_job("east", "west", IMAGES, 2, project_id="p1",
                      user_id="u1")
@@ -183,10 +183,10 @@ def test_a_store_at_an_older_revision_is_refused_until_db_sync(tmp_path):
         jobs.JobStore(url)
     message = str(raised.value)
     assert "[database] connection" in message
-    assert "revision 0001" in message and "needs revision 0004" in message
+    assert "revision 0001" in message and "needs revision 0005" in message
     assert "gvfs-manage db sync" in message
 
-    assert _sync(url) == ("0001", "0004")
+    assert _sync(url) == ("0001", "0005")
     store = jobs.JobStore(url)
     job = store.job("j1")
     assert (job["pack"], job["project_id"], job["user_id"]) == \
@@ -210,7 +210,7 @@ def test_a_store_of_the_first_release_is_synced(tmp_path):
                        match="no schema revision.*gvfs-manage db sync"):
         jobs.JobStore(url)
 
-    assert _sync(url) == (None, "0004")
+    assert _sync(url) == (None, "0005")
     store = jobs.JobStore(url)
     job = store.job("j1")
     assert (job["state"], job["pack"], job["project_id"]) == \
@@ -229,7 +229,7 @@ def test_db_sync_twice_changes_nothing(tmp_path):
     _run_sql(url, FIRST_RELEASE)
     _sync(url)
     ddl = _ddl(url)
-    assert _sync(url) == ("0004", "0004")
+    assert _sync(url) == ("0005", "0005")
     assert _ddl(url) == ddl
     jobs.JobStore(url).dispose()
 
@@ -288,15 +288,15 @@ def test_gvfs_manage_db_sync_and_version(tmp_path):
     version = _manage(tmp_path, url, "db", "version")
     assert version.returncode == 0, version.stderr
     assert version.stdout.splitlines() == [
-        "job store revision: 0001", "newest revision: 0004"]
+        "job store revision: 0001", "newest revision: 0005"]
 
     synced = _manage(tmp_path, url, "db", "sync")
     assert synced.returncode == 0, synced.stderr
-    assert "revision 0004 (was 0001)" in synced.stdout
+    assert "revision 0005 (was 0001)" in synced.stdout
     assert "Running upgrade 0001 -> 0002" in synced.stderr  # Logged.
-    assert _revision(url) == "0004"
+    assert _revision(url) == "0005"
     assert _manage(tmp_path, url, "db", "version").stdout.splitlines()[0] \
-        == "job store revision: 0004"
+        == "job store revision: 0005"
     store = jobs.JobStore(url)
     assert store.job("j1")["pack"] == "tar"
     store.dispose()
@@ -366,5 +366,5 @@ def test_the_deprecated_job_store_option_still_names_the_store(tmp_path):
     synced = _manage(tmp_path, url, "db", "sync", group="conductor",
                      option="job_store")
     assert synced.returncode == 0, synced.stderr
-    assert "revision 0004 (was 0001)" in synced.stdout
+    assert "revision 0005 (was 0001)" in synced.stdout
     assert "job_store" in synced.stderr and "deprecated" in synced.stderr

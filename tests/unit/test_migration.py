@@ -355,7 +355,9 @@ def test_a_store_made_before_a_column_existed_gains_it(tmp_path):
                           "ALTER TABLE jobs DROP COLUMN user_id",
                           "ALTER TABLE jobs DROP COLUMN notified",
                           "ALTER TABLE jobs DROP COLUMN trust_id",
-                          "ALTER TABLE job_images DROP COLUMN transfer_task"):
+                          "ALTER TABLE job_images DROP COLUMN transfer_task",
+                          "ALTER TABLE job_images DROP COLUMN delta_base",
+                          "ALTER TABLE job_images DROP COLUMN sent_bytes"):
             db.execute(sa.text(statement))
     with pytest.raises(exceptions.InvalidConfig, match="gvfs-manage db sync"):
         jobs.JobStore(url)

@@ -28,6 +28,12 @@ def test_migrate_takes_images_a_site_and_options():
         (["a", "b"], "west", 2, True)
 
 
+def test_migrate_can_name_the_base_of_its_deltas():
+    assert _parse(migration.Migrate, ["a", "--to", "west"]).base is None
+    assert _parse(migration.Migrate, ["a", "--to", "west", "--base",
+                                      "golden-1"]).base == "golden-1"
+
+
 def test_migrate_can_pack_the_images():
     assert _parse(migration.Migrate, ["a", "--to", "west"]).pack is None
     assert _parse(migration.Migrate, ["a", "b", "--to", "west", "--pack",

@@ -20,6 +20,7 @@ from tools.bench import metadata
 from tools.bench import migrate
 from tools.bench import migrate_small
 from tools.bench import proxy_throughput
+from tools.bench import replicate
 from tools.bench import segments
 from tools.bench import wan_link
 
@@ -33,6 +34,7 @@ SCENARIOS = {
     "migrate": migrate.run,
     "migrate-small": migrate_small.run,
     "proxy-throughput": proxy_throughput.run,
+    "replicate": replicate.run,
     "segments": segments.run,
     "wan-link": wan_link.run,
 }

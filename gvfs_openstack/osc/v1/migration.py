@@ -65,6 +65,12 @@ class Migrate(command.ShowOne):
                                  "archive on the source DTN and send that "
                                  "(the DTN paper's tar+compress, for many "
                                  "small images); no pipelining")
+        parser.add_argument("--base", metavar="<image>",
+                            help="An image the destination has (name or "
+                                 "ID, as at the source) to send the images "
+                                 "as deltas against: only the blocks it "
+                                 "lacks cross the DTN link (default: the "
+                                 "newest image of the same name family)")
         parser.add_argument("--wait", action="store_true",
                             help="Show progress until the job ends; fail "
                                  "if it does not end done")
@@ -79,7 +85,8 @@ class Migrate(command.ShowOne):
             raise osc_exceptions.CommandError("--parallel must be 1 or more")
         client = self.app.client_manager.gvfs
         job = client.migrate(parsed_args.images, parsed_args.site,
-                             parsed_args.parallel, parsed_args.pack)
+                             parsed_args.parallel, parsed_args.pack,
+                             parsed_args.base)
         if parsed_args.wait:
             job = _wait(client, job, parsed_args.poll_interval,
                         self.app.stderr)

@@ -1,0 +1,188 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Block signatures: a short digest of every 4 KiB block of a file.
+
+A new golden image is usually its predecessor with a few per cent of its
+blocks changed.  The signature of the predecessor -- kept next to it at
+the destination DTN -- is all the source DTN needs to tell which blocks
+of the new version the destination already has (:mod:`.encoder`), so
+only the others cross the link.  Blocks are compared by content, not by
+position: a rebuilt qcow2 that moved its clusters still matches.
+
+The signature is cached next to the file it describes as
+``.gvfs-meta.<name>.blocks`` (a dot file with the sidecars' prefix, so
+listings and proxies skip it), and like a sidecar it is trusted only for
+the size and mtime it was made for.  Binary, version 1::
+
+    b"GVFSBLK1" | u32 block size | u32 digest size | u64 size | u64 mtime_ns
+    | one digest a block, in offset order
+
+A digest is BLAKE2b of the block (16 bytes: a collision only costs a
+rejected delta, as the whole file is checked against Glance's hash);
+an all-zero block's digest is 16 zero bytes, so zeros are never looked
+up.  Parsing raises nothing but :class:`SignatureError`.
+"""
+
+import dataclasses
+import hashlib
+import os
+import struct
+
+from gvfs_openstack.sidecar import format as meta_format
+
+MAGIC = b"GVFSBLK1"
+BLOCK_SIZE = 4096
+DIGEST_SIZE = 16
+ZERO_DIGEST = bytes(DIGEST_SIZE)
+SUFFIX = ".blocks"
+_HEADER = struct.Struct(">8sIIQQ")
+#: Reads of this many bytes at a time (a multiple of BLOCK_SIZE).
+READ_SIZE = 8 * 1024 * 1024
+_ZERO_BLOCK = bytes(BLOCK_SIZE)
+
+
+class SignatureError(ValueError):
+    """A signature that must not be used (malformed, for another file)."""
+
+
+def digest(block):
+    """The digest of one block (the last one of a file may be shorter)."""
+    if block == _ZERO_BLOCK[:len(block)]:
+        return ZERO_DIGEST
+    return hashlib.blake2b(block, digest_size=DIGEST_SIZE).digest()
+
+
+def digests(data):
+    """The digests of ``data``'s blocks, concatenated."""
+    view = memoryview(data)
+    if data == _zeros(len(data)):
+        return ZERO_DIGEST * -(-len(data) // BLOCK_SIZE)
+    return b"".join(digest(view[at:at + BLOCK_SIZE])
+                    for at in range(0, len(data), BLOCK_SIZE))
+
+
+def _zeros(length):
+    return bytes(length) if length != READ_SIZE else _ZERO_READ
+
+
+_ZERO_READ = bytes(READ_SIZE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    size: int
+    mtime_ns: int
+    digests: bytes
+    block_size: int = BLOCK_SIZE
+
+    @property
+    def count(self):
+        return len(self.digests) // DIGEST_SIZE
+
+    def block(self, number):
+        """The digest of block ``number``."""
+        at = number * DIGEST_SIZE
+        return self.digests[at:at + DIGEST_SIZE]
+
+    def block_length(self, number):
+        return min(self.block_size, self.size - number * self.block_size)
+
+    def index(self):
+        """Each non-zero digest and the offset of its first block."""
+        where = {}
+        for number in range(self.count):
+            found = self.block(number)
+            if found != ZERO_DIGEST and found not in where:
+                where[found] = number * self.block_size
+        return where
+
+    def matches(self, size, mtime_ns):
+        return self.size == size and self.mtime_ns == mtime_ns
+
+    def to_bytes(self):
+        return _HEADER.pack(MAGIC, self.block_size, DIGEST_SIZE, self.size,
+                            self.mtime_ns) + self.digests
+
+
+def parse(data):
+    """A :class:`Signature` from its bytes; SignatureError if unusable."""
+    if len(data) < _HEADER.size:
+        raise SignatureError("shorter than its header")
+    magic, block_size, digest_size, size, mtime_ns = _HEADER.unpack_from(
+        data)
+    if magic != MAGIC:
+        raise SignatureError("not a block signature")
+    if block_size != BLOCK_SIZE or digest_size != DIGEST_SIZE:
+        raise SignatureError("blocks of %d bytes with %d-byte digests; "
+                             "this version reads %d and %d" % (
+                                 block_size, digest_size, BLOCK_SIZE,
+                                 DIGEST_SIZE))
+    body = bytes(data[_HEADER.size:])
+    if len(body) != -(-size // block_size) * digest_size:
+        raise SignatureError("%d digest bytes for a file of %d bytes" % (
+            len(body), size))
+    return Signature(size, mtime_ns, body, block_size)
+
+
+def signature_path(path):
+    directory, name = os.path.split(path)
+    return os.path.join(directory, meta_format.sidecar_name(name) + SUFFIX)
+
+
+def compute(path):
+    """The signature of ``path`` as it is now, reading all of it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        before = os.fstat(fd)
+        parts = []
+        offset = 0
+        while offset < before.st_size:
+            data = os.pread(fd, min(READ_SIZE, before.st_size - offset),
+                            offset)
+            if not data:
+                raise SignatureError("%s shrank while it was read" % path)
+            parts.append(digests(data))
+            offset += len(data)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if (after.st_size, after.st_mtime_ns) != (before.st_size,
+                                              before.st_mtime_ns):
+        raise SignatureError("%s changed while it was read" % path)
+    return Signature(before.st_size, before.st_mtime_ns, b"".join(parts))
+
+
+def cached(path):
+    """The cached signature of ``path`` if it still describes it, or None."""
+    try:
+        with open(signature_path(path), "rb") as f:
+            found = parse(f.read())
+    except (OSError, SignatureError):
+        return None
+    st = os.stat(path)
+    return found if found.matches(st.st_size, st.st_mtime_ns) else None
+
+
+def write(path, signature):
+    """Cache ``signature`` next to ``path`` (atomically); its path."""
+    target = signature_path(path)
+    tmp = "%s.tmp-%d" % (target, os.getpid())
+    with open(tmp, "wb") as f:
+        f.write(signature.to_bytes())
+    os.replace(tmp, target)
+    return target
+
+
+def ensure(path):
+    """The signature of ``path``: cached, or computed and cached.
+
+    A directory this account may not write to keeps no cache: the
+    signature is computed each time, which is slower, not wrong.
+    """
+    found = cached(path)
+    if found is None:
+        found = compute(path)
+        try:
+            write(path, found)
+        except PermissionError:
+            pass
+    return found

@@ -1,0 +1,173 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Stage 2 by delta: only the blocks the destination lacks cross the link.
+
+A golden image is usually rebuilt as a new image that differs from its
+predecessor in a few per cent of its blocks, and the predecessor is at
+the recovery site already.  So, where the destination has a ``gvfs``
+store holding a related image (the *base*):
+
+1. the destination DTN gives the base's block signature (cached next to
+   it; ``gvfs-meta blocks``), which the conductor hands to the source DTN
+   over the SSH sessions it has to both;
+2. the source DTN writes the delta of the new version against it
+   (``gvfs-meta delta``): the blocks the base lacks, and where in the base
+   the others are;
+3. the delta crosses the DTN link as any file does (GridFTP or Globus,
+   checksummed);
+4. the destination DTN rebuilds the file from the base and the delta into
+   the job's staging directory (``gvfs-meta patch``), checking the
+   image's ``os_hash_value`` before anything registers it.
+
+The remote copy then finds the file staged as if it had come whole, and
+Glance checks the hash once more before it activates the image.  Any
+failure of the delta -- no base file, a damaged delta, another hash, a
+delta too large to be worth it -- is logged and the whole file is sent
+instead: a delta only ever saves time, it never fails an image.
+"""
+
+import json
+import posixpath
+import re
+import shlex
+
+from oslo_log import log as logging
+
+from gvfs_openstack import exceptions
+from gvfs_openstack.migration import dtnssh
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import localcopy
+from gvfs_openstack.migration import transfer
+
+LOG = logging.getLogger(__name__)
+
+STAGE = "DTN-to-DTN transfer (delta)"
+
+#: What separates the words of an image name.
+_WORDS = re.compile(r"[-_. ]+")
+#: Words that say which build, not which image.
+_BUILD_WORDS = {"latest", "current", "new", "old"}
+
+
+def family(name):
+    """The words of an image's name that are not versions or dates.
+
+    ``debian-12-genericcloud-20261125`` and ``debian-12-genericcloud-
+    20261101`` are ``debian-genericcloud``; ``golden-v2`` is ``golden``.
+    Any word holding a digit goes (``x86_64`` too: the architecture is
+    compared on its own, as Glance's ``architecture`` property).
+    """
+    words = [w for w in _WORDS.split((name or "").lower())
+             if w and not any(c.isdigit() for c in w)
+             and w not in _BUILD_WORDS]
+    return "-".join(words)
+
+
+def related(image, candidate):
+    """Whether ``candidate`` may be an earlier version of ``image``."""
+    return (candidate["id"] != image["id"] and
+            candidate.get("status") == "active" and
+            candidate.get("disk_format") == image.get("disk_format") and
+            candidate.get("os_distro") == image.get("os_distro") and
+            candidate.get("architecture") == image.get("architecture") and
+            family(image.get("name")) != "" and
+            family(candidate.get("name")) == family(image.get("name")))
+
+
+def find_base(ctx, row):
+    """The id of the destination image to send ``row`` against, or None.
+
+    The one asked for, else the newest related image in the
+    destination's gvfs store.
+    """
+    if row.get("delta_base"):
+        return row["delta_base"]
+    image = ctx.source_glance.image(row["image_id"])
+    candidates = [c for c in ctx.destination_glance.images(
+        status="active", disk_format=image.get("disk_format"))
+        if related(image, c) and localcopy.in_gvfs_store(c, ctx.destination)]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda c: c.get("created_at") or "")["id"]
+
+
+def run(ctx, row):
+    """Send ``row`` as a delta; its job-store values (None: send it whole)."""
+    if not ctx.delta_transfer or not ctx.destination.gvfs_store:
+        return None
+    base = None
+    try:
+        base = find_base(ctx, row)
+        if base is None:
+            return None
+        sent = _send(ctx, row, base)
+    except jobs.Cancelled:
+        raise
+    except (exceptions.GvfsError, OSError, ValueError, KeyError) as e:
+        LOG.warning("delta transfer of image %s against %s failed; the "
+                    "whole file goes instead: %s", row["image_id"], base, e)
+        return None
+    if sent is None:
+        return None
+    return {"delta_base": base, "sent_bytes": sent}
+
+
+def _paths(ctx, row):
+    source, destination = ctx.source, ctx.destination
+    image_id = row["image_id"]
+    here = source.export_path(source.staging_dir(ctx.job_id))
+    there = destination.export_path(destination.staging_dir(ctx.job_id))
+    return (posixpath.join(here, image_id + ".base-blocks"),
+            posixpath.join(here, image_id + ".delta"),
+            posixpath.join(there, image_id + ".delta"))
+
+
+def _send(ctx, row, base):
+    source, destination = ctx.source, ctx.destination
+    image_id = row["image_id"]
+    base_path = destination.image_path(base)
+    signature_here, delta_here, delta_there = _paths(ctx, row)
+    with dtnssh.connect(destination, image_id, STAGE) as there, \
+            dtnssh.connect(source, image_id, STAGE) as here:
+        if not there.exists(base_path):
+            LOG.info("image %s: its base %s is not in the gvfs store of "
+                     "site %s; sending it whole", image_id, base,
+                     destination.name)
+            return None
+        signature = there.run(_meta(destination, "blocks", "--",
+                                    base_path)).splitlines()[-1]
+        here.makedirs(posixpath.dirname(signature_here))
+        with there.sftp.open(signature, "rb") as f:
+            f.prefetch()
+            here.sftp.putfo(f, signature_here)
+        try:
+            stats = json.loads(here.run(_meta(
+                source, "delta", "--base-blocks", signature_here,
+                "--output", delta_here, "--", row["source_path"])))
+        finally:
+            here.remove_quietly(signature_here)
+        try:
+            delta_bytes = stats["delta_bytes"]
+            if delta_bytes > ctx.delta_max_ratio * max(row["size"] or 0, 1):
+                LOG.info("image %s: a delta against %s would be %d bytes "
+                         "of %d; sending it whole", image_id, base,
+                         delta_bytes, row["size"])
+                return None
+            LOG.info("image %s goes as a delta against %s: %d bytes of "
+                     "%d (%d new, %d copied, %d zero)", image_id, base,
+                     delta_bytes, row["size"], stats["data_bytes"],
+                     stats["copied_bytes"], stats["zero_bytes"])
+            transfer.send(ctx, row, delta_here, delta_there)
+            there.run(_meta(
+                destination, "patch", "--base", base_path, "--delta",
+                delta_there, "--output",
+                destination.staged_path(ctx.job_id, image_id),
+                "--hash-algo", row["hash_algo"], "--hash",
+                row["hash_value"]))
+        finally:
+            here.remove_quietly(delta_here)
+            there.remove_quietly(delta_there)
+    return delta_bytes
+
+
+def _meta(site, *args):
+    return shlex.split(site.gvfs_meta_command) + list(args)

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: Apache-2.0
+"""New versions of images cross the DTN link as deltas (the two-site lab).
+
+The first version migrates whole; a second that differs in 3% of its
+4 KiB blocks goes as a delta against it -- found by its name family, or
+named as the base -- and ends byte-identical, registered in place.  A
+delta damaged on the way is refused at the destination DTN and the whole
+file goes instead: the image is right, never activated with the delta's
+bytes.  What GridFTP is asked to move is measured by a wrapper around
+``globus-url-copy`` that notes each source file's size.
+"""
+
+import os
+import random
+
+from gvfs_openstack.cmd import meta as meta_cmd
+from gvfs_openstack.migration import jobs
+from tests.functional import test_migration
+from tests.lab import drlab
+
+MIB = 1024 * 1024
+BLOCK = 4096
+
+
+def _version(path, size, seed):
+    """A first version: random data with a hole in the middle."""
+    rng = random.Random(seed)
+    with open(path, "wb") as f:
+        f.write(rng.randbytes(size // 2))
+        f.seek(size // 2 + 8 * MIB)
+        f.write(rng.randbytes(size // 2 - 8 * MIB))
+
+
+def _changed(base, path, share, seed):
+    """A copy of ``base`` with ``share`` of its data blocks rewritten."""
+    rng = random.Random(seed)
+    data = bytearray(base.read_bytes())
+    blocks = [n for n in range(len(data) // BLOCK)
+              if any(data[n * BLOCK:n * BLOCK + 64])]
+    for n in rng.sample(blocks, int(len(data) // BLOCK * share)):
+        data[n * BLOCK:(n + 1) * BLOCK] = rng.randbytes(BLOCK)
+    path.write_bytes(bytes(data))
+
+
+def _noting_copy(tmp_path, damage_deltas=False):
+    """A globus-url-copy that logs the size of each file it sends.
+
+    With ``damage_deltas`` it flips a byte in the middle of each delta
+    once it arrived (past GridFTP's own checksum).
+    """
+    log = tmp_path / "sent.log"
+    script = tmp_path / "noting-globus-url-copy"
+    script.write_text("""#!/bin/sh
+set -e
+n=$#
+source=$(eval echo \\${$((n - 1))})
+target=$(eval echo \\${$n})
+stat -c "%%s %%n" "/${source#ftp://*/}" >> %(log)s
+globus-url-copy "$@"
+case "$target" in
+*.delta)
+    if [ %(damage)s = yes ]; then
+        file=/${target#ftp://*/}
+        at=$(( $(stat -c %%s "$file") / 2 ))
+        byte=$(dd if="$file" bs=1 skip=$at count=1 2>/dev/null | od -An -tu1)
+        printf "\\\\$(printf %%o $(( (byte + 1) %% 256 )))" |
+            dd of="$file" bs=1 seek=$at conv=notrunc 2>/dev/null
+    fi;;
+esac
+""" % {"log": log, "damage": "yes" if damage_deltas else "no"})
+    script.chmod(0o755)
+    return str(script), log
+
+
+def _sent(log):
+    """(bytes, path) of each file globus-url-copy was asked to send."""
+    if not log.exists():
+        return []
+    return [(int(size), path) for size, path in
+            (line.split(" ", 1) for line in log.read_text().splitlines())]
+
+
+def _first_version(dr, tmp_path, name, size=64 * MIB):
+    v1 = tmp_path / (name + "-v1.raw")
+    _version(v1, size, name)
+    first = dr.east.glance.add_image(name + "-v1", v1, drlab.GVFS_STORE,
+                                     os_distro="debian")
+    manager = test_migration._manager(dr, tmp_path, name="first")
+    job = test_migration._wait(
+        manager, manager.migrate([first["id"]], "west")["id"])
+    assert job["state"] == jobs.DONE, job
+    assert job["images"][0]["sent_bytes"] == size
+    assert job["images"][0]["delta_base"] is None
+    return v1, first
+
+
+def test_a_new_version_crosses_as_a_delta_and_ends_identical(dr, tmp_path):
+    v1, first = _first_version(dr, tmp_path, "delta-golden")
+    v2 = tmp_path / "delta-golden-v2.raw"
+    _changed(v1, v2, 0.03, "v2")
+    second = dr.east.glance.add_image("delta-golden-v2", v2,
+                                      drlab.GVFS_STORE, os_distro="debian")
+    program, log = _noting_copy(tmp_path)
+    manager = test_migration._manager(dr, tmp_path, name="second",
+                                      globus_url_copy=program)
+    job = test_migration._wait(
+        manager, manager.migrate([second["id"]], "west")["id"])
+    assert job["state"] == jobs.DONE, job
+    [row] = job["images"]
+    # Found by its name family; about 3% of the image crossed the link.
+    assert row["delta_base"] == first["id"]
+    [(sent, path)] = _sent(log)
+    assert path.endswith(second["id"] + ".delta")
+    assert sent == row["sent_bytes"]
+    assert 0.025 * v2.stat().st_size < sent < 0.04 * v2.stat().st_size
+    there = dr.west.glance.image(second["id"])
+    assert there["status"] == "active"
+    assert there["os_hash_value"] == second["os_hash_value"] == \
+        test_migration._sha512(v2)
+    stored = os.path.join(dr.west.images, second["id"])
+    assert test_migration._sha512(stored) == second["os_hash_value"]
+    # Rebuilt sparse (the hole stayed a hole), with its sidecar.
+    assert os.stat(stored).st_blocks * 512 <= v2.stat().st_size - 8 * MIB
+    assert meta_cmd.verify(stored) is None
+    for site in (dr.east, dr.west):
+        assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []
+
+
+def test_a_named_base_is_used_and_an_unrelated_image_goes_whole(
+        dr, tmp_path):
+    v1, first = _first_version(dr, tmp_path, "delta-named")
+    v2 = tmp_path / "renamed.raw"
+    _changed(v1, v2, 0.03, "renamed")
+    # Another name and no os_distro: no family would find the base.
+    renamed = dr.east.glance.add_image("something-else", v2,
+                                       drlab.GVFS_STORE)
+    other = tmp_path / "unrelated.raw"
+    other.write_bytes(os.urandom(4 * MIB))
+    unrelated = dr.east.glance.add_image("unrelated", other,
+                                         drlab.GVFS_STORE)
+    manager = test_migration._manager(dr, tmp_path, name="named")
+    job = test_migration._wait(manager, manager.migrate(
+        [renamed["id"]], "west", base=first["id"])["id"])
+    assert job["state"] == jobs.DONE, job
+    [row] = job["images"]
+    assert row["delta_base"] == first["id"]
+    assert row["sent_bytes"] < 0.04 * v2.stat().st_size
+    assert dr.west.glance.image(renamed["id"])["os_hash_value"] == \
+        renamed["os_hash_value"]
+    # Named as the base of an image it shares nothing with: the delta
+    # would be the whole image, so the whole file goes.
+    job = test_migration._wait(manager, manager.migrate(
+        [unrelated["id"]], "west", base=first["id"])["id"])
+    assert job["state"] == jobs.DONE, job
+    [row] = job["images"]
+    assert row["delta_base"] is None
+    assert row["sent_bytes"] == 4 * MIB
+
+
+def test_a_damaged_delta_is_refused_and_the_whole_file_sent(dr, tmp_path):
+    v1, first = _first_version(dr, tmp_path, "delta-damaged")
+    v2 = tmp_path / "delta-damaged-v2.raw"
+    _changed(v1, v2, 0.03, "damaged")
+    second = dr.east.glance.add_image("delta-damaged-v2", v2,
+                                      drlab.GVFS_STORE, os_distro="debian")
+    program, log = _noting_copy(tmp_path, damage_deltas=True)
+    manager = test_migration._manager(dr, tmp_path, name="damaged",
+                                      globus_url_copy=program)
+    job = test_migration._wait(
+        manager, manager.migrate([second["id"]], "west")["id"])
+    assert job["state"] == jobs.DONE, job
+    [row] = job["images"]
+    # The delta went, was refused, and the whole file followed.
+    [(delta, delta_path), (whole, whole_path)] = _sent(log)
+    assert delta_path.endswith(".delta") and delta < 0.04 * whole
+    assert whole == v2.stat().st_size and whole_path.endswith(second["id"])
+    assert row["delta_base"] is None and row["sent_bytes"] == whole
+    there = dr.west.glance.image(second["id"])
+    assert there["status"] == "active"
+    assert there["os_hash_value"] == second["os_hash_value"]
+    stored = os.path.join(dr.west.images, second["id"])
+    assert test_migration._sha512(stored) == second["os_hash_value"]
+    for site in (dr.east, dr.west):
+        assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []
