@@ -94,7 +94,6 @@ class Ganesha:
         self._start()
 
     def _start(self):
-        self.started_at = time.time()
         binary = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
         workdir = self.workdir
         self.process = process.start_listening(
@@ -104,14 +103,18 @@ class Ganesha:
              "-p", os.path.join(workdir, "ganesha.pid"), "-N", "NIV_EVENT"],
             os.path.join(workdir, "ganesha.out"),
             [self.nfs_port, self.mount_port])
+        # Ganesha takes its boot time before it listens, so the second it
+        # is ready in bounds the second its write verifier was made in.
+        self.started_at = time.time()
 
     def restart(self):
         """Stop and start again on the same ports: a server reboot.
 
         The NFSv3 write verifier changes, as after a real reboot: Ganesha
-        makes it from its start time in whole seconds, so a restart within
-        the second it started would keep it (a test writing and restarting
-        at once saw that); the new start waits for the next second.
+        makes it from its boot time in whole seconds, so a restart within
+        that second would keep it (a test writing and restarting at once
+        saw that); the new start waits for the second after the old one
+        was ready, as the boot time is taken before the listening starts.
         """
         self.stop()
         while int(time.time()) <= int(self.started_at):
