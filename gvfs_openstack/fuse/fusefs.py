@@ -163,6 +163,13 @@ class GvfsFuse(pyfuse3.Operations):
         self._fsstat = None    # (FSSTAT result, when it was asked)
         self.read_cache = readcache.ReadCache(read_cache_bytes) \
             if read_cache_bytes else None
+        #: Set once the kernel's INIT has been handled; its reply goes
+        #: out when :meth:`init` returns, so a task woken by this event
+        #: runs after the kernel has applied it.
+        self.initialized = asyncio.Event()
+
+    def init(self):
+        self.initialized.set()
 
     # --- helpers -----------------------------------------------------------
 
@@ -550,14 +557,17 @@ class GvfsFuse(pyfuse3.Operations):
         return stats
 
 
-async def _tune_read_ahead(mountpoint, kib):
+async def _tune_read_ahead(ops, mountpoint, kib):
     """Raise the mount's read-ahead once the kernel's INIT is answered.
 
     The INIT reply sets it (to at most the kernel's 128 KiB): set before,
-    it would be lost.  A stat of the mount point, from a thread, returns
-    once this daemon has answered INIT.
+    it would be lost.  This waits for :attr:`GvfsFuse.initialized`, not
+    for a stat of the mount point: no thread of this daemon may wait on
+    its own mount.  Killed while such a call was in user space, the
+    daemon would never exit -- the kernel waits out a request already
+    read, and the connection aborts only when the last thread is gone.
     """
-    await asyncio.to_thread(os.stat, mountpoint)
+    await ops.initialized.wait()
     try:
         fusectl.tune_read_ahead(mountpoint, kib)
         LOG.info("%d KiB read-ahead on %s", kib, mountpoint)
@@ -618,7 +628,7 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
                         "flight to %s, not [mount] max_background = %d: "
                         "%s", mountpoint, max_background, e)
     tuning = asyncio.ensure_future(
-        _tune_read_ahead(mountpoint, read_ahead_kb)) if read_ahead_kb \
+        _tune_read_ahead(ops, mountpoint, read_ahead_kb)) if read_ahead_kb \
         else None
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

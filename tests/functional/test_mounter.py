@@ -4,6 +4,8 @@ find and replace a mount that died or hangs."""
 
 import os
 import signal
+import subprocess
+import time
 
 import pytest
 
@@ -42,13 +44,44 @@ def test_ensure_mounts_once_and_reuses_the_mount(lab, fuse):
 def test_a_dead_mount_is_replaced(lab, fuse):
     path = fuse.ensure(share(lab))
     fuse.processes[path].kill()
-    fuse.processes[path].wait()
+    fuse.processes[path].wait(30)
     with pytest.raises(OSError):
         os.listdir(path)    # ENOTCONN: the FUSE process is gone
     with pytest.raises(exceptions.MountUnhealthy):
         mounter.check_health(path, 3)
     assert fuse.ensure(share(lab)) == path
     assert "via-mounter" in os.listdir(path)
+
+
+def test_a_mount_killed_as_it_starts_exits(lab, tmp_path):
+    """Killed while the first requests to it are unanswered, it exits.
+
+    Had a thread of it been waiting on its own mount (as a stat of the
+    mount point to learn that INIT was answered did), the kernel would
+    wait out that request forever and the process would never end.  The
+    client proxy is stopped as the mount appears, so that any request
+    the daemon has read stays unanswered when the kill lands.
+    """
+    made = mounter.FuseMounter(str(tmp_path / "mounts"), io_timeout=3)
+    path = made.mount_point(share(lab))
+    for _ in range(3):
+        os.makedirs(path, exist_ok=True)
+        child = subprocess.Popen(made.command(share(lab), path),
+                                 stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        made.processes[path] = child
+        try:
+            deadline = time.monotonic() + 30
+            while not mounter.is_mounted(path):
+                assert child.poll() is None and time.monotonic() < deadline
+            lab.client_proxy.process.signal(signal.SIGSTOP)
+            time.sleep(0.5)
+            child.kill()
+            child.wait(30)
+        finally:
+            lab.client_proxy.process.signal(signal.SIGCONT)
+            # Aborts the connection first: frees a daemon stuck as above.
+            made.unmount(path)
 
 
 def test_a_hung_mount_is_replaced(lab, fuse):
