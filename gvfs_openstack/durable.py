@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Making what is already written survive a crash."""
+"""Making what is written whole, and making it survive a crash."""
 
+import contextlib
 import os
 
 
@@ -16,3 +17,42 @@ def fsync_path(path):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def pwrite_all(fd, data, offset):
+    """Write all of ``data`` at ``offset``; its length.
+
+    ``pwrite`` may write less than it is given (a signal, a file system
+    at its limit); the rest must not be dropped.
+    """
+    view = memoryview(data)
+    while view:
+        done = os.pwrite(fd, view, offset)
+        view, offset = view[done:], offset + done
+    return len(data)
+
+
+def replace_with(target, data, mode=0o644):
+    """Make ``target`` hold ``data``, all or nothing.
+
+    Written to a temporary name beside it, fsync'd, then renamed over
+    it: a reader sees the old file or the new one, never a part, and a
+    crash leaves no half-written file under ``target``'s name (the name
+    itself is durable once its directory is fsync'd: :func:`fsync_path`).
+    Whatever fails -- the write, the close, the rename -- leaves no
+    temporary file behind.
+    """
+    tmp = "%s.tmp-%d" % (target, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        try:
+            pwrite_all(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return target

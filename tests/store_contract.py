@@ -16,6 +16,7 @@ from glance_store import location
 from oslo_config import cfg
 import pytest
 
+from gvfs_openstack.delta import blocks
 from gvfs_openstack.glance import store as gvfs_store
 from gvfs_openstack import golden
 from gvfs_openstack.sidecar import format as meta_format
@@ -128,6 +129,14 @@ class StoreContract:
         assert sidecar.digest == hashlib.sha256(data[2 * MIB:]).hexdigest()
         assert sidecar.action == "on_demand"
 
+    def test_the_block_signature_describes_the_image(self, store):
+        """Written as the upload went by: a delta transfer reads only it."""
+        data = image(os.urandom(5000), bytes(2 * MIB), os.urandom(MIB + 7))
+        store.add("img-3", io.BytesIO(data), len(data), "sha256")
+        path = os.path.join(store.datadir, "img-3")
+        assert blocks.cached(path) == blocks.compute(path)
+        assert blocks.cached(path).digests == blocks.digests(data)
+
     def test_an_iso_is_marked_for_whole_file_transfer(self, store):
         data = bytearray(os.urandom(MIB))
         data[32769:32774] = b"CD001"
@@ -141,7 +150,8 @@ class StoreContract:
         store.add("dup", io.BytesIO(b"x" * 100), 100, "sha256")
         with pytest.raises(exceptions.Duplicate):
             store.add("dup", io.BytesIO(b"y" * 100), 100, "sha256")
-        assert sorted(os.listdir(store.datadir)) == [".gvfs-meta.dup", "dup"]
+        assert sorted(os.listdir(store.datadir)) == [
+            ".gvfs-meta.dup", ".gvfs-meta.dup.blocks", "dup"]
         with open(os.path.join(store.datadir, "dup"), "rb") as f:
             assert f.read() == b"x" * 100
 

@@ -46,7 +46,9 @@ def _generate(args):
                 path, "whole_file" if args.whole_file else "on_demand",
                 args.compression if args.whole_file else "none")
             target = scan.write_sidecar(path, sidecar)
-            blocks.write(path, blocks.compute(path))
+            if blocks.cached(path) is None:
+                # A delta's rebuild signed it already, else read it.
+                blocks.write(path, blocks.compute(path))
         except (OSError, scan.FileChanged, blocks.SignatureError) as e:
             print("gvfs-meta: %s: %s" % (path, e), file=sys.stderr)
             status = 1
@@ -120,7 +122,8 @@ def _delta(args):
     try:
         with open(args.base_blocks, "rb") as f:
             base = blocks.parse(f.read())
-        stats = delta_make.make(args.file, base, args.output)
+        stats = delta_make.make(args.file, base, args.output,
+                                args.max_bytes)
     except (OSError, blocks.SignatureError) as e:
         print("gvfs-meta: delta of %s: %s" % (args.file, e), file=sys.stderr)
         return 1
@@ -135,7 +138,8 @@ REJECTED = 3
 def _patch(args):
     try:
         delta_apply.apply(args.base, args.delta, args.output,
-                          args.hash_algo, args.hash)
+                          args.hash_algo, args.hash,
+                          base_signature=blocks.cached(args.base))
     except delta_apply.Rejected as e:
         print("gvfs-meta: delta rejected: %s" % e, file=sys.stderr)
         return REJECTED
@@ -171,10 +175,14 @@ def main(argv=None):
     delta.add_argument("--base-blocks", required=True,
                        help="the base's block signature")
     delta.add_argument("--output", required=True, help="the delta file")
+    delta.add_argument("--max-bytes", type=int,
+                       help="write no delta larger than this (the JSON says "
+                       "\"written\": false)")
     delta.add_argument("file", metavar="FILE")
     patch = sub.add_parser(
         "patch", help="rebuild a file from its base and a delta; check "
-        "its digest")
+        "its digest (the output is not synced: `sync FILE` before relying "
+        "on it surviving a crash)")
     patch.add_argument("--base", required=True)
     patch.add_argument("--delta", required=True)
     patch.add_argument("--output", required=True)

@@ -311,6 +311,17 @@ every notification.  Related options: interval.
     cfg.ListOpt("glance_topics", default=["notifications"],
                 help="Topics the source Glance sends its notifications "
                      "to (its ``[oslo_messaging_notifications] topics``)."),
+    cfg.ListOpt("glance_exchanges", default=["glance", "openstack"],
+                help="""Exchanges the source Glance may send its notifications
+on (its ``[DEFAULT] control_exchange``).
+
+Glance means ``glance``, but a glance-api whose configuration was read
+before it set that default sends on oslo.messaging's ``openstack`` (as the
+WSGI glance-api does): both are heard, as Ceilometer does.  Each event
+comes once, on the one exchange Glance uses.
+
+Related options: glance_topics, glance_transport_url.
+"""),
 ]
 
 GLOBUS_GROUP = cfg.OptGroup(

@@ -81,6 +81,18 @@ def plan(new, base):
     return runs
 
 
+def delta_size(runs):
+    """The bytes of the delta ``runs`` (from :func:`plan`) make, exactly."""
+    size = HEADER.size + 1 + TRAILER_DIGEST
+    for op, _, length, _ in runs:
+        size += RECORD.size
+        if op == COPY:
+            size += BASE_OFFSET.size
+        elif op == DATA:
+            size += length
+    return size
+
+
 def header(size, base_size):
     return HEADER.pack(MAGIC, blocks.BLOCK_SIZE, 0, size, base_size)
 

@@ -6,6 +6,7 @@ it was uploaded or scanned), else from one read of it; after that only
 the blocks the base lacks are read again, to be sent.
 """
 
+import contextlib
 import dataclasses
 import os
 
@@ -21,20 +22,34 @@ class DeltaStats:
     copied_bytes: int = 0
     zero_bytes: int = 0
     delta_bytes: int = 0
+    #: False when the delta would have been larger than allowed.
+    written: bool = True
 
     def as_dict(self):
         return dataclasses.asdict(self)
 
 
-def make(path, base, output):
+def make(path, base, output, max_bytes=None):
     """Write the delta making ``path`` from a base of signature ``base``.
 
     Written to a temporary name and renamed when whole; returns its
-    :class:`DeltaStats`.
+    :class:`DeltaStats`.  A delta that would be larger than ``max_bytes``
+    is not written (``written`` False): its size is known from the plan,
+    before a byte of the file is read again.
     """
     new = blocks.ensure(path)
     runs = codec.plan(new, base)
-    stats = DeltaStats(size=new.size)
+    stats = DeltaStats(size=new.size, delta_bytes=codec.delta_size(runs))
+    for op, _, length, _ in runs:
+        if op == codec.DATA:
+            stats.data_bytes += length
+        elif op == codec.COPY:
+            stats.copied_bytes += length
+        else:
+            stats.zero_bytes += length
+    if max_bytes is not None and stats.delta_bytes > max_bytes:
+        stats.written = False
+        return stats
     trailer = codec.Trailer()
     tmp = "%s.tmp-%d" % (output, os.getpid())
     fd = os.open(path, os.O_RDONLY)
@@ -50,28 +65,17 @@ def make(path, base, output):
                         raise blocks.SignatureError(
                             "%s shrank while its delta was made" % path)
                     out.write(trailer(data))
-                    stats.data_bytes += length
-                elif op == codec.COPY:
-                    stats.copied_bytes += length
-                else:
-                    stats.zero_bytes += length
             out.write(trailer.end())
-            stats.delta_bytes = out.tell()
         st = os.fstat(fd)
         if not new.matches(st.st_size, st.st_mtime_ns):
             raise blocks.SignatureError("%s changed while its delta was "
                                         "made" % path)
         os.replace(tmp, output)
     except BaseException:
-        _remove(tmp)
+        # Light on purpose (no oslo_utils): gvfs-meta starts per step.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
     finally:
         os.close(fd)
     return stats
-
-
-def _remove(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -14,7 +14,8 @@ many hosts must never see:
 * all-zero chunks become holes (thin provisioning), and in the same pass
   the metadata sidecar is built (zero map, digest, ``whole_file`` for the
   disk formats that are read in full) for the client proxies;
-* MD5 and the requested multihash are computed in that same pass, each
+* MD5, the requested multihash and the block signature the migration
+  conductor's delta transfer reads are computed in that same pass, each
   on a thread of its own (:class:`ParallelHashes`);
 * locations are ``gvfs://<store id>/<image id>``; an image id that could
   name anything but a plain file in the store's directory (``..``, ``/``,
@@ -260,8 +261,8 @@ class Store(driver.Store):
         tmp = os.path.join(self.datadir, "%s%s.%s" % (
             _UPLOAD_PREFIX, image_id, uuid.uuid4().hex[:8]))
         try:
-            written, md5, multihash, builder, disk_format = self._write(
-                tmp, image_file, hashing_algo, verifier)
+            written, md5, multihash, builder, signature, disk_format = \
+                self._write(tmp, image_file, hashing_algo, verifier)
             if image_size and written != image_size:
                 raise exceptions.Invalid(
                     "image %s: %d bytes received, %d announced"
@@ -275,10 +276,12 @@ class Store(driver.Store):
         finally:
             self._remove(tmp)
         try:
-            self._finish(final, builder, disk_format)
+            with _store_errors(final):
+                self._finish(final, builder, signature, disk_format)
         except BaseException:
             self._remove(final)
             self._remove(scan.sidecar_path(final))
+            self._remove(blocks.signature_path(final))
             raise
         metadata = {"store": self.backend_group} if self.backend_group \
             else {}
@@ -291,8 +294,13 @@ class Store(driver.Store):
         Errors of the client's stream stay its own; errors of the store
         become glance_store's.
         """
-        hashes = ParallelHashes(hashlib.md5(usedforsecurity=False),
-                                hashlib.new(str(hashing_algo)))
+        md5 = hashlib.md5(usedforsecurity=False)
+        multihash = hashlib.new(str(hashing_algo))
+        signature = blocks.SignatureBuilder() if \
+            self._conf.gvfs_store_block_signatures else None
+        hashes = ParallelHashes(*[digest for digest in (md5, multihash,
+                                                        signature)
+                                  if digest is not None])
         builder = scan.SidecarBuilder()
         head = b""
         thin = self._conf.gvfs_store_thin_provisioning
@@ -324,7 +332,7 @@ class Store(driver.Store):
                 # Trailing holes still count in the size.
                 os.ftruncate(fd, written)
                 os.fsync(fd)
-            md5, multihash = hashes.hexdigests()
+            hashes.wait()
         except BaseException:
             # The error raised is the one to report; on a dead mount the
             # close fails too and must not replace it.
@@ -337,16 +345,20 @@ class Store(driver.Store):
             hashes.close()
         with _store_errors(path):
             os.close(fd)
-        return written, md5, multihash, builder, disk_format_of(head)
+        return (written, md5.hexdigest(), multihash.hexdigest(), builder,
+                signature, disk_format_of(head))
 
-    def _finish(self, path, builder, disk_format):
-        """Make the new name durable and write the sidecar."""
+    def _finish(self, path, builder, signature, disk_format):
+        """Make the new name durable; write the sidecar and signature."""
+        mtime_ns = os.stat(path).st_mtime_ns
         if self._conf.gvfs_store_sidecars:
             action = "whole_file" if disk_format in \
                 self._conf.gvfs_store_whole_file_formats else "on_demand"
             scan.write_sidecar(path, builder.finish(
-                os.stat(path).st_mtime_ns, action,
+                mtime_ns, action,
                 "zstd" if action == "whole_file" else "none"))
+        if signature is not None:
+            blocks.write(path, signature.finish(mtime_ns))
         durable.fsync_path(self.datadir)
 
     @capabilities.check
@@ -375,6 +387,9 @@ class Store(driver.Store):
 class ParallelHashes:
     """Several digests of one stream, each updated on a thread of its own.
 
+    A digest is anything with ``update(bytes)``: hashlib's, or a
+    :class:`~gvfs_openstack.delta.blocks.SignatureBuilder`.
+
     hashlib releases the GIL while it hashes a large buffer, so MD5 and
     SHA-512 of an upload's chunk run on two cores while the request
     thread reads the next chunk and writes this one: on glance-api the two
@@ -402,10 +417,10 @@ class ParallelHashes:
         for update in self._pending.popleft():
             update.result()
 
-    def hexdigests(self):
+    def wait(self):
+        """Return once every chunk given is in every digest."""
         while self._pending:
             self._wait_oldest()
-        return [digest.hexdigest() for digest in self._hashes]
 
     def close(self):
         for thread in self._threads:
@@ -439,7 +454,7 @@ def _write_chunk(fd, chunk, offset, thin, builder):
     view = memoryview(chunk)
     if not thin:
         builder.update(chunk)
-        _pwrite_all(fd, view, offset)
+        durable.pwrite_all(fd, view, offset)
         return
     # Compared as bytes: memoryview comparisons go element by element.
     data = chunk if isinstance(chunk, bytes) else bytes(chunk)
@@ -449,20 +464,14 @@ def _write_chunk(fd, chunk, offset, thin, builder):
         if piece == _ZERO_GRAIN[:len(piece)]:
             if run_from is not None:
                 builder.update(view[run_from:at])
-                _pwrite_all(fd, view[run_from:at], offset + run_from)
+                durable.pwrite_all(fd, view[run_from:at], offset + run_from)
                 run_from = None
             builder.add_zeros(len(piece))
         elif run_from is None:
             run_from = at
     if run_from is not None:
         builder.update(view[run_from:])
-        _pwrite_all(fd, view[run_from:], offset + run_from)
-
-
-def _pwrite_all(fd, view, offset):
-    while view:
-        done = os.pwrite(fd, view, offset)
-        view, offset = view[done:], offset + done
+        durable.pwrite_all(fd, view[run_from:], offset + run_from)
 
 
 class _store_errors:

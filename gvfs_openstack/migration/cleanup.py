@@ -10,6 +10,7 @@ import asyncio
 
 from oslo_log import log as logging
 
+from gvfs_openstack.delta import blocks
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh
 from gvfs_openstack.migration import jobs
@@ -95,6 +96,8 @@ def _drop_destination_image(ctx, image_id):
     if site.gvfs_store:
         with dtnssh.connect(site, image_id, "cancel") as session:
             session.remove_quietly(site.image_path(image_id))
+            session.remove_quietly(blocks.signature_path(
+                site.image_path(image_id)))
 
 
 def cancel(ctx, rows):

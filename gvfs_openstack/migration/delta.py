@@ -25,10 +25,13 @@ delta too large to be worth it -- is logged and the whole file is sent
 instead: a delta only ever saves time, it never fails an image.
 """
 
+from concurrent import futures
+import contextlib
 import json
 import posixpath
 import re
 import shlex
+import time
 
 from oslo_log import log as logging
 
@@ -44,8 +47,11 @@ STAGE = "DTN-to-DTN transfer (delta)"
 
 #: What separates the words of an image name.
 _WORDS = re.compile(r"[-_. ]+")
-#: Words that say which build, not which image.
-_BUILD_WORDS = {"latest", "current", "new", "old"}
+#: Words that say which build or which file format, not which image:
+#: ``image0.raw`` and ``image1.raw`` are no family.
+_IGNORED_WORDS = {"latest", "current", "new", "old",
+                  "raw", "img", "image", "disk", "iso", "qcow", "vmdk",
+                  "vhd", "vhdx", "vdi"}
 
 
 def family(name):
@@ -58,7 +64,7 @@ def family(name):
     """
     words = [w for w in _WORDS.split((name or "").lower())
              if w and not any(c.isdigit() for c in w)
-             and w not in _BUILD_WORDS]
+             and w not in _IGNORED_WORDS]
     return "-".join(words)
 
 
@@ -95,11 +101,13 @@ def run(ctx, row):
     if not ctx.delta_transfer or not ctx.destination.gvfs_store:
         return None
     base = None
+    steps = _Steps()
     try:
         base = find_base(ctx, row)
         if base is None:
             return None
-        sent = _send(ctx, row, base)
+        steps.mark("finding the base")
+        sent = _send(ctx, row, base, steps)
     except jobs.Cancelled:
         raise
     except (exceptions.GvfsError, OSError, ValueError, KeyError) as e:
@@ -121,52 +129,107 @@ def _paths(ctx, row):
             posixpath.join(there, image_id + ".delta"))
 
 
-def _send(ctx, row, base):
+def _send(ctx, row, base, steps):
     source, destination = ctx.source, ctx.destination
     image_id = row["image_id"]
     base_path = destination.image_path(base)
     signature_here, delta_here, delta_there = _paths(ctx, row)
-    with dtnssh.connect(destination, image_id, STAGE) as there, \
-            dtnssh.connect(source, image_id, STAGE) as here:
-        if not there.exists(base_path):
-            LOG.info("image %s: its base %s is not in the gvfs store of "
-                     "site %s; sending it whole", image_id, base,
-                     destination.name)
-            return None
-        signature = there.run(_meta(destination, "blocks", "--",
-                                    base_path)).splitlines()[-1]
-        here.makedirs(posixpath.dirname(signature_here))
-        with there.sftp.open(signature, "rb") as f:
-            f.prefetch()
-            here.sftp.putfo(f, signature_here)
-        try:
-            stats = json.loads(here.run(_meta(
-                source, "delta", "--base-blocks", signature_here,
-                "--output", delta_here, "--", row["source_path"])))
-        finally:
-            here.remove_quietly(signature_here)
-        try:
-            delta_bytes = stats["delta_bytes"]
-            if delta_bytes > ctx.delta_max_ratio * max(row["size"] or 0, 1):
-                LOG.info("image %s: a delta against %s would be %d bytes "
-                         "of %d; sending it whole", image_id, base,
-                         delta_bytes, row["size"])
+    with futures.ThreadPoolExecutor(2, thread_name_prefix="gvfs-delta") \
+            as pool:
+        # The two DTNs work at once: the source signs the new version
+        # (read whole unless cached) while the destination signs the base.
+        sessions = [pool.submit(dtnssh.open_session, site, image_id, STAGE)
+                    for site in (destination, source)]
+        with _closing(sessions) as (there, here):
+            steps.mark("connect")
+            if not there.exists(base_path):
+                LOG.info("image %s: its base %s is not in the gvfs store of "
+                         "site %s; sending it whole", image_id, base,
+                         destination.name)
                 return None
-            LOG.info("image %s goes as a delta against %s: %d bytes of "
-                     "%d (%d new, %d copied, %d zero)", image_id, base,
-                     delta_bytes, row["size"], stats["data_bytes"],
-                     stats["copied_bytes"], stats["zero_bytes"])
-            transfer.send(ctx, row, delta_here, delta_there)
-            there.run(_meta(
-                destination, "patch", "--base", base_path, "--delta",
-                delta_there, "--output",
-                destination.staged_path(ctx.job_id, image_id),
-                "--hash-algo", row["hash_algo"], "--hash",
-                row["hash_value"]))
-        finally:
-            here.remove_quietly(delta_here)
-            there.remove_quietly(delta_there)
+            signed_here = pool.submit(here.run, _meta(
+                source, "blocks", "--", row["source_path"]))
+            signature = there.run(_meta(destination, "blocks", "--",
+                                        base_path)).splitlines()[-1]
+            here.makedirs(posixpath.dirname(signature_here))
+            with there.sftp.open(signature, "rb") as f:
+                f.prefetch()
+                here.sftp.putfo(f, signature_here)
+            steps.mark("base signature")
+            try:
+                signed_here.result()
+                steps.mark("new signature")
+                limit = int(ctx.delta_max_ratio * max(row["size"] or 0, 1))
+                stats = json.loads(here.run(_meta(
+                    source, "delta", "--base-blocks", signature_here,
+                    "--max-bytes", str(limit), "--output", delta_here, "--",
+                    row["source_path"])))
+                steps.mark("delta")
+            finally:
+                here.remove_quietly(signature_here)
+            try:
+                delta_bytes = stats["delta_bytes"]
+                if not stats["written"]:
+                    LOG.info("image %s: a delta against %s would be %d "
+                             "bytes of %d; sending it whole", image_id,
+                             base, delta_bytes, row["size"])
+                    return None
+                LOG.info("image %s goes as a delta against %s: %d bytes of "
+                         "%d (%d new, %d copied, %d zero)", image_id, base,
+                         delta_bytes, row["size"], stats["data_bytes"],
+                         stats["copied_bytes"], stats["zero_bytes"])
+                transfer.send(ctx, row, delta_here, delta_there)
+                steps.mark("transfer")
+                there.run(_meta(
+                    destination, "patch", "--base", base_path, "--delta",
+                    delta_there, "--output",
+                    destination.staged_path(ctx.job_id, image_id),
+                    "--hash-algo", row["hash_algo"], "--hash",
+                    row["hash_value"]))
+                steps.mark("patch")
+            finally:
+                here.remove_quietly(delta_here)
+                there.remove_quietly(delta_there)
+    LOG.info("image %s: delta against %s in %s", image_id, base, steps)
     return delta_bytes
+
+
+class _Steps:
+    """How long each step of a delta took, for the log."""
+
+    def __init__(self):
+        self._last = time.monotonic()
+        self._seconds = []
+
+    def mark(self, step):
+        now = time.monotonic()
+        self._seconds.append((step, now - self._last))
+        self._last = now
+
+    def __str__(self):
+        return ", ".join("%s %.2f s" % pair for pair in self._seconds)
+
+
+@contextlib.contextmanager
+def _closing(sessions):
+    """The sessions being opened, once all are; all closed on the way out.
+
+    One that fails to open fails the whole; those that opened are still
+    closed.
+    """
+    opened, error = [], None
+    for session in sessions:
+        try:
+            opened.append(session.result())
+        except BaseException as e:
+            error = error or e
+    try:
+        if error is not None:
+            raise error
+        yield opened
+    finally:
+        for session in opened:
+            session.close()
 
 
 def _meta(site, *args):

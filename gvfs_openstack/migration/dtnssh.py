@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """SSH to a site's DTN: how the remote copy reaches the destination's files.
 
-SFTP for files, and two commands run on the DTN -- ``ln`` and a
-coreutils ``*sum`` -- for what SFTP cannot do (hard links; hashing a file
-where it is, without moving its bytes).  Key authentication only, and the
+SFTP for files, and commands run on the DTN for what SFTP cannot do:
+``ln`` (hard links), a coreutils ``*sum`` (hashing a file where it is,
+without moving its bytes), ``sync`` (making a file durable) and
+``gvfs-meta`` (sidecars and deltas).  Key authentication only, and the
 DTN's host key must already be in the configured known_hosts file: an
 unknown host key is refused, never trusted on first use.
 """
@@ -92,6 +93,14 @@ class DtnSession:
                 stderr.read().decode(errors="replace").strip()))
         return out
 
+    def flush(self, path):
+        """Make a file and its name durable on the DTN's disks.
+
+        fsync of the file and of its directory (a new hard link is an
+        entry there); GNU ``sync`` takes both.
+        """
+        self.run(["sync", "--", path, posixpath.dirname(path)])
+
     def hard_link(self, source, target):
         """A second name for a file (SFTP cannot make hard links)."""
         self.run(["ln", "--", source, target])
@@ -104,9 +113,12 @@ class DtnSession:
         return self.run([program, "--", path]).split()[0]
 
 
-@contextlib.contextmanager
-def connect(site, image_id, stage):
-    """A DtnSession on ``site``'s DTN; StageFailed when it cannot be had."""
+def open_session(site, image_id, stage):
+    """A DtnSession on ``site``'s DTN, for the caller to close.
+
+    StageFailed when it cannot be had: transient, but for a host key or
+    an account the DTN refuses.
+    """
     client = paramiko.SSHClient()
     try:
         if site.ssh_known_hosts:
@@ -116,7 +128,7 @@ def connect(site, image_id, stage):
                        key_filename=site.ssh_key_file, look_for_keys=False,
                        allow_agent=False, timeout=30, banner_timeout=30,
                        auth_timeout=30)
-        session = DtnSession(client)
+        return DtnSession(client)
     except (OSError, paramiko.SSHException) as e:
         client.close()
         raise exceptions.StageFailed(
@@ -125,6 +137,12 @@ def connect(site, image_id, stage):
                     paramiko.AuthenticationException)),
             reason="cannot reach the DTN of site %s over SSH (%s:%d): %s"
                    % (site.name, site.ssh_host, site.ssh_port, e)) from e
+
+
+@contextlib.contextmanager
+def connect(site, image_id, stage):
+    """A DtnSession on ``site``'s DTN, closed on the way out."""
+    session = open_session(site, image_id, stage)
     try:
         yield session
     finally:

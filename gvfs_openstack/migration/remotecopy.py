@@ -21,6 +21,7 @@ import shlex
 
 from oslo_log import log as logging
 
+from gvfs_openstack.delta import blocks
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh
 from gvfs_openstack.migration import glance as glance_api
@@ -67,7 +68,10 @@ def _register_in_place(ctx, row, image, session):
 
     A hard link, not a rename: when Glance fails to import a location it
     deletes the location's file, and the staged name keeps the bytes for
-    the retry.  The staged name goes when the image is active.
+    the retry.  The staged name goes when the image is active.  First the
+    file is flushed to the DTN's disks: neither a GridFTP server nor the
+    delta's rebuild syncs what it wrote, and Glance must not activate an
+    image a crash of the DTN would take back.
     """
     staged = ctx.destination.staged_path(ctx.job_id, row["image_id"])
     final = ctx.destination.image_path(image["id"])
@@ -84,9 +88,15 @@ def _register_in_place(ctx, row, image, session):
                        "has %d" % (have, row["size"]))
         session.makedirs(posixpath.dirname(final))
         session.hard_link(staged, final)
+        # A delta's rebuild left the file's block signature beside it.
+        staged_blocks = blocks.signature_path(staged)
+        if session.exists(staged_blocks):
+            session.remove_quietly(blocks.signature_path(final))
+            session.hard_link(staged_blocks, blocks.signature_path(final))
     if ctx.destination_glance.image(image["id"]).get(
             "os_glance_import_task"):
         return  # Registered by an attempt whose answer was lost.
+    session.flush(final)
     ctx.destination_glance.add_location(
         image["id"], ctx.destination.gvfs_location(image["id"]),
         row["hash_algo"], row["hash_value"])
@@ -167,9 +177,12 @@ def _discard(ctx, row, image, session, in_place):
                     ctx.destination.name, e)
     ctx.record(row, destination_image_id=None)
     if in_place:
-        session.remove_quietly(ctx.destination.image_path(image["id"]))
-    session.remove_quietly(ctx.destination.staged_path(ctx.job_id,
-                                                       row["image_id"]))
+        final = ctx.destination.image_path(image["id"])
+        session.remove_quietly(final)
+        session.remove_quietly(blocks.signature_path(final))
+    staged = ctx.destination.staged_path(ctx.job_id, row["image_id"])
+    session.remove_quietly(blocks.signature_path(staged))
+    session.remove_quietly(staged)
 
 
 def run(ctx, row):
@@ -202,6 +215,7 @@ def run(ctx, row):
         except exceptions.DataRejected:
             _discard(ctx, row, image, session, in_place)
             raise
-        session.remove_quietly(site.staged_path(ctx.job_id,
-                                                row["image_id"]))
+        staged = site.staged_path(ctx.job_id, row["image_id"])
+        session.remove_quietly(blocks.signature_path(staged))
+        session.remove_quietly(staged)
     return {}

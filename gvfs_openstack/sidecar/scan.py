@@ -13,6 +13,7 @@ import errno
 import hashlib
 import os
 
+from gvfs_openstack import durable
 from gvfs_openstack.sidecar import format as meta_format
 
 READ_SIZE = 8 * 1024 * 1024
@@ -166,18 +167,4 @@ def sidecar_path(path):
 
 def write_sidecar(path, sidecar):
     """Store ``sidecar`` next to ``path`` (atomically: temp + rename)."""
-    target = sidecar_path(path)
-    tmp = "%s.tmp-%d" % (target, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        data = memoryview(sidecar.to_bytes())
-        while data:
-            data = data[os.write(fd, data):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, target)
-    return target
+    return durable.replace_with(sidecar_path(path), sidecar.to_bytes())

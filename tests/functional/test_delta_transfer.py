@@ -14,7 +14,9 @@ import os
 import random
 
 from gvfs_openstack.cmd import meta as meta_cmd
+from gvfs_openstack.delta import blocks
 from gvfs_openstack.migration import jobs
+from gvfs_openstack.sidecar import scan
 from tests.functional import test_migration
 from tests.lab import drlab
 
@@ -94,12 +96,17 @@ def _first_version(dr, tmp_path, name, size=64 * MIB):
     return v1, first
 
 
+def _second_version(dr, tmp_path, name, v1):
+    """A version of ``v1`` with 3% of its blocks changed, in the source."""
+    v2 = tmp_path / (name + "-v2.raw")
+    _changed(v1, v2, 0.03, name + "-v2")
+    return v2, dr.east.glance.add_image(name + "-v2", v2, drlab.GVFS_STORE,
+                                        os_distro="debian")
+
+
 def test_a_new_version_crosses_as_a_delta_and_ends_identical(dr, tmp_path):
     v1, first = _first_version(dr, tmp_path, "delta-golden")
-    v2 = tmp_path / "delta-golden-v2.raw"
-    _changed(v1, v2, 0.03, "v2")
-    second = dr.east.glance.add_image("delta-golden-v2", v2,
-                                      drlab.GVFS_STORE, os_distro="debian")
+    v2, second = _second_version(dr, tmp_path, "delta-golden", v1)
     program, log = _noting_copy(tmp_path)
     manager = test_migration._manager(dr, tmp_path, name="second",
                                       globus_url_copy=program)
@@ -122,6 +129,12 @@ def test_a_new_version_crosses_as_a_delta_and_ends_identical(dr, tmp_path):
     # Rebuilt sparse (the hole stayed a hole), with its sidecar.
     assert os.stat(stored).st_blocks * 512 <= v2.stat().st_size - 8 * MIB
     assert meta_cmd.verify(stored) is None
+    # Its signature is ready for the next version, made by the rebuild:
+    # before the registration wrote the sidecar (which would have read
+    # the whole file to sign it, after the sidecar, had it been missing).
+    assert blocks.cached(stored) == blocks.compute(stored)
+    assert os.stat(blocks.signature_path(stored)).st_mtime_ns < \
+        os.stat(scan.sidecar_path(stored)).st_mtime_ns
     for site in (dr.east, dr.west):
         assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []
 
@@ -159,10 +172,7 @@ def test_a_named_base_is_used_and_an_unrelated_image_goes_whole(
 
 def test_a_damaged_delta_is_refused_and_the_whole_file_sent(dr, tmp_path):
     v1, first = _first_version(dr, tmp_path, "delta-damaged")
-    v2 = tmp_path / "delta-damaged-v2.raw"
-    _changed(v1, v2, 0.03, "damaged")
-    second = dr.east.glance.add_image("delta-damaged-v2", v2,
-                                      drlab.GVFS_STORE, os_distro="debian")
+    v2, second = _second_version(dr, tmp_path, "delta-damaged", v1)
     program, log = _noting_copy(tmp_path, damage_deltas=True)
     manager = test_migration._manager(dr, tmp_path, name="damaged",
                                       globus_url_copy=program)

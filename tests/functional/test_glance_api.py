@@ -302,7 +302,8 @@ def test_a_tunnel_cut_mid_upload_fails_cleanly(wan, tmp_path):
     after = cli(glance, "image", "create", "--file", small, "--disk-format",
                 "raw", "--container-format", "bare", "-f", "json", "after")
     assert sorted(os.listdir(images)) == sorted(
-        [after["id"], ".gvfs-meta." + after["id"]])
+        [after["id"], ".gvfs-meta." + after["id"],
+         ".gvfs-meta.%s.blocks" % after["id"]])
 
 
 @pytest.fixture

@@ -82,7 +82,23 @@ def test_a_full_disk_is_storage_full_and_leaves_nothing(tiny_disk):
     assert os.listdir(datadir) == []
     # What fits still goes in.
     store.add("fits", io.BytesIO(data[:MIB]), MIB, "sha256")
-    assert sorted(os.listdir(datadir)) == [".gvfs-meta.fits", "fits"]
+    assert sorted(os.listdir(datadir)) == [
+        ".gvfs-meta.fits", ".gvfs-meta.fits.blocks", "fits"]
+
+
+def test_a_disk_full_before_the_signature_leaves_nothing(tiny_disk):
+    """The image fits, its block signature does not: no half-made image."""
+    datadir = tiny_disk(4)
+    store = make_store(datadir)
+    size = 4 * MIB - 8192
+    with pytest.raises(exceptions.StorageFull):
+        store.add("just-fits", io.BytesIO(os.urandom(size)), size, "sha256")
+    assert os.listdir(datadir) == []
+    # The image and its sidecar alone fit: it was the signature.
+    unsigned = make_store(datadir, gvfs_store_block_signatures=False)
+    unsigned.add("just-fits", io.BytesIO(os.urandom(size)), size, "sha256")
+    assert sorted(os.listdir(datadir)) == [".gvfs-meta.just-fits",
+                                           "just-fits"]
 
 
 def test_a_read_only_export_is_storage_write_denied(tiny_disk):

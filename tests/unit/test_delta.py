@@ -120,9 +120,11 @@ def _round_trip(tmp_path, base_data, new_data):
     delta = str(tmp_path / "new.delta")
     output = str(tmp_path / "out.img")
     stats = make.make(new, blocks.ensure(base), delta)
-    assert apply.apply(base, delta, output, HASH, _sha(new_data)) == \
-        len(new_data)
+    assert apply.apply(base, delta, output, HASH, _sha(new_data),
+                       base_signature=blocks.cached(base)) == len(new_data)
     assert _read(output) == new_data
+    # Signed from the base's signature and the delta's own bytes alone.
+    assert blocks.cached(output) == blocks.compute(output)
     assert stats.size == len(new_data)
     assert stats.data_bytes + stats.copied_bytes + stats.zero_bytes == \
         len(new_data)
@@ -215,7 +217,8 @@ def test_empty_new_file(tmp_path):
     assert _runs(delta, len(base)) == []
     assert stats.as_dict() == {"size": 0, "data_bytes": 0,
                                "copied_bytes": 0, "zero_bytes": 0,
-                               "delta_bytes": HEADER_BYTES + END_BYTES}
+                               "delta_bytes": HEADER_BYTES + END_BYTES,
+                               "written": True}
     assert os.path.getsize(output) == 0
 
 
@@ -878,9 +881,20 @@ def test_meta_blocks_delta_patch_rebuild_the_file(tmp_path, capsys):
     stats = json.loads(capsys.readouterr().out)
     assert stats == {"size": MIB, "data_bytes": 16 * KIB,
                      "copied_bytes": MIB - 16 * KIB, "zero_bytes": 0,
-                     "delta_bytes": os.path.getsize(delta)}
+                     "delta_bytes": os.path.getsize(delta), "written": True}
     assert stats["delta_bytes"] == (HEADER_BYTES + 2 * COPY_BYTES +
                                     RECORD_BYTES + 16 * KIB + END_BYTES)
+    # Larger than allowed: not written, and its size said all the same.
+    os.unlink(delta)
+    assert meta.main(["delta", "--base-blocks", signature, "--max-bytes",
+                      str(stats["delta_bytes"] - 1), "--output", delta,
+                      "--", new]) == 0
+    assert json.loads(capsys.readouterr().out) == dict(stats, written=False)
+    assert not os.path.exists(delta)
+    assert meta.main(["delta", "--base-blocks", signature, "--max-bytes",
+                      str(stats["delta_bytes"]), "--output", delta,
+                      "--", new]) == 0
+    assert json.loads(capsys.readouterr().out) == stats
 
     output = str(there / "staged.img")
     assert meta.main(["patch", "--base", base, "--delta", delta,
@@ -957,7 +971,10 @@ def test_meta_patch_without_a_delta_fails_and_leaves_no_output(files,
     ("debian-12-genericcloud-20261101", "debian-genericcloud"),
     ("debian-12-genericcloud-20261015", "debian-genericcloud"),
     ("rhel-9.4-x86_64", "rhel"),
-    ("cirros-0.6.2-x86_64-disk", "cirros-disk"),
+    ("cirros-0.6.2-x86_64-disk", "cirros"),
+    ("image0.raw", ""),
+    ("debian-12-nocloud.qcow2", "debian-nocloud"),
+    ("Fedora-Cloud-Base-41.img", "fedora-cloud-base"),
     ("debian-12-20261125", "debian"),
     ("golden-v1", "golden"),
     ("golden-v2", "golden"),
@@ -1025,3 +1042,62 @@ def test_related_with_missing_keys_on_both_sides():
     assert migration_delta.related(image, candidate) is True
     assert migration_delta.related(
         image, dict(candidate, disk_format="raw")) is False
+
+
+def test_apply_without_a_signature_of_the_base_signs_nothing(files):
+    # A signature left by an earlier file of the output's name goes too.
+    _put(files["output"], files["base_data"])
+    blocks.ensure(files["output"])
+    apply.apply(files["base"], files["delta"], files["output"], HASH,
+                _sha(files["new_data"]))
+    assert not os.path.exists(blocks.signature_path(files["output"]))
+
+
+def test_apply_with_a_stale_signature_of_the_base_signs_nothing(files):
+    stale = blocks.cached(files["base"])
+    os.utime(files["base"], ns=(1, 1))
+    apply.apply(files["base"], files["delta"], files["output"], HASH,
+                _sha(files["new_data"]), base_signature=stale)
+    assert blocks.cached(files["output"]) is None
+
+
+@pytest.mark.parametrize("size, runs", [
+    # A copy of bytes that start mid-block of the base.
+    (3 * BLOCK, [(codec.COPY, 0, 2 * BLOCK, 100),
+                 (codec.DATA, 2 * BLOCK, BLOCK, None)]),
+    # A short copy, then more: blocks no longer fall on boundaries.
+    (3 * BLOCK, [(codec.COPY, 0, 100, 0),
+                 (codec.DATA, 100, 3 * BLOCK - 100, None)]),
+    # A short zero run, then a copy.
+    (3 * BLOCK, [(codec.ZERO, 0, 10, None),
+                 (codec.COPY, 10, 3 * BLOCK - 10, 0)]),
+    # The file's short last block copied from a whole block of the base:
+    # the base's digest is of 4096 bytes, not of these 100.
+    (2 * BLOCK + 100, [(codec.DATA, 0, 2 * BLOCK, None),
+                       (codec.COPY, 2 * BLOCK, 100, 0)]),
+])
+def test_a_delta_off_block_boundaries_rebuilds_right_but_unsigned(
+        tmp_path, size, runs):
+    """Not what make() writes, but valid: the file right, no signature."""
+    rng = _rng(31)
+    base_data = rng.randbytes(4 * BLOCK)
+    new_data = bytearray(size)
+    parts = []
+    for op, offset, length, at in runs:
+        if op == codec.COPY:
+            new_data[offset:offset + length] = base_data[at:at + length]
+            parts.append(codec.record(op, offset, length, at))
+        elif op == codec.DATA:
+            new_data[offset:offset + length] = rng.randbytes(length)
+            parts += [codec.record(op, offset, length),
+                      bytes(new_data[offset:offset + length])]
+        else:
+            parts.append(codec.record(op, offset, length))
+    base = _put(tmp_path / "base.img", base_data)
+    delta = _put(tmp_path / "hand.delta",
+                 _hand_made(size, len(base_data), *parts))
+    output = str(tmp_path / "out.img")
+    apply.apply(base, delta, output, HASH, _sha(bytes(new_data)),
+                base_signature=blocks.ensure(base))
+    assert _read(output) == bytes(new_data)
+    assert blocks.cached(output) is None

@@ -15,6 +15,7 @@ from oslo_config import cfg
 import pytest
 from stevedore import driver as stevedore_driver
 
+from gvfs_openstack.delta import blocks
 from gvfs_openstack.glance import store as gvfs_store
 from tests.store_contract import make_store
 from tests.store_contract import MIB
@@ -54,6 +55,14 @@ def test_without_thin_provisioning_zeros_are_written(tmp_path):
     store.add("fat", io.BytesIO(bytes(8 * MIB)), 8 * MIB, "sha256")
     assert os.stat(os.path.join(store.datadir, "fat")).st_blocks * 512 \
         >= 8 * MIB
+
+
+def test_without_block_signatures_none_is_written(tmp_path):
+    datadir = tmp_path / "unsigned"
+    datadir.mkdir()
+    store = make_store(datadir, gvfs_store_block_signatures=False)
+    store.add("plain", io.BytesIO(os.urandom(MIB)), MIB, "sha256")
+    assert sorted(os.listdir(datadir)) == [".gvfs-meta.plain", "plain"]
 
 
 def test_disk_formats_are_recognised_by_their_first_bytes():
@@ -132,16 +141,20 @@ def test_a_full_store_reads_the_rest_of_the_upload_so_the_client_sees_413(
        st.integers(min_value=1, max_value=3))
 @settings(max_examples=60, deadline=None)
 def test_parallel_hashes_equal_hashing_in_order(chunks, depth):
-    hashes = gvfs_store.ParallelHashes(hashlib.md5(), hashlib.sha512(),
-                                       depth=depth)
+    md5, sha512 = hashlib.md5(), hashlib.sha512()
+    signature = blocks.SignatureBuilder()
+    hashes = gvfs_store.ParallelHashes(md5, sha512, signature, depth=depth)
     try:
         for chunk in chunks:
             hashes.update(chunk)
-        digests = hashes.hexdigests()
+        hashes.wait()
     finally:
         hashes.close()
-    assert digests == [hashlib.md5(b"".join(chunks)).hexdigest(),
-                       hashlib.sha512(b"".join(chunks)).hexdigest()]
+    whole = b"".join(chunks)
+    assert md5.hexdigest() == hashlib.md5(whole).hexdigest()
+    assert sha512.hexdigest() == hashlib.sha512(whole).hexdigest()
+    assert signature.finish(7) == blocks.Signature(len(whole), 7,
+                                                   blocks.digests(whole))
 
 
 def test_an_upload_of_reused_buffers_is_hashed_as_sent(tmp_path):

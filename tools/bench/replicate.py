@@ -15,7 +15,9 @@ Baseline, measured first in the same run: one full transfer alone (an
 unrelated image of the same size migrated by itself).  Reported: each
 version's bytes over the DTN link and DTN-to-DTN seconds, delta against
 whole; the recovery point over time (the plot), whose peak is compared
-with the one full transfer.
+with the one full transfer.  After the stream, one more version goes
+alone: the delta's cost without the stream's uploads and other jobs on
+the same cores (a metric beside the ratios).
 """
 
 import datetime
@@ -162,6 +164,19 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, gap=None):
             follower.stop.set()
             follower.join()
             link_bytes = lab.wan.bytes_sent() - link_before
+            # One more version, alone on the DTNs: what a delta costs
+            # without the stream's other work on the same two cores.
+            _, path = events[-2]
+            alone_path = os.path.join(work, "golden-a-v4.raw")
+            new_version(path, alone_path, CHANGED, "golden-a-4")
+            image = lab.east.glance.add_image("golden-a-v4", alone_path,
+                                              drlab.GVFS_STORE,
+                                              os_distro="debian")
+            job = _wait_job(manager, manager.migrate([image["id"]],
+                                                     "west")["id"])
+            if job["images"][0]["delta_base"] is None:
+                raise RuntimeError("the version alone went whole")
+            delta_alone = _transfer_seconds(manager, job["id"])
             records = {r["image_id"]: r for r in
                        replication.show(policy["id"])["images"]}
             versions = []
@@ -177,11 +192,11 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, gap=None):
                     "job_seconds": _job_seconds(job)})
             manager.stop()
     return _report(size, rtt_ms, rate_mbit, gap, full_job, full_transfer,
-                   versions, follower.samples, link_bytes, plot)
+                   versions, follower.samples, link_bytes, delta_alone, plot)
 
 
 def _report(size, rtt_ms, rate_mbit, gap, full_job, full_transfer,
-            versions, samples, link_bytes, plot):
+            versions, samples, link_bytes, delta_alone, plot):
     deltas = [v for v in versions if v["delta"]]
     print("\nreplicate: %d events of %d MiB, one every %.0f s (+ upload); "
           "DTN link %d ms RTT, %d Mbit/s; new versions differ in %.0f%% of "
@@ -199,6 +214,9 @@ def _report(size, rtt_ms, rate_mbit, gap, full_job, full_transfer,
     max_rpo = max(rpo for _, rpo, _ in samples)
     print("bytes over the DTN link for the stream: %.1f MiB; recovery "
           "point at most %.1f s" % (link_bytes / MIB, max_rpo))
+    print("one more version alone (no other work on the DTNs): DTN-DTN "
+          "%.2f s, %.3f of the full transfer" % (delta_alone,
+                                                 delta_alone / full_transfer))
     if not deltas:
         raise RuntimeError("no version went as a delta")
     ratios = {
@@ -214,6 +232,8 @@ def _report(size, rtt_ms, rate_mbit, gap, full_job, full_transfer,
                "full_transfer_seconds": full_transfer,
                "full_job_seconds": full_job, "max_rpo_seconds": max_rpo,
                "link_bytes": link_bytes, "versions": versions,
+               "delta_alone_seconds": delta_alone,
+               "delta_alone_vs_full": delta_alone / full_transfer,
                "delta_job_vs_full_job": max(v["job_seconds"]
                                             for v in deltas) / full_job}
     if plot:
