@@ -31,8 +31,8 @@ class _Endpoint:
         self.wake = wake
 
     def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        LOG.debug("%s of image %s from %s: reconciling", event_type,
-                  (payload or {}).get("id"), publisher_id)
+        LOG.info("%s of image %s from %s: reconciling", event_type,
+                 (payload or {}).get("id"), publisher_id)
         self.wake()
         return messaging.NotificationResult.HANDLED
 
@@ -47,11 +47,15 @@ def listen(conf, wake):
         return None
     transport = messaging.get_notification_transport(
         conf, url=group.glance_transport_url)
+    # On Glance's exchanges (glance_exchanges), not on the conductor's
+    # own control_exchange: each service sends on its own.
     listener = messaging.get_notification_listener(
-        transport, [messaging.Target(topic=topic)
+        transport, [messaging.Target(exchange=exchange, topic=topic)
+                    for exchange in group.glance_exchanges
                     for topic in group.glance_topics],
         [_Endpoint(wake)], executor="threading", pool=POOL)
     listener.start()
-    LOG.info("listening to Glance's %s on topics %s",
-             ", ".join(EVENTS), ", ".join(group.glance_topics))
+    LOG.info("listening to Glance's %s on topics %s of exchanges %s",
+             ", ".join(EVENTS), ", ".join(group.glance_topics),
+             ", ".join(group.glance_exchanges))
     return listener

@@ -18,6 +18,7 @@ from gvfs_openstack.replication import plan
 
 POLICIES = jobs.REPLICATION_POLICIES
 IMAGES = jobs.REPLICATED_IMAGES
+JOB_IMAGES = jobs.IMAGES
 
 
 def _policy(row):
@@ -102,10 +103,18 @@ class ReplicationStore:
     # --- images --------------------------------------------------------------
 
     def records(self, policy_id):
-        """The policy's records, by image id."""
+        """The policy's records, by image id.
+
+        Each with ``sent_bytes``: what its last job moved over the DTN
+        link (a delta's bytes, or the whole file's), None until it did.
+        """
+        sent = sa.select(JOB_IMAGES.c.sent_bytes).where(
+            JOB_IMAGES.c.job_id == IMAGES.c.job_id,
+            JOB_IMAGES.c.image_id == IMAGES.c.image_id).limit(1) \
+            .scalar_subquery().label("sent_bytes")
         with self.engine.connect() as db:
             return {row["image_id"]: dict(row) for row in db.execute(
-                IMAGES.select().where(
+                sa.select(IMAGES, sent).where(
                     IMAGES.c.policy_id == policy_id)).mappings()}
 
     def add(self, policy_id, image, changed_at):

@@ -46,7 +46,8 @@ class Notifications:
 
     def of(self, job_id):
         with self.lock:
-            return [r for r in self.received if r[3]["id"] == job_id]
+            # Glance's own arrive too (image.send, ...): only jobs'.
+            return [r for r in self.received if r[3].get("id") == job_id]
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +74,31 @@ def notified(broker):
 
 
 @pytest.fixture(scope="module")
-def api(dr, keystone, broker, notified, tmp_path_factory):
+def glance_notifying(dr, broker):
+    """The source Glance announces its image events on the broker."""
+    with dr.east.glance.notifying(broker.url):
+        yield
+
+
+@pytest.fixture(scope="module")
+def conductor_workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("gvfs-api")
+
+
+#: Seconds between the conductor's reconciliation rounds: Glance's
+#: notifications start one at once in between.
+ROUNDS_EVERY = 4
+
+
+@pytest.fixture(scope="module")
+def api(dr, keystone, broker, notified, glance_notifying, conductor_workdir):
     """gvfs-conductor and gvfs-api on a real RabbitMQ; yields the API."""
-    workdir = tmp_path_factory.mktemp("gvfs-api")
+    workdir = conductor_workdir
     config = dr.conductor_config(
         str(workdir / "conductor.conf"),
         "sqlite:///%s" % (workdir / "jobs.sqlite"),
         transport_url=broker.url, host="conductor-1")
-    # The lab's Glance sends no notifications: reconciliation alone.
-    _add_section(config, "replication", interval="1")
+    _add_section(config, "replication", interval=str(ROUNDS_EVERY))
     _add_section(config, "oslo_messaging_notifications",
                  driver="messagingv2")
     conductor = process.ManagedProcess(
@@ -479,7 +496,7 @@ def test_a_tag_policy_copies_new_images_follows_properties_and_deletes(
     later = dr.east.glance.add_image(
         "nightly-2", path, drlab.FILE_STORE, owner=alpha,
         tags=["dr-nightly"])
-    time.sleep(3)   # Three rounds.
+    time.sleep(ROUNDS_EVERY + 1)   # Its notification and a round.
     assert _gone(dr.west.glance, later["id"])
     _ok(api.openstack("alpha-member", "gvfs", "replication", "resume",
                       policy["id"], "-f", "json"))
@@ -505,3 +522,59 @@ def test_a_tag_policy_copies_new_images_follows_properties_and_deletes(
                            policy["id"]), "No replication policy")
     # The copies stay.
     assert dr.west.glance.image(later["id"])["status"] == "active"
+
+
+def _heard(conductor_workdir, event, image_id):
+    with open(conductor_workdir / "conductor.log") as f:
+        return "%s of image %s" % (event, image_id) in f.read()
+
+
+def test_glance_notifications_are_heard_and_a_lost_one_is_made_up_for(
+        api, dr, keystone, conductor_workdir, tmp_path):
+    policy = _ok(api.openstack(
+        "alpha-member", "gvfs", "replication", "create", "--to", "west",
+        "--tag", "dr-heard", "-f", "json"))
+    alpha = keystone.project_id("alpha")
+    path = tmp_path / "heard.raw"
+    path.write_bytes(os.urandom(MIB))
+    heard = dr.east.glance.add_image("heard", path, drlab.FILE_STORE,
+                                     owner=alpha, tags=["dr-heard"])
+    _replicated(api, "alpha-member", policy["id"],
+                lambda v: v["images_in_sync"] == 1, "the first image")
+    # Glance's own announcement reached the conductor (on Glance's
+    # exchange, in the conductor's pool).
+    assert _heard(conductor_workdir, "image.activate", heard["id"])
+
+    # This one's announcement is lost (Glance does not send it).
+    with dr.east.glance.reconfigured(
+            "DEFAULT", disabled_notifications="image.activate"):
+        lost = dr.east.glance.add_image("lost", path, drlab.FILE_STORE,
+                                        owner=alpha, tags=["dr-heard"])
+        # The next round finds it anyway.
+        _replicated(api, "alpha-member", policy["id"],
+                    lambda v: v["images_in_sync"] == 2, "the second image",
+                    timeout=ROUNDS_EVERY * 3 + 120)
+    assert not _heard(conductor_workdir, "image.activate", lost["id"])
+    assert dr.west.glance.image(lost["id"])["os_hash_value"] == \
+        lost["os_hash_value"]
+    view = _ok(api.openstack("alpha-member", "gvfs", "replication", "show",
+                             policy["id"], "-f", "json"))
+    assert [i["sent_bytes"] for i in view["images"]] == [MIB, MIB]
+    assert view["bytes_moved"] == 2 * MIB
+
+    # Without --delete-follows a delete at the source stays there, however
+    # many rounds pass.
+    dr.east.glance.delete(heard["id"])
+    process.wait_until(lambda: _heard(conductor_workdir, "image.delete",
+                                      heard["id"]),
+                       "the delete's notification", 60)
+    before = _ok(api.openstack("alpha-member", "gvfs", "replication", "show",
+                               policy["id"], "-f", "json"))["reconciled_at"]
+    _replicated(api, "alpha-member", policy["id"],
+                lambda v: v["reconciled_at"] != before, "another round",
+                timeout=ROUNDS_EVERY * 3 + 60)
+    assert dr.west.glance.image(heard["id"])["status"] == "active"
+    # The policy forgot it; the copy is the recovery site's now.
+    view = _ok(api.openstack("alpha-member", "gvfs", "replication", "show",
+                             policy["id"], "-f", "json"))
+    assert [i["image_id"] for i in view["images"]] == [lost["id"]]

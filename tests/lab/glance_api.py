@@ -14,6 +14,7 @@ two sites).
 """
 
 import configparser
+import contextlib
 import json
 import os
 import shutil
@@ -82,24 +83,68 @@ class GlanceApi:
             self._write_config(backends, database or "sqlite:///%s" % (
                 os.path.join(workdir, "glance.sqlite")))
             self._db_sync()
-            gunicorn = shutil.which("gunicorn") or os.path.join(
-                os.path.dirname(sys.executable), "gunicorn")
-            env = dict(os.environ, OS_GLANCE_CONFIG_DIR=self.config_dir)
-            self.process = process.ManagedProcess(
-                "glance-api", [gunicorn, "--bind",
-                               "127.0.0.1:%d" % self.port,
-                               "--workers", str(workers), "--timeout", "600",
-                               "--worker-class", "gthread", "--threads", "4",
-                               "--control-socket",
-                               os.path.join(workdir, "gunicorn.ctl"),
-                               "glance.wsgi.api:application"],
-                os.path.join(workdir, "glance-api.log"), env=env)
+            self.workers = workers
+            self._start()
             self._endpoints = self.keystone.add_endpoint(
                 "image", "glance", self.url, self.region)
             self._wait_healthy()
         except BaseException:
             self.stop()
             raise
+
+    def _start(self):
+        gunicorn = shutil.which("gunicorn") or os.path.join(
+            os.path.dirname(sys.executable), "gunicorn")
+        env = dict(os.environ, OS_GLANCE_CONFIG_DIR=self.config_dir)
+        self.process = process.ManagedProcess(
+            "glance-api", [gunicorn, "--bind", "127.0.0.1:%d" % self.port,
+                           "--workers", str(self.workers), "--timeout", "600",
+                           "--worker-class", "gthread", "--threads", "4",
+                           "--control-socket",
+                           os.path.join(self.workdir, "gunicorn.ctl"),
+                           "glance.wsgi.api:application"],
+            os.path.join(self.workdir, "glance-api.log"), env=env)
+
+    def notifying(self, transport_url):
+        """glance-api announcing its image events on ``transport_url``.
+
+        As a deployment sets it (``[oslo_messaging_notifications] driver =
+        messagingv2``); off again on the way out, before the bus it names
+        goes away (a notifier whose broker is gone would hold up every
+        request).
+        """
+        return self.reconfigured("oslo_messaging_notifications",
+                                 driver="messagingv2",
+                                 transport_url=transport_url)
+
+    @contextlib.contextmanager
+    def reconfigured(self, section, **options):
+        """glance-api restarted with ``options`` set in ``section``.
+
+        Restarted with its configuration as it was on the way out.
+        """
+        with open(self.config_file) as f:
+            before = f.read()
+        conf = configparser.ConfigParser(interpolation=None)
+        conf.read_string(before)
+        if section != "DEFAULT" and not conf.has_section(section):
+            conf.add_section(section)
+        for name, value in options.items():
+            conf[section][name] = str(value)
+        self._restart(conf)
+        try:
+            yield self
+        finally:
+            conf = configparser.ConfigParser(interpolation=None)
+            conf.read_string(before)
+            self._restart(conf)
+
+    def _restart(self, conf):
+        with open(self.config_file, "w") as f:
+            conf.write(f)
+        self.process.stop(timeout=30.0)
+        self._start()
+        self._wait_healthy()
 
     def _write_config(self, backends, database):
         names = list(backends)
@@ -108,7 +153,8 @@ class GlanceApi:
             "enabled_backends": ",".join(
                 "%s:%s" % (name, backends[name][0]) for name in names),
             "worker_self_reference_url": self.url,
-            "enabled_import_methods": "[glance-direct,copy-image]",
+            "enabled_import_methods":
+                "[glance-direct,copy-image,glance-download]",
             "log_file": os.path.join(self.workdir, "glance.log"),
         }
         conf["glance_store"] = {"default_backend": names[0]}
@@ -194,9 +240,10 @@ class GlanceApi:
     # --- the Images API v2, as its clients send it -------------------------
 
     def _request(self, path, method="GET", body=None, headers=None,
-                 timeout=600, user=None):
+                 timeout=600, user=None, token=None):
         """urllib's answer, with ``user``'s token (HTTPError on >= 400)."""
-        headers = dict(headers or {}, **{"X-Auth-Token": self.token(user)})
+        headers = dict(headers or {}, **{
+            "X-Auth-Token": token or self.token(user)})
         return urllib.request.urlopen(urllib.request.Request(
             self.url + path, data=body, method=method, headers=headers),
             timeout=timeout)
@@ -210,6 +257,33 @@ class GlanceApi:
         with self._request("/v2/images", "POST", body, {
                 "Content-Type": "application/json"}, user=user) as reply:
             return json.loads(reply.read())["id"]
+
+    def import_from_glance(self, name, region, image_id, user=None):
+        """Start Glance's ``glance-download`` of another Glance's image.
+
+        A new image here that this glance-api fills by downloading
+        ``image_id`` from the Glance of ``region`` (found in the caller's
+        catalog); returns its id at once, as the API does.  The request
+        carries a token issued now: its catalog (which the task reads) has
+        the endpoints added since the session's token was checked.
+        """
+        new = self.create_image(name, user=user)
+        body = json.dumps({"method": {
+            "name": "glance-download", "glance_image_id": image_id,
+            "glance_region": region,
+            "glance_service_interface": "public"}}).encode()
+        self._request("/v2/images/%s/import" % new, "POST", body, {
+            "Content-Type": "application/json"},
+            token=self.keystone.new_token(user or self.user)).close()
+        return new
+
+    def failed_import(self, image_id, user=None):
+        """Why the image's last import task failed, or None."""
+        with self._request("/v2/images/%s/tasks" % image_id,
+                           user=user) as reply:
+            tasks = json.loads(reply.read())["tasks"]
+        failed = [t for t in tasks if t["status"] == "failure"]
+        return failed[-1]["message"] if failed else None
 
     def image(self, image_id, user=None):
         """The image as the API returns it (hashes and stores included)."""

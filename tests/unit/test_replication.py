@@ -192,3 +192,23 @@ def test_resuming_tries_the_failed_images_again(replications):
     replications.set_paused(policy, False)
     record = replications.records(policy)["a"]
     assert (record["state"], record["error"]) == (plan.PENDING, None)
+
+
+def test_a_record_carries_what_its_job_sent(replications, tmp_path):
+    """What bytes_moved sums: a delta counts its own bytes, not the image's."""
+    jobs_store = jobs.JobStore("sqlite:///%s" % (tmp_path / "jobs.sqlite"))
+    try:
+        policy = replications.create_policy("alpha", "u1", "east", "west",
+                                            "tag", {"tag": "golden"})
+        for image_id in ("sent", "waiting"):
+            replications.add(policy, _image(image_id, size=1000), NOW)
+            job_id = jobs_store.create_job("east", "west",
+                                           [_image(image_id, size=1000)], 1)
+            replications.update(policy, image_id, job_id=job_id)
+            if image_id == "sent":
+                jobs_store.set_image(job_id, 0, sent_bytes=31)
+        records = replications.records(policy)
+        assert records["sent"]["sent_bytes"] == 31
+        assert records["waiting"]["sent_bytes"] is None
+    finally:
+        jobs_store.dispose()
