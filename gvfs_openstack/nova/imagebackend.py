@@ -66,7 +66,12 @@ class GvfsImage(imagebackend.Qcow2):
         super().__init__(instance=instance, disk_name=disk_name, path=path,
                          disk_info_mapping=disk_info_mapping)
         self.instance = instance
-        self.disk_name = disk_name or os.path.basename(self.path)
+        # The file's own name ("disk", "disk.rescue"), whatever the caller
+        # passed: a hard reboot or a power-on rebuilds its disks with the
+        # whole path as ``disk_name`` (``_create_images_and_backing``),
+        # and the golden image's reference must be the same one spawn
+        # took, or a second one outlives the instance.
+        self.disk_name = os.path.basename(self.path)
 
     # --- creating disks -----------------------------------------------------
 

@@ -3,8 +3,10 @@
 export, with Nova's real driver loader, image backend and qemu-img.
 
 Glance is a stand-in here (image metadata as Nova's image API returns
-it); tests/functional/test_nova_clones.py runs the same flows against a
-real glance-api and the FUSE mount of the proxy chain.
+it); tests/functional/test_nova_cloud.py runs the same flows (clone,
+resize, rescue, snapshot, delete, another store's download) in the
+stock nova-compute on libvirt/QEMU, against a real glance-api and the
+FUSE mount of the proxy chain.
 """
 
 import errno
@@ -467,6 +469,27 @@ def test_a_restart_of_an_existing_clone_downloads_nothing(node, images,
     clone(node, instance)
     assert compute.qemu_img_info(disk.path)["virtual-size"] == 2 * GIB
     assert len(golden.holders(images, GOLDEN)) == 1
+
+
+def test_a_power_on_holds_the_reference_spawn_took(node, images,
+                                                   glance_images):
+    """Nova's power-on and hard reboot name the disk by its whole path.
+
+    ``_create_images_and_backing`` passes ``disk_name=<instance
+    dir>/disk``; a reference named after that path would be a second
+    one, which deleting the instance (by its disks' file names) leaves
+    behind, keeping the golden image "in use".
+    """
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance(root_gb=1)
+    disk = clone(node, instance)
+    node.spawn_root_disk(instance, GOLDEN, fetch=refuse_download,
+                         name=disk.path)
+    assert golden.holders(images, GOLDEN) == [
+        golden.holder_name(instance.uuid, "disk", "compute-1")]
+    assert node.driver.delete_instance_files(instance)
+    assert golden.holders(images, GOLDEN) == []
 
 
 def test_deleting_the_instance_drops_its_reference(node, images,
