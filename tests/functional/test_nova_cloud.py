@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+from gvfs_openstack import golden as golden_refs
 from tests.lab import bootset
 from tests.lab import compute
 from tests.lab import guest
@@ -33,6 +34,11 @@ from tests.lab import rabbitmq
 
 USER = "alpha-member"
 FLAVOR = "lab.tiny"
+#: The flavor a resize grows to: a 2 GB root disk.
+FLAVOR_2 = "lab.small"
+#: The second compute host's name (Nova's host, libvirtd's host name).
+HOST_2 = "lab-compute-2"
+CACHE = {"capacity_mb": 512, "consistency": "immutable"}
 MARKER_TIMEOUT = 240.0
 
 
@@ -43,8 +49,7 @@ def _mount_namespaces_work():
 
 @pytest.fixture(scope="module")
 def lab(lab_factory):
-    return lab_factory("tcp", cache={"capacity_mb": 512,
-                                     "consistency": "immutable"})
+    return lab_factory("tcp", cache=CACHE)
 
 
 @pytest.fixture(scope="module")
@@ -71,18 +76,21 @@ def cloud(lab, glance, keystone, tmp_path_factory):
         broker = rabbitmq.RabbitMQ(str(work / "rabbitmq"))
         parts.append(broker)
         started = time.monotonic()
-        nova = nova_lab.Nova(
-            str(work / "nova"), keystone, glance, broker, db, hv, {
-                "mount_type": "fuse",
-                "proxy": "127.0.0.1:%d" % lab.client_proxy.port,
-                "export": lab.export, "image_dir": "images",
-                "glance_stores": ["dtn"], "io_timeout": 20.0})
+        nova = nova_lab.Nova(str(work / "nova"), keystone, glance, broker,
+                             db, hv, _gvfs(lab.client_proxy, lab))
         parts.append(nova)
         print("\nNova up in %.1f s" % (time.monotonic() - started))
         yield nova
     finally:
         for part in reversed(parts):
             part.stop()
+
+
+def _gvfs(proxy, lab):
+    """``[gvfs]`` of a compute host whose client proxy is ``proxy``."""
+    return {"mount_type": "fuse", "proxy": "127.0.0.1:%d" % proxy.port,
+            "export": lab.export, "image_dir": "images",
+            "glance_stores": ["dtn"], "io_timeout": 20.0}
 
 
 def _cli(cloud, *args, user=USER, timeout=600):
@@ -108,8 +116,9 @@ def images(cloud, golden):
                 "--property", "kernel_id=%s" % kernel["id"],
                 "--property", "ramdisk_id=%s" % ramdisk["id"],
                 "lab-guest")
-    _cli(cloud, "flavor", "create", "--ram", "256", "--disk", "1",
-         "--vcpus", "1", "--public", FLAVOR, user="admin")
+    for name, disk_gb in ((FLAVOR, "1"), (FLAVOR_2, "2")):
+        _cli(cloud, "flavor", "create", "--ram", "256", "--disk", disk_gb,
+             "--vcpus", "1", "--public", name, user="admin")
     return {"kernel": kernel["id"], "ramdisk": ramdisk["id"],
             "disk": disk["id"]}
 
@@ -145,8 +154,14 @@ def test_a_member_boots_a_server_from_the_gvfs_store(server, golden):
     assert server["marker"].digest == golden.expected_digest
 
 
+def _holders(lab, images):
+    """The references the golden disk image has on the export."""
+    return golden_refs.holders(os.path.join(lab.export, "images"),
+                               images["disk"])
+
+
 def test_the_disk_is_an_overlay_on_the_golden_image_on_the_mount(
-        server, cloud, images):
+        server, cloud, images, lab):
     top, backing = server["chain"]
     assert top == server["disk"]
     info = compute.qemu_img_info(top)
@@ -161,6 +176,9 @@ def test_the_disk_is_an_overlay_on_the_golden_image_on_the_mount(
     cached = hashlib.sha1(images["disk"].encode()).hexdigest()
     assert not os.path.exists(os.path.join(cloud.instances_path, "_base",
                                            cached))
+    # The golden image on the export knows this disk holds it.
+    assert _holders(lab, images) == [
+        golden_refs.holder_name(server["id"], "disk", nova_lab.HOST)]
 
 
 def test_deleting_the_server_leaves_the_golden_image(server, cloud, images,
@@ -174,6 +192,7 @@ def test_deleting_the_server_leaves_the_golden_image(server, cloud, images,
     assert image["status"] == "active"
     assert os.path.exists(os.path.join(lab.export, "images",
                                        images["disk"]))
+    assert _holders(lab, images) == []
 
 
 def _boot(cloud, name, image):
@@ -184,7 +203,7 @@ def _boot(cloud, name, image):
     return created["id"]
 
 
-def _next_boot(cloud, server_id, seen):
+def _next_boot(cloud, server_id, seen, user=USER):
     """The marker of a boot not in ``seen`` (``wrote`` digests), added.
 
     Each boot writes random data, so a marker with a new ``wrote`` is a
@@ -193,7 +212,8 @@ def _next_boot(cloud, server_id, seen):
     found = []
 
     def booted():
-        shown = cloud.openstack("console", "log", "show", server_id)
+        shown = cloud.openstack("console", "log", "show", server_id,
+                                user=user)
         found[:] = [m for m in bootset.find_markers(shown.stdout)
                     if m.wrote not in seen]
         return bool(found)
@@ -204,12 +224,12 @@ def _next_boot(cloud, server_id, seen):
     return found[0]
 
 
-def _status(cloud, server_id):
-    return _cli(cloud, "server", "show", server_id)["status"]
+def _status(cloud, server_id, user=USER):
+    return _cli(cloud, "server", "show", server_id, user=user)["status"]
 
 
-def _wait_status(cloud, server_id, status, timeout=300):
-    process.wait_until(lambda: _status(cloud, server_id) == status,
+def _wait_status(cloud, server_id, status, timeout=300, user=USER):
+    process.wait_until(lambda: _status(cloud, server_id, user) == status,
                        "server %s %s" % (server_id, status), timeout,
                        interval=2.0)
 
@@ -243,7 +263,7 @@ def test_a_golden_image_in_use_is_not_deleted(running, cloud, images,
     ((("server", "rescue"),), "RESCUE"),
     ((("server", "unrescue"),), "ACTIVE"),
 ])
-def test_the_guest_boots_again_after(running, cloud, golden, images,
+def test_the_guest_boots_again_after(running, cloud, golden, images, lab,
                                      action, then):
     server_id = running["id"]
     for step in action:
@@ -258,6 +278,11 @@ def test_the_guest_boots_again_after(running, cloud, golden, images,
     marker = _next_boot(cloud, server_id, running["seen"])
     # Rescue boots the rescue disk made from the same golden image.
     assert marker.digest == golden.expected_digest
+    # The rescue disk holds the golden image until unrescue.
+    disks = ["disk", "disk.rescue"] if then == "RESCUE" else ["disk"]
+    assert sorted(_holders(lab, images)) == sorted(
+        golden_refs.holder_name(server_id, name, nova_lab.HOST)
+        for name in disks)
 
 
 def test_a_direct_snapshot_lands_in_the_gvfs_store_and_boots(
@@ -266,10 +291,19 @@ def test_a_direct_snapshot_lands_in_the_gvfs_store_and_boots(
                     "--name", "lab-guest-snapshot", running["id"],
                     timeout=900)
     try:
-        shown = _cli(cloud, "image", "show", snapshot["id"])
+        # As the Images API gives it (the CLI folds stores and hashes into
+        # its properties).
+        shown = cloud.glance.image(snapshot["id"], user=USER)
         assert shown["status"] == "active"
-        assert os.path.exists(os.path.join(lab.export, "images",
-                                           snapshot["id"]))
+        assert shown["stores"] == "dtn"
+        # Registered by location: Glance hashed the file the driver wrote
+        # on the export.
+        digest = hashlib.sha512()
+        with open(os.path.join(lab.export, "images", snapshot["id"]),
+                  "rb") as f:
+            while chunk := f.read(8 << 20):
+                digest.update(chunk)
+        assert shown["os_hash_value"] == digest.hexdigest()
         server_id = _boot(cloud, "lab-guest-from-snapshot", snapshot["id"])
         try:
             marker = _next_boot(cloud, server_id, set())
@@ -278,3 +312,157 @@ def test_a_direct_snapshot_lands_in_the_gvfs_store_and_boots(
             cloud.openstack("server", "delete", "--wait", server_id)
     finally:
         cloud.openstack("image", "delete", snapshot["id"])
+
+
+def _disk_of(node_instances, server_id):
+    disk = os.path.join(node_instances, server_id, "disk")
+    return disk, guestvm.backing_chain(disk)[-1]
+
+
+def test_a_resize_grows_the_overlay_over_the_same_golden_image(
+        running, cloud, golden, images, lab):
+    server_id = running["id"]
+    done = cloud.openstack("server", "resize", "--flavor", FLAVOR_2,
+                           server_id, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _wait_status(cloud, server_id, "VERIFY_RESIZE", timeout=600)
+    done = cloud.openstack("server", "resize", "confirm", server_id)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _wait_status(cloud, server_id, "ACTIVE")
+    assert _next_boot(cloud, server_id, running["seen"]).digest == \
+        golden.expected_digest
+    disk, backing = _disk_of(cloud.instances_path, server_id)
+    info = compute.qemu_img_info(disk)
+    assert info["virtual-size"] == 2 * 1024 ** 3
+    assert backing.startswith(cloud.mount_base + os.sep)
+    assert os.path.basename(backing) == images["disk"]
+    assert _holders(lab, images) == [
+        golden_refs.holder_name(server_id, "disk", nova_lab.HOST)]
+
+
+def test_an_image_in_another_store_takes_novas_usual_download(
+        cloud, images, golden):
+    """Only images in ``[gvfs] glance_stores`` are cloned on the mount."""
+    # The CLI has no way to name a store for an upload (its --store is
+    # Image v1's): the Images API's X-Image-Meta-Store header does.
+    local = {"id": cloud.glance.create_image(
+        "lab-guest-local", disk_format="qcow2",
+        kernel_id=images["kernel"], ramdisk_id=images["ramdisk"],
+        user=USER)}
+    try:
+        assert cloud.glance.upload(local["id"], golden.qcow2,
+                                   store="local") == 204
+        assert cloud.glance.image(local["id"], user=USER)["stores"] == \
+            "local"
+        server_id = _boot(cloud, "lab-guest-local", local["id"])
+        try:
+            marker = _next_boot(cloud, server_id, set())
+            assert marker.digest == golden.expected_digest
+            _, backing = _disk_of(cloud.instances_path, server_id)
+            # Downloaded into Nova's image cache, named by the id's SHA-1.
+            assert backing == os.path.join(
+                cloud.instances_path, "_base",
+                hashlib.sha1(local["id"].encode()).hexdigest())
+        finally:
+            cloud.openstack("server", "delete", "--wait", server_id)
+    finally:
+        cloud.openstack("image", "delete", local["id"])
+
+
+def _boot_on(cloud, host, name, image, count=1):
+    """``count`` servers made at once on ``host`` (an admin's choice).
+
+    Their ids, once each is ACTIVE and its guest printed its marker; and
+    the markers.
+    """
+    args = ["--os-compute-api-version", "2.74", "server", "create",
+            "--image", image, "--flavor", FLAVOR, "--nic", "none",
+            "--host", host, name]
+    if count > 1:
+        args[-1:-1] = ["--min", str(count), "--max", str(count)]
+    _cli(cloud, *args, user="admin", timeout=900)
+    listed = _cli(cloud, "server", "list", "--name", "^%s" % name,
+                  user="admin")
+    ids = [s["ID"] for s in listed]
+    assert len(ids) == count, listed
+    for server_id in ids:
+        process.wait_until(
+            lambda: _status(cloud, server_id, "admin") != "BUILD",
+            "server %s built" % server_id, 600, interval=2.0)
+        shown = _cli(cloud, "server", "show", server_id, user="admin")
+        assert shown["status"] == "ACTIVE", shown.get("fault")
+    return ids, [_next_boot(cloud, server_id, set(), user="admin")
+                 for server_id in ids]
+
+
+def _host_of(cloud, server_id):
+    return _cli(cloud, "server", "show", server_id,
+                user="admin")["OS-EXT-SRV-ATTR:host"]
+
+
+def test_two_servers_at_once_from_one_golden_image_on_one_host(
+        server, cloud, images, golden):
+    ids, markers = _boot_on(cloud, nova_lab.HOST, "lab-pair",
+                            images["disk"], count=2)
+    try:
+        assert [m.digest for m in markers] == [golden.expected_digest] * 2
+        backings = set()
+        for server_id in ids:
+            assert _host_of(cloud, server_id) == nova_lab.HOST
+            _, backing = _disk_of(cloud.instances_path, server_id)
+            assert backing.startswith(cloud.mount_base + os.sep)
+            backings.add(backing)
+        # Two overlays, one golden image under both.
+        assert len(backings) == 1
+    finally:
+        cloud.openstack("server", "delete", "--wait", *ids, user="admin")
+
+
+@pytest.fixture(scope="module")
+def second_host(server, cloud, lab, tmp_path_factory):
+    """A second compute host whose LAN cache is the first host's proxy.
+
+    Its own libvirtd (host name :data:`HOST_2`), nova-compute, client
+    proxy with an empty cache whose next hop is the first host's client
+    proxy, and its own GVFS mount.  It starts after ``server`` booted on
+    the first host, so the LAN cache holds the boot set.
+    """
+    hv = libvirt.Libvirt(str(tmp_path_factory.mktemp("libvirt-2")),
+                         hostname=HOST_2)
+    try:
+        assert hv.virsh("hostname").stdout.strip() == HOST_2
+        leaf = lab.add_leaf(HOST_2, cache=CACHE)
+        node = cloud.add_compute(HOST_2, hv, _gvfs(leaf, lab))
+        try:
+            yield {"node": node, "proxy": leaf}
+        finally:
+            cloud.remove_compute(node)
+    finally:
+        hv.stop()
+
+
+def test_a_second_host_boots_the_golden_image_from_its_lan_cache(
+        second_host, cloud, images, golden, lab):
+    node, leaf = second_host["node"], second_host["proxy"]
+    boot_bytes = len(golden.boot_set) * bootset.BLOCK
+    lan_before = lab.client_proxy.stats()["cache_bytes_fetched"]
+    ids, markers = _boot_on(cloud, HOST_2, "lab-second-host",
+                            images["disk"])
+    try:
+        assert markers[0].digest == golden.expected_digest
+        assert _host_of(cloud, ids[0]) == HOST_2
+        _, backing = _disk_of(node.instances_path, ids[0])
+        assert backing.startswith(node.mount_base + os.sep)
+        assert os.path.basename(backing) == images["disk"]
+        # The second host fetched its boot set through its own proxy...
+        leaf_fetched = leaf.stats()["cache_bytes_fetched"]
+        lan_fetched = lab.client_proxy.stats()["cache_bytes_fetched"] - \
+            lan_before
+        print("second host: %d bytes fetched from its LAN proxy, which "
+              "fetched %d from the DTN (boot set %d)"
+              % (leaf_fetched, lan_fetched, boot_bytes))
+        assert leaf_fetched >= boot_bytes // 2
+        # ...and most of it came from the LAN proxy's cache, not the DTN.
+        assert lan_fetched < leaf_fetched // 2
+    finally:
+        cloud.openstack("server", "delete", "--wait", ids[0], user="admin")

@@ -122,7 +122,7 @@ class Libvirt:
     #: In the namespace: libvirtd's cache of QEMU's capabilities.
     CAPABILITIES = "/var/cache/libvirt/qemu/capabilities"
 
-    def __init__(self, workdir, capabilities_cache=None):
+    def __init__(self, workdir, capabilities_cache=None, hostname=None):
         if os.geteuid() != 0:
             raise process.LabError("the lab's libvirtd runs as root")
         missing = missing_tools()
@@ -135,6 +135,11 @@ class Libvirt:
         self.socket = os.path.join(self.sock_dir, "libvirt-sock")
         #: Nova's ``[libvirt] connection_uri``; virsh's ``-c``.
         self.uri = "qemu+unix:///system?socket=" + self.socket
+        #: The host name libvirtd reports (Nova's hypervisor host name and
+        #: Placement's resource provider): None keeps the machine's, a
+        #: name gives the namespace a UTS namespace of its own, so that
+        #: two labs on one machine are two compute nodes.
+        self.hostname = hostname
         self.holder = self.virtlogd = self.libvirtd = None
         self.namespace = None
         self._shared = self._saved = False
@@ -202,10 +207,10 @@ class Libvirt:
         propagate back.
         """
         sleep = os.path.realpath(shutil.which("sleep"))
+        uts = ["--uts"] if self.hostname else []
         self.holder = process.ManagedProcess(
-            "libvirt-namespace", [_tool("unshare"), "--mount",
-                                  "--propagation", "slave", sleep,
-                                  "infinity"],
+            "libvirt-namespace", [_tool("unshare"), "--mount"] + uts +
+            ["--propagation", "slave", sleep, "infinity"],
             os.path.join(self.workdir, "namespace.log"))
         mine = _mount_ns(os.getpid())
 
@@ -219,6 +224,8 @@ class Libvirt:
         process.wait_until(unshared, "a mount namespace for libvirt",
                            process=self.holder)
         self.namespace = _mount_ns(self.holder.pid)
+        if self.hostname:
+            self._in_namespace(["hostname", self.hostname])
         for system, local in SYSTEM_PATHS.items():
             if not os.path.isdir(system):
                 raise process.LabError("%s is missing: is libvirt-daemon-"
@@ -226,16 +233,18 @@ class Libvirt:
             self._in_namespace(["mount", "--bind",
                                 os.path.join(self.workdir, local), system])
 
+    def _nsenter(self):
+        return [_tool("nsenter"), "--target", str(self.holder.pid),
+                "--mount"] + (["--uts"] if self.hostname else []) + ["--"]
+
     def _in_namespace(self, argv):
-        subprocess.run([_tool("nsenter"), "--target", str(self.holder.pid),
-                        "--mount", "--"] + argv, check=True,
+        subprocess.run(self._nsenter() + argv, check=True,
                        capture_output=True)
 
     def _daemon(self, name, args):
         # nsenter joins the namespace and execs: the PID is the daemon's.
         return process.ManagedProcess(
-            name, [_tool("nsenter"), "--target", str(self.holder.pid),
-                   "--mount", "--", _tool(name)] + args,
+            name, self._nsenter() + [_tool(name)] + args,
             os.path.join(self.workdir, name + ".log"))
 
     def _answers(self):

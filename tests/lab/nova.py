@@ -19,6 +19,7 @@ there too) go into the catalog in the glance-api's region, so a user's
 servers, placement and the network API together.
 """
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -37,6 +38,34 @@ HOST = "lab-compute"
 SERVICES = ("nova-conductor", "nova-scheduler", "nova-compute")
 #: nova-api's paste pipeline, as the nova wheel installs it.
 PASTE = os.path.join(sys.prefix, "etc", "nova", "api-paste.ini")
+
+
+@dataclasses.dataclass(frozen=True)
+class ComputeHost:
+    """Where one nova-compute keeps its state, and on which libvirtd.
+
+    ``workdir`` holds its ``state``, ``instances`` and ``locks``;
+    ``mount_base`` is its ``[gvfs] mount_point_base``.
+    """
+
+    host: str
+    workdir: str
+    libvirt: object
+    mount_base: str
+
+    @property
+    def instances_path(self):
+        return os.path.join(self.workdir, "instances")
+
+    @property
+    def config_file(self):
+        return os.path.join(self.workdir, "nova.conf")
+
+    @property
+    def service(self):
+        """Its name among the lab's services and logs."""
+        return "nova-compute" if self.host == HOST else \
+            "nova-compute-" + self.host
 
 
 class Nova:
@@ -111,20 +140,29 @@ class Nova:
         self.api.wait()
         self._wait_for_compute_host()
 
-    def _write_config(self, databases, transport_url, auth, gvfs):
+    def _write_config(self, databases, transport_url, auth, gvfs,
+                      node=None):
+        """``nova.conf`` of the cell's services and the first compute host.
+
+        ``node``: a further compute host (:class:`ComputeHost`), whose
+        file differs in its host, paths, libvirtd and ``[gvfs]`` mounts.
+        """
+        node = node or ComputeHost(HOST, self.workdir, self.libvirt,
+                                   self.mount_base)
         client = dict(auth, region_name=self.region,
                       valid_interfaces="public")
         privsep = {"helper_command": "%s --config-file %s" % (
-            service.program("privsep-helper"),
-            os.path.join(self.workdir, "nova.conf"))}
+            service.program("privsep-helper"), node.config_file)}
         sections = {
             "DEFAULT": {
                 "transport_url": transport_url,
-                "host": HOST, "my_ip": "127.0.0.1",
-                "state_path": os.path.join(self.workdir, "state"),
-                "instances_path": self.instances_path,
+                "host": node.host, "my_ip": "127.0.0.1",
+                "state_path": os.path.join(node.workdir, "state"),
+                "instances_path": node.instances_path,
                 "compute_driver": "gvfs.GvfsLibvirtDriver",
                 "reserved_host_memory_mb": "0",
+                # One machine: a resize stays on its host.
+                "allow_resize_to_same_host": "true",
                 "ram_allocation_ratio": "4.0",
                 "debug": "true",
             },
@@ -142,13 +180,13 @@ class Nova:
             "scheduler": {"discover_hosts_in_cells_interval": "-1",
                           "workers": "1"},
             "libvirt": {"virt_type": "qemu",
-                        "connection_uri": self.libvirt.uri,
+                        "connection_uri": node.libvirt.uri,
                         "cpu_mode": "none", "images_type": "qcow2"},
             "gvfs": dict({k: (",".join(v) if isinstance(v, list) else v)
                           for k, v in gvfs.items()},
-                         mount_point_base=self.mount_base),
+                         mount_point_base=node.mount_base),
             "vnc": {"enabled": "false"},
-            "oslo_concurrency": {"lock_path": os.path.join(self.workdir,
+            "oslo_concurrency": {"lock_path": os.path.join(node.workdir,
                                                            "locks")},
             "oslo_messaging_notifications": {"driver": "noop"},
             # nova-compute runs as root here; the lab has no sudo.
@@ -157,8 +195,7 @@ class Nova:
         }
         for section, options in self._extra.items():
             sections.setdefault(section, {}).update(options)
-        return service.write_ini(os.path.join(self.workdir, "nova.conf"),
-                                 sections)
+        return service.write_ini(node.config_file, sections)
 
     def restart_compute(self, gvfs, name):
         """nova-compute again, as a fresh compute host.
@@ -175,18 +212,52 @@ class Nova:
         self.config_file = self._write_config(*self._config_args, gvfs)
         self._start_service("nova-compute")
 
-    def _start_service(self, name, timeout=120.0):
+    def add_compute(self, host, libvirt, gvfs):
+        """Another compute host of the cell: its own ``nova-compute``.
+
+        As on a machine of its own: its ``[DEFAULT] host``, state,
+        instances and lock paths, its libvirtd (``libvirt``, whose host
+        name is the hypervisor's and the Placement resource provider's)
+        and its ``[gvfs]`` options, mounted under that libvirt's
+        ``mounts_dir``.  Returns the :class:`ComputeHost`; stopped with
+        :meth:`remove_compute` or :meth:`stop`.
+        """
+        node = ComputeHost(host, os.path.join(self.workdir, host), libvirt,
+                           os.path.join(libvirt.mounts_dir, "nova"))
+        for directory in ("state", "instances", "locks"):
+            os.makedirs(os.path.join(node.workdir, directory),
+                        exist_ok=True)
+        self._mount_bases.append(node.mount_base)
+        self._write_config(*self._config_args, gvfs, node=node)
+        self._start_service("nova-compute", node.config_file,
+                            node.service)
+        self._wait_for_compute_host(node.host, node.service)
+        return node
+
+    def remove_compute(self, node):
+        """Stop ``node``'s nova-compute and unmount what it mounted."""
+        proc = self.services.pop(node.service, None)
+        if proc is not None:
+            proc.stop(timeout=60.0)
+        if os.path.isdir(node.mount_base):
+            mounter.FuseMounter(node.mount_base).unmount_all()
+
+    def _start_service(self, name, config_file=None, label=None,
+                       timeout=120.0):
         """Start ``name`` and wait until it says it starts its node.
 
         One after another: each logs in to Keystone while it starts, and
         the lab's Keystone (sqlite) answers 500 "database is locked" to
         logins that meet, which nova-conductor does not survive.
+        ``label`` names its log and its entry in :attr:`services`
+        (default: ``name``).
         """
-        log = os.path.join(self.workdir, name + ".log")
-        proc = self.services[name] = process.ManagedProcess(
-            name, [service.program(name), "--config-file", self.config_file,
-                   "--log-file", log], os.path.join(self.workdir,
-                                                    name + ".out"))
+        label = label or name
+        log = os.path.join(self.workdir, label + ".log")
+        proc = self.services[label] = process.ManagedProcess(
+            label, [service.program(name), "--config-file",
+                    config_file or self.config_file, "--log-file", log],
+            os.path.join(self.workdir, label + ".out"))
         started = "Starting %s node" % name.split("-", 1)[1]
 
         def starting():
@@ -221,8 +292,9 @@ class Nova:
                 (result.stderr or result.stdout)[-2000:]))
         return result.stdout
 
-    def _wait_for_compute_host(self, timeout=240.0):
-        """nova-compute reported its node; map it into cell1."""
+    def _wait_for_compute_host(self, host=HOST, label="nova-compute",
+                               timeout=240.0):
+        """nova-compute ``label`` reported ``host``; map it into cell1."""
         deadline = time.monotonic() + timeout
 
         def mapped():
@@ -231,15 +303,15 @@ class Nova:
                     raise process.LabError("%s exited (%s): see %s" % (
                         name, proc.returncode, proc.log_path))
             self._manage("cell_v2", "discover_hosts")
-            return HOST in self._manage("cell_v2", "list_hosts")
+            return host in self._manage("cell_v2", "list_hosts").split()
 
         try:
-            process.wait_until(mapped, "%s in cell1" % HOST,
+            process.wait_until(mapped, "%s in cell1" % host,
                                max(1.0, deadline - time.monotonic()),
                                interval=3.0)
         except process.LabError as e:
             # nova-compute may hang on after a fatal error: say which.
-            errors = [line for line in self.log("nova-compute").splitlines()
+            errors = [line for line in self.log(label).splitlines()
                       if " ERROR " in line or " CRITICAL " in line]
             raise process.LabError("%s; nova-compute's last errors:\n%s"
                                    % (e, "\n".join(errors[-15:]))) from e
@@ -264,7 +336,9 @@ class Nova:
 
     def stop(self):
         """Stop every service this Nova started, then its mounts."""
-        for name in reversed(SERVICES):
+        # Further compute hosts first, then the cell's own services.
+        for name in [n for n in self.services if n not in SERVICES] + \
+                list(reversed(SERVICES)):
             proc = self.services.pop(name, None)
             if proc is not None:
                 proc.stop(timeout=60.0)
