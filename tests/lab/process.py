@@ -117,7 +117,12 @@ def wait_for_port(port, host="127.0.0.1", timeout=30.0, process=None):
 
 
 class ManagedProcess:
-    """A child process with its output in a log file."""
+    """A child process with its output in a log file.
+
+    It runs in its log's directory, its part of the lab: what a server
+    drops in its working directory (RabbitMQ's crash dumps, core files)
+    stays with the lab, not in the checkout the tests run from.
+    """
 
     def __init__(self, name, argv, log_path, env=None):
         self.name = name
@@ -127,7 +132,8 @@ class ManagedProcess:
         self.popen = subprocess.Popen(
             argv, stdout=self._log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
-            env=child_env(env))
+            env=child_env(env),
+            cwd=os.path.dirname(os.path.abspath(log_path)))
 
     @property
     def pid(self):
