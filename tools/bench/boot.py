@@ -95,6 +95,29 @@ def _console(cloud, server_id):
         return ""
 
 
+def _delete(cloud, name, servers):
+    """Delete ``servers`` (all named ``name``...) and wait until gone.
+
+    nova-api's workers sometimes drop a connection under the load of TCG
+    guests on two cores, after the delete was done: each retry deletes
+    only the servers still listed, so that one already gone is not an
+    error.
+    """
+    left = servers
+    for _ in range(3):
+        deleted = cloud.openstack("server", "delete", "--wait", *left,
+                                  timeout=900)
+        if deleted.returncode == 0:
+            return
+        time.sleep(5)
+        left = [s["ID"] for s in _cli(cloud, "server", "list", "--name",
+                                      "^%s" % name) if s["ID"] in servers]
+        if not left:
+            return
+    raise process.LabError("openstack server delete: %s"
+                           % deleted.stderr[-2000:])
+
+
 def boot(cloud, image, name, count=1):
     """Seconds from ``server create`` to each server's marker; markers.
 
@@ -125,17 +148,7 @@ def boot(cloud, image, name, count=1):
                 seconds[server_id] = time.monotonic() - start
                 markers[server_id] = found
         time.sleep(0.2)
-    for _ in range(3):
-        # nova-api's workers sometimes drop a connection under the load
-        # of TCG guests on two cores; deleting again is harmless.
-        deleted = cloud.openstack("server", "delete", "--wait", *servers,
-                                  timeout=900)
-        if deleted.returncode == 0:
-            break
-        time.sleep(5)
-    else:
-        raise process.LabError("openstack server delete: %s"
-                               % deleted.stderr[-2000:])
+    _delete(cloud, name, servers)
     return [seconds[s] for s in servers], [markers[s] for s in servers]
 
 
