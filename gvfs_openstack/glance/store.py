@@ -280,8 +280,7 @@ class Store(driver.Store):
                 self._finish(final, builder, signature, disk_format)
         except BaseException:
             self._remove(final)
-            self._remove(scan.sidecar_path(final))
-            self._remove(blocks.signature_path(final))
+            self._remove_beside(final)
             raise
         metadata = {"store": self.backend_group} if self.backend_group \
             else {}
@@ -380,6 +379,10 @@ class Store(driver.Store):
         except PermissionError as e:
             raise exceptions.Forbidden(str(e)) from e
         self._remove(aside)
+        self._remove_beside(path)
+
+    def _remove_beside(self, path):
+        """Remove the sidecar and block signature kept beside ``path``."""
         self._remove(scan.sidecar_path(path))
         self._remove(blocks.signature_path(path))
 

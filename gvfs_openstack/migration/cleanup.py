@@ -10,7 +10,6 @@ import asyncio
 
 from oslo_log import log as logging
 
-from gvfs_openstack.delta import blocks
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh
 from gvfs_openstack.migration import jobs
@@ -95,9 +94,7 @@ def _drop_destination_image(ctx, image_id):
     site = ctx.destination
     if site.gvfs_store:
         with dtnssh.connect(site, image_id, "cancel") as session:
-            session.remove_quietly(site.image_path(image_id))
-            session.remove_quietly(blocks.signature_path(
-                site.image_path(image_id)))
+            session.remove_image(site.image_path(image_id))
 
 
 def cancel(ctx, rows):

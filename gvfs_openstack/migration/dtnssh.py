@@ -16,6 +16,7 @@ import shlex
 
 import paramiko
 
+from gvfs_openstack.delta import blocks
 from gvfs_openstack import exceptions
 
 _READ_AHEAD = 1024 * 1024
@@ -67,6 +68,11 @@ class DtnSession:
             self.sftp.remove(path)
         except FileNotFoundError:
             pass
+
+    def remove_image(self, path):
+        """Remove an image file and the block signature beside it."""
+        self.remove_quietly(path)
+        self.remove_quietly(blocks.signature_path(path))
 
     def rmdir(self, path):
         self.sftp.rmdir(path)

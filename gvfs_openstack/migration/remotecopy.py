@@ -177,12 +177,9 @@ def _discard(ctx, row, image, session, in_place):
                     ctx.destination.name, e)
     ctx.record(row, destination_image_id=None)
     if in_place:
-        final = ctx.destination.image_path(image["id"])
-        session.remove_quietly(final)
-        session.remove_quietly(blocks.signature_path(final))
-    staged = ctx.destination.staged_path(ctx.job_id, row["image_id"])
-    session.remove_quietly(blocks.signature_path(staged))
-    session.remove_quietly(staged)
+        session.remove_image(ctx.destination.image_path(image["id"]))
+    session.remove_image(ctx.destination.staged_path(ctx.job_id,
+                                                     row["image_id"]))
 
 
 def run(ctx, row):
@@ -215,7 +212,5 @@ def run(ctx, row):
         except exceptions.DataRejected:
             _discard(ctx, row, image, session, in_place)
             raise
-        staged = site.staged_path(ctx.job_id, row["image_id"])
-        session.remove_quietly(blocks.signature_path(staged))
-        session.remove_quietly(staged)
+        session.remove_image(site.staged_path(ctx.job_id, row["image_id"]))
     return {}

@@ -68,6 +68,12 @@ class ComputeHost:
             "nova-compute-" + self.host
 
 
+def _make_host_directories(workdir):
+    """A compute host's ``state``, ``instances`` and ``locks`` paths."""
+    for directory in ("state", "instances", "locks"):
+        os.makedirs(os.path.join(workdir, directory), exist_ok=True)
+
+
 class Nova:
     """A one-cell Nova with one compute host on the lab's libvirtd.
 
@@ -115,8 +121,7 @@ class Nova:
         self.neutron = neutron_lab.Neutron(
             os.path.join(self.workdir, "neutron"), self.keystone,
             rabbitmq.url, self.region)
-        for directory in ("state", "instances", "locks"):
-            os.makedirs(os.path.join(self.workdir, directory), exist_ok=True)
+        _make_host_directories(self.workdir)
         auth = service.service_user(self.keystone, "nova-services")
         self._config_args = (databases, rabbitmq.url, auth)
         self.config_file = self._write_config(databases, rabbitmq.url,
@@ -224,9 +229,7 @@ class Nova:
         """
         node = ComputeHost(host, os.path.join(self.workdir, host), libvirt,
                            os.path.join(libvirt.mounts_dir, "nova"))
-        for directory in ("state", "instances", "locks"):
-            os.makedirs(os.path.join(node.workdir, directory),
-                        exist_ok=True)
+        _make_host_directories(node.workdir)
         self._mount_bases.append(node.mount_base)
         self._write_config(*self._config_args, gvfs, node=node)
         self._start_service("nova-compute", node.config_file,
