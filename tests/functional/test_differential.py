@@ -92,3 +92,13 @@ def test_lan_removed_file_read_by_old_handle(diff_lab):
         _FILE, (differential.op_lookup, "a"),
         (differential.op_remove, "a", P.REMOVE),
         (("old", differential.op_read), "a", 0, 4096)]) == []
+
+
+@pytest.mark.parametrize("kind", ["caching", "write-back"])
+def test_a_truncating_create_of_a_cached_file(diff_lab, kind):
+    """CREATE (UNCHECKED, size 0) over a file whose bytes are cached."""
+    assert _differs(diff_lab, kind, [
+        _FILE, _write("a", b"x"), (differential.op_commit, "a", 0, 0),
+        (differential.op_read, "a", 0, 4096),
+        (differential.op_create, "a", "truncate", 0o644, None),
+        (("old", differential.op_read), "a", 0, 4096)]) == []

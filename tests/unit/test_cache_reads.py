@@ -102,6 +102,40 @@ def test_setattr_keeps_only_the_new_attributes(tmp_path):
     assert state.current == [freshness.attrs_of(v2)]
 
 
+def create(cache, name, fh, attrs, size=0):
+    """A CREATE reply (UNCHECKED, truncating to ``size``) passes the proxy."""
+    call = rpc.Call(7, const.NFS_PROGRAM, 3, Nfs3Proc.CREATE,
+                    args=nfs3.encode_args(Nfs3Proc.CREATE, nfs3.CreateArgs(
+                        nfs3.DirOpArgs(b"root", name), nfs3.CreateHow(
+                            const.CreateMode.UNCHECKED,
+                            nfs3.Sattr(mode=0o644, size=size)))))
+    reply = rpc.accepted(7, results=nfs3.encode_res(
+        Nfs3Proc.CREATE, nfs3.Result(0, nfs3.NewObjOk(fh, attrs,
+                                                      nfs3.WccData()))))
+    observer(cache).reply(call, reply)
+
+
+def test_a_create_that_truncates_a_cached_file_invalidates_it(tmp_path):
+    """Found by the differential test: CREATE over a cached file."""
+    cache = make(tmp_path)
+    v1 = fattr(1, 1)
+    state = cache.files.observe(b"fh", v1)
+    cache.store.put(state.digest, 0, b"x", freshness.attrs_of(v1))
+    assert cached_block(cache, state, 0, 1) == b"x"
+    # Truncated within the same tick of the server's clock: by ctime
+    # and size alone it would look older than what the proxy had.
+    create(cache, "a", b"fh", fattr(0, 1))
+    assert state.current == [freshness.attrs_of(fattr(0, 1))]
+    assert state.fattr.size == 0
+    assert cached_block(cache, state, 0, 1) is None
+    # No attributes in the reply: nothing of the file is trusted.
+    create(cache, "a", b"fh", None)
+    assert cache.files.get(b"fh") is None
+    # A CREATE of a file not known here teaches nothing of its bytes.
+    create(cache, "b", b"fh-b", fattr(0, 2))
+    assert cache.files.get(b"fh-b") is None
+
+
 def test_blocks_fetched_under_old_attributes_are_misses(tmp_path):
     cache = make(tmp_path)
     v1 = fattr(8192, 1)

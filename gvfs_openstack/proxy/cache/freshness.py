@@ -185,6 +185,33 @@ class FileStates:
         state.fattr = wcc.after
         state.checked = self.clock()
 
+    def observe_created(self, fh, fattr):
+        """A CREATE through this proxy answered ``fattr`` for ``fh``.
+
+        An UNCHECKED or GUARDED CREATE of an existing name, with a size
+        in its attributes, truncates that file: a reply no other call
+        can be newer than, even when the server's clock did not tick
+        between the two sizes (:func:`_is_older` would call it past).
+        Blocks cached under other attributes are stale.  With no
+        attributes in the reply nothing of the file is trusted until
+        the server is asked again.
+        """
+        fh = bytes(fh)
+        state = self._files.get(fh)
+        if state is None:
+            return
+        if fattr is None:
+            self.removed(fh)
+            return
+        attrs = attrs_of(fattr)
+        state.reports += 1
+        if attrs not in state.current:
+            self.counters.cache_invalidations += 1
+            state.current = [attrs]
+        state.fattr = fattr
+        state.checked = self.clock()
+        self._files.move_to_end(fh)
+
     def forget(self, fh):
         """Ask the server about ``fh`` again before trusting it."""
         self._files.pop(bytes(fh), None)

@@ -146,6 +146,10 @@ class ReplyObserver:
             where = nfs3.decode_args(call.proc, call.args).where
             self.policies.learn_child(where.dir, res.body.obj)
             self.names.learn(where.dir, where.name, res.body.obj)
+            if call.proc == Nfs3Proc.CREATE and res.body.obj not in dirty:
+                # It may have truncated a file known here.
+                self.files.observe_created(res.body.obj,
+                                           res.body.obj_attributes)
         elif call.proc == Nfs3Proc.LINK and res.ok:
             args = nfs3.decode_args(Nfs3Proc.LINK, call.args)
             self.names.learn(args.link.dir, args.link.name, args.file)
