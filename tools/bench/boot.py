@@ -26,6 +26,7 @@ Every boot runs under TCG on the machine's cores: the guest's own boot
 
 import json
 import os
+import statistics
 import tempfile
 import time
 
@@ -46,6 +47,13 @@ MIB = 1024 * 1024
 FLAVOR = "lab.tiny"
 MARKER_TIMEOUT = 600.0
 CACHE = {"capacity_mb": 2048, "consistency": "immutable"}
+#: ``[mount] read_cache_mb`` of the compute hosts, as the deployment
+#: guide sets it.
+READ_CACHE_MB = 256
+#: Later boots are measured this many times (the median is reported):
+#: one TCG boot on two busy cores varies by some tenths of a second,
+#: as much as the target's margin.
+LATER_RUNS = 3
 
 
 def _drop_page_cache():
@@ -163,10 +171,20 @@ class _Unmounting:
             mounter.FuseMounter(self.base).unmount_all()
 
 
-def _gvfs(proxy, export):
+def _gvfs(proxy, export, work, host):
+    """``[gvfs]`` of a compute host whose mount is set as deployed.
+
+    The deployment guide gives compute nodes' mounts a RAM cache of what
+    guests read (``[mount] read_cache_mb``): guests with ``cache=none``
+    bypass the page cache for their golden image too.
+    """
+    mount_config = os.path.join(work, host + "-mount.conf")
+    with open(mount_config, "w") as f:
+        f.write("[mount]\nread_cache_mb = %d\n" % READ_CACHE_MB)
     return {"mount_type": "fuse", "proxy": "127.0.0.1:%d" % proxy.port,
             "export": export, "image_dir": "images",
-            "glance_stores": ["dtn"], "io_timeout": 60.0}
+            "glance_stores": ["dtn"], "io_timeout": 60.0,
+            "mount_config": mount_config}
 
 
 def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
@@ -207,7 +225,7 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
             parts.append(broker)
             cloud = nova_lab.Nova(
                 os.path.join(work, "nova"), keystone, glance, broker, db,
-                hv, _gvfs(lab.client_proxy, lab.export),
+                hv, _gvfs(lab.client_proxy, lab.export, work, "nova"),
                 extra={"glance": {"endpoint_override": glance_url}})
             parts.append(cloud)
             _cli(cloud, "flavor", "create", "--ram", "256", "--disk", "1",
@@ -215,34 +233,44 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
             on_dtn = _upload(glance, golden, "dtn", "gvfs")
             in_file_store = _upload(glance, golden, "local", "nova")
 
-            def measure(label, image, count=1):
-                seconds, markers = boot(cloud, image,
-                                        "b%d" % len(rows), count)
-                for marker in markers:
-                    if marker.digest != golden.expected_digest:
-                        raise process.LabError(
-                            "%s: the guest read other bytes (%s)"
-                            % (label, marker.digest))
-                rows.append((label, max(seconds),
-                             max(m.uptime for m in markers)))
-                print("%-44s %7.1f s (guest's own boot %.1f s)"
-                      % (label, rows[-1][1], rows[-1][2]), flush=True)
+            def measure(label, image, count=1, runs=1):
+                """Boot ``count`` at once, ``runs`` times; the median."""
+                taken = []
+                for run in range(runs):
+                    seconds, markers = boot(cloud, image, "b%d-%d" % (
+                        len(rows), run), count)
+                    for marker in markers:
+                        if marker.digest != golden.expected_digest:
+                            raise process.LabError(
+                                "%s: the guest read other bytes (%s)"
+                                % (label, marker.digest))
+                    taken.append((max(seconds),
+                                  max(m.uptime for m in markers)))
+                    print("%-44s %7.1f s (guest's own boot %.1f s)"
+                          % (label, *taken[-1]), flush=True)
+                rows.append((label, statistics.median(t[0] for t in taken),
+                             statistics.median(t[1] for t in taken)))
+
+            later = 1 if quick else LATER_RUNS
 
             _drop_page_cache()
             measure("gvfs, first boot on a cold host", on_dtn)
-            measure("gvfs, later boot", on_dtn)
+            measure("gvfs, later boot", on_dtn, runs=later)
             fresh = lab.add_leaf("fresh-host", cache=CACHE)
-            cloud.restart_compute(_gvfs(fresh, lab.export), "nova-fresh")
+            cloud.restart_compute(_gvfs(fresh, lab.export, work,
+                                        "nova-fresh"), "nova-fresh")
             measure("gvfs, fresh host behind a warm LAN proxy", on_dtn)
             if not quick:
                 cold = lab.add_client("cold-host", cache=CACHE)
-                cloud.restart_compute(_gvfs(cold, lab.export), "nova-cold")
+                cloud.restart_compute(_gvfs(cold, lab.export, work,
+                                            "nova-cold"), "nova-cold")
                 _drop_page_cache()
                 measure("gvfs, 4 servers at once on a cold host", on_dtn,
                         count=4)
             _drop_page_cache()
             measure("Nova's own path, first boot", in_file_store)
-            measure("Nova's own path, later boot", in_file_store)
+            measure("Nova's own path, later boot", in_file_store,
+                    runs=later)
         finally:
             for part in reversed(parts):
                 part.stop()
