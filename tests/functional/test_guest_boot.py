@@ -34,11 +34,6 @@ NOVA_CMDLINE = ("root=/dev/vda console=tty0 console=ttyS0 console=hvc0 "
                 "no_timer_check")
 
 
-def _mount_namespaces_work():
-    return subprocess.run(["unshare", "--mount", "true"],
-                          capture_output=True).returncode == 0
-
-
 @pytest.fixture(scope="module")
 def golden():
     start = time.monotonic()
@@ -50,7 +45,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def hypervisor(tmp_path_factory):
-    if not _mount_namespaces_work():
+    if not libvirt.mount_namespaces_work():
         pytest.skip("this kernel or container refuses mount namespaces "
                     "(unshare --mount): the lab's libvirtd cannot run")
     with libvirt.Libvirt(str(tmp_path_factory.mktemp("libvirt"))) as hv:
@@ -143,7 +138,7 @@ def test_guest_writes_land_in_its_overlay_not_the_golden_image(
 
 
 def test_stop_destroys_domains_and_leaves_no_process(golden, tmp_path):
-    if not _mount_namespaces_work():
+    if not libvirt.mount_namespaces_work():
         pytest.skip("mount namespaces refused: no lab libvirtd")
     hv = libvirt.Libvirt(str(tmp_path / "libvirt"))
     try:

@@ -3,11 +3,9 @@
 gvfs-conductor on RabbitMQ and the two-site DR lab, driven by the real
 ``openstack`` CLI with each user's own credentials."""
 
-import configparser
 import json
 import os
 import socket
-import sys
 import threading
 import time
 import urllib.error
@@ -25,10 +23,6 @@ from tests.lab import process
 from tests.lab import rabbitmq
 
 MIB = 1024 * 1024
-
-
-def _console_script(name):
-    return os.path.join(os.path.dirname(sys.executable), name)
 
 
 class Notifications:
@@ -94,34 +88,16 @@ ROUNDS_EVERY = 4
 def api(dr, keystone, broker, notified, glance_notifying, conductor_workdir):
     """gvfs-conductor and gvfs-api on a real RabbitMQ; yields the API."""
     workdir = conductor_workdir
-    config = dr.conductor_config(
-        str(workdir / "conductor.conf"),
-        "sqlite:///%s" % (workdir / "jobs.sqlite"),
-        transport_url=broker.url, host="conductor-1")
-    _add_section(config, "replication", interval=str(ROUNDS_EVERY))
-    _add_section(config, "oslo_messaging_notifications",
-                 driver="messagingv2")
-    conductor = process.ManagedProcess(
-        "gvfs-conductor", [_console_script("gvfs-conductor"),
-                           "--config-file", config],
-        str(workdir / "conductor.log"))
+    conductor = gvfs_api.Conductor(dr, str(workdir), broker.url, {
+        "replication": {"interval": str(ROUNDS_EVERY)},
+        "oslo_messaging_notifications": {"driver": "messagingv2"}})
     service = gvfs_api.GvfsApi(str(workdir / "api"), keystone,
                                broker.url, dr.east.glance.region)
     try:
         yield service.start()
     finally:
         assert service.stop() == 0, "gvfs-api did not stop cleanly"
-        # Idle, oslo.messaging's listener polls every 5 s.
-        assert conductor.stop(timeout=60) == 0, \
-            "gvfs-conductor did not stop cleanly"
-
-
-def _add_section(path, section, **options):
-    conf = configparser.ConfigParser(interpolation=None)
-    conf.read(path)
-    conf[section] = options
-    with open(path, "w") as f:
-        conf.write(f)
+        assert conductor.stop() == 0, "gvfs-conductor did not stop cleanly"
 
 
 @pytest.fixture(scope="module")

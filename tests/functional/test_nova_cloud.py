@@ -16,7 +16,6 @@ compute host's GVFS mount.  One boot: TCG is CPU-heavy.
 import hashlib
 import json
 import os
-import subprocess
 import time
 
 import pytest
@@ -42,11 +41,6 @@ CACHE = {"capacity_mb": 512, "consistency": "immutable"}
 MARKER_TIMEOUT = 240.0
 
 
-def _mount_namespaces_work():
-    return subprocess.run(["unshare", "--mount", "true"],
-                          capture_output=True).returncode == 0
-
-
 @pytest.fixture(scope="module")
 def lab(lab_factory):
     return lab_factory("tcp", cache=CACHE)
@@ -60,7 +54,7 @@ def golden():
 @pytest.fixture(scope="module")
 def cloud(lab, glance, keystone, tmp_path_factory):
     """Nova and what it needs, started for this module; stopped by PID."""
-    if not _mount_namespaces_work():
+    if not libvirt.mount_namespaces_work():
         pytest.skip("this kernel or container refuses mount namespaces "
                     "(unshare --mount): the lab's libvirtd cannot run")
     if not postgres.available():

@@ -134,6 +134,36 @@ class GvfsApi:
         return status
 
 
+class Conductor:
+    """``gvfs-conductor`` of a :class:`tests.lab.drlab.DrLab`'s sites.
+
+    Its jobs in sqlite in ``workdir``, on the broker at
+    ``transport_url``; ``sections``: more of its configuration,
+    ``{section: {option: value}}``.
+    """
+
+    def __init__(self, dr, workdir, transport_url, sections=None):
+        self.workdir = workdir
+        self.config_file = dr.conductor_config(
+            os.path.join(workdir, "conductor.conf"),
+            "sqlite:///%s" % os.path.join(workdir, "jobs.sqlite"),
+            transport_url=transport_url, host="conductor-1")
+        conf = configparser.ConfigParser(interpolation=None)
+        conf.read(self.config_file)
+        for section, options in (sections or {}).items():
+            conf[section] = options
+        with open(self.config_file, "w") as f:
+            conf.write(f)
+        self.log = os.path.join(workdir, "conductor.log")
+        self.process = process.ManagedProcess(
+            "gvfs-conductor", [_program("gvfs-conductor"), "--config-file",
+                               self.config_file], self.log)
+
+    def stop(self):
+        """Its exit status (idle, its listener polls every 5 s)."""
+        return self.process.stop(timeout=60)
+
+
 def _json(data):
     try:
         return json.loads(data)

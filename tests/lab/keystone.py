@@ -104,6 +104,9 @@ class Keystone:
         self.process = None
         # One password per user, new for every lab.
         self.passwords = {name: secrets.token_urlsafe(16) for name in USERS}
+        #: Passwords of the service users the lab's clouds made (see
+        #: :func:`tests.lab.openstack_service.service_user`).
+        self.service_passwords = {}
         self._sessions = {}
 
     @property

@@ -78,6 +78,15 @@ TOOLS = {"libvirtd": "libvirt-daemon-system", "virtlogd":
          "nsenter": "util-linux"}
 
 
+def mount_namespaces_work():
+    """Whether this kernel or container lets the lab's libvirtd run.
+
+    It runs in a mount namespace of its own (``unshare --mount``).
+    """
+    return subprocess.run(["unshare", "--mount", "true"],
+                          capture_output=True).returncode == 0
+
+
 def missing_tools():
     """``tool (package)`` for each program this module needs and lacks."""
     return ["%s (%s)" % (tool, package) for tool, package in TOOLS.items()

@@ -38,8 +38,10 @@ def write_ini(path, sections):
 def service_user(keystone, name, roles=("admin", "service")):
     """``name`` in the ``service`` project; its keystoneauth options.
 
-    Made unless the lab's Keystone has it (a second cloud in one test
-    session), with a new password either way.  Nova's and neutron's
+    Made unless the lab's Keystone has it: a second cloud of this
+    Keystone (the DR lab's two sites, or a later test module) shares the
+    user and its password, so that the first cloud's services keep
+    logging in.  Nova's and neutron's
     service users need ``admin`` (they read any project's ports and
     place allocations); ``service`` marks their service tokens.
     """
@@ -49,13 +51,19 @@ def service_user(keystone, name, roles=("admin", "service")):
     admin = keystone.client()
     domain = admin.domains.find(name=keystone_lab.DOMAIN)
     project = admin.projects.find(name="service")
-    password = secrets.token_urlsafe(16)
     found = admin.users.list(name=name, domain=domain)
-    if found:
+    password = keystone.service_passwords.get(name)
+    if found and password is None:
+        # Made by a lab of another run: its password is not known here.
+        password = secrets.token_urlsafe(16)
         user = admin.users.update(found[0], password=password)
+    elif found:
+        user = found[0]
     else:
+        password = secrets.token_urlsafe(16)
         user = admin.users.create(name, domain=domain, password=password,
                                   default_project=project)
+    keystone.service_passwords[name] = password
     for role in roles:
         admin.roles.grant(admin.roles.find(name=role), user=user,
                           project=project)

@@ -40,7 +40,7 @@ def test_migrate_can_pack_the_images():
                                       "tar"]).pack == "tar"
 
 
-@pytest.mark.parametrize("argv", [["a"], ["--to", "west"],
+@pytest.mark.parametrize("argv", [["a"], ["a", "--to"],
                                   ["a", "--to", "w", "--parallel", "x"],
                                   ["a", "--to", "w", "--pack", "zip"]])
 def test_migrate_refuses_what_it_cannot_run(argv, capsys):

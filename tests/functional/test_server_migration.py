@@ -1,0 +1,225 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``openstack gvfs migrate --server``: a running server to the other site.
+
+The DR lab's two sites each get a real Nova (their own libvirtd, stock
+nova-compute and services, PostgreSQL and RabbitMQ, in the site's
+region of the one Keystone), and east runs gvfs-api and the conductor.
+A member of project alpha boots the lab's test guest at east, then
+migrates the running server to west with ``--boot``, through the real
+``openstack`` CLI with its own credentials: the snapshot, its kernel
+and ramdisk, the record of the server and a server at west that boots
+the guest and prints its marker.
+"""
+
+import json
+import os
+import time
+
+import pytest
+
+from gvfs_openstack.osc import servers
+from tests.lab import bootset
+from tests.lab import drlab
+from tests.lab import guest
+from tests.lab import gvfs_api
+from tests.lab import libvirt
+from tests.lab import nova as nova_lab
+from tests.lab import postgres
+from tests.lab import process
+from tests.lab import rabbitmq
+
+USER = "alpha-member"
+FLAVOR = "dr.tiny"
+KEY = "dr-key"
+MARKER_TIMEOUT = 600.0
+
+
+def _cli(cloud, *args, user=USER, timeout=600):
+    """``openstack ARGS -f json`` as ``user``; the parsed output."""
+    result = cloud.openstack(*args, "-f", "json", user=user,
+                             timeout=timeout)
+    assert result.returncode == 0, "openstack %s: %s" % (
+        " ".join(args[:2]), result.stderr[-3000:])
+    return json.loads(result.stdout)
+
+
+class _Site:
+    """One site's Nova and what it alone needs (stopped by PID)."""
+
+    def __init__(self, workdir, site, keystone):
+        self.parts = []
+        try:
+            hv = libvirt.Libvirt(os.path.join(workdir, "libvirt"),
+                                 hostname="compute-" + site.name)
+            self.parts.append(hv)
+            db = postgres.PostgreSQL(os.path.join(workdir, "postgres"))
+            self.parts.append(db)
+            self.broker = rabbitmq.RabbitMQ(os.path.join(workdir,
+                                                         "rabbitmq"))
+            self.parts.append(self.broker)
+            # The site's export as its Glance sees it: no mount.
+            self.nova = nova_lab.Nova(
+                os.path.join(workdir, "nova"), keystone, site.glance,
+                self.broker, db, hv, {
+                    "mount_type": "none", "image_dir": site.images,
+                    "glance_stores": [drlab.GVFS_STORE]})
+            self.parts.append(self.nova)
+            _cli(self.nova, "flavor", "create", "--ram", "256", "--disk",
+                 "1", "--vcpus", "1", "--public", FLAVOR, user="admin")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self):
+        for part in reversed(self.parts):
+            part.stop()
+        self.parts = []
+
+
+@pytest.fixture(scope="module")
+def sites(dr, keystone, tmp_path_factory):
+    if not libvirt.mount_namespaces_work():
+        pytest.skip("this kernel or container refuses mount namespaces "
+                    "(unshare --mount): the lab's libvirtd cannot run")
+    if not postgres.available():
+        raise process.LabError("PostgreSQL is missing: run "
+                               "tools/install-deps.sh")
+    started = []
+    try:
+        for site in (dr.east, dr.west):
+            started.append(_Site(str(tmp_path_factory.mktemp(
+                "nova-" + site.name)), site, keystone))
+        yield started
+    finally:
+        for site in reversed(started):
+            site.stop()
+
+
+@pytest.fixture(scope="module")
+def api(dr, keystone, sites, tmp_path_factory):
+    """gvfs-conductor and gvfs-api of east, on east's broker."""
+    workdir = str(tmp_path_factory.mktemp("gvfs-api"))
+    broker = sites[0].broker
+    conductor = gvfs_api.Conductor(dr, workdir, broker.url)
+    service = gvfs_api.GvfsApi(os.path.join(workdir, "api"), keystone,
+                               broker.url, dr.east.glance.region)
+    try:
+        yield service.start()
+    finally:
+        assert service.stop() == 0, "gvfs-api did not stop cleanly"
+        assert conductor.stop() == 0, "gvfs-conductor did not stop cleanly"
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return guest.golden()
+
+
+@pytest.fixture(scope="module")
+def running(sites, golden, tmp_path_factory):
+    """A server of alpha at east, booted from the guest, with a record."""
+    east = sites[0].nova
+    kernel = _cli(east, "image", "create", "--disk-format", "aki",
+                  "--container-format", "aki", "--file", golden.kernel,
+                  "dr-guest-kernel")
+    ramdisk = _cli(east, "image", "create", "--disk-format", "ari",
+                   "--container-format", "ari", "--file", golden.initrd,
+                   "dr-guest-initrd")
+    disk = _cli(east, "image", "create", "--disk-format", "qcow2",
+                "--container-format", "bare", "--file", golden.qcow2,
+                "--property", "kernel_id=%s" % kernel["id"],
+                "--property", "ramdisk_id=%s" % ramdisk["id"],
+                "dr-guest")
+    _cli(east, "keypair", "create", "--private-key", str(
+        tmp_path_factory.mktemp("key") / "id"), KEY)
+    server = _cli(east, "--os-compute-api-version", "2.37", "server",
+                  "create", "--image", disk["id"], "--flavor", FLAVOR,
+                  "--nic", "none", "--key-name", KEY, "--property",
+                  "role=web", "--property", "tier=1", "--wait", "dr-web-1",
+                  timeout=900)
+    _marker(east, server["id"])
+    return {"server": server, "disk": disk["id"],
+            "kernel": kernel["id"], "ramdisk": ramdisk["id"]}
+
+
+def _marker(cloud, server_id):
+    found = [None]
+
+    def marked():
+        shown = cloud.openstack("console", "log", "show", server_id)
+        found[0] = bootset.find_marker(shown.stdout)
+        return found[0] is not None
+
+    process.wait_until(marked, "the guest's marker in its console log",
+                       MARKER_TIMEOUT, interval=2.0)
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def migrated(api, running):
+    started = time.monotonic()
+    result = api.openstack(USER, "gvfs", "migrate", "--server", "dr-web-1",
+                           "--to", "west", "--boot", "--poll-interval", "1",
+                           "-f", "json", timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    print("\nmigrate --server --boot: %.1f s" % (time.monotonic() - started))
+    return json.loads(result.stdout)
+
+
+def test_the_server_boots_at_the_destination(migrated, running, sites,
+                                             golden):
+    assert migrated["server"] == running["server"]["id"]
+    assert migrated["state"] == "done"
+    assert migrated["destination"] == "west"
+    west = sites[1].nova
+    booted = _cli(west, "server", "show", migrated["destination_server"])
+    assert booted["status"] == "ACTIVE"
+    assert booted["name"] == "dr-web-1"
+    # The CLI shows the flavor by name (a dict from 2.47 on) and the
+    # image as "name (id)" or a dict.
+    assert FLAVOR in json.dumps(booted["flavor"])
+    assert migrated["snapshot"] in json.dumps(booted["image"])
+    assert booted["properties"] == {"role": "web", "tier": "1"}
+    marker = _marker(west, booted["id"])
+    assert marker.digest == golden.expected_digest
+
+
+def test_the_snapshot_arrives_whole_with_the_servers_record(
+        migrated, running, dr):
+    image_id = migrated["snapshot"]
+    here, there = dr.east.glance.image(image_id), dr.west.glance.image(
+        image_id)
+    assert there["status"] == "active"
+    assert there["os_hash_value"] == here["os_hash_value"]
+    assert there[servers.FLAVOR] == FLAVOR
+    assert there[servers.KEY_NAME] == KEY
+    assert there[servers.ID] == running["server"]["id"]
+    assert json.loads(there[servers.METADATA]) == {"role": "web",
+                                                   "tier": "1"}
+    assert json.loads(there[servers.VOLUMES]) == []
+    # Its kernel and ramdisk went with it, under their own ids.
+    for dependency in ("kernel", "ramdisk"):
+        assert there["%s_id" % dependency] == running[dependency]
+        assert dr.west.glance.image(running[dependency])["status"] == \
+            "active"
+
+
+def test_what_was_not_carried_is_reported(migrated):
+    # West has no key pair of that name: the server there has none.
+    assert migrated["not_carried"] == [
+        "key pair %s (site west has none of that name)" % KEY]
+
+
+def test_a_server_is_refused_before_anything_is_made(api, running, sites):
+    east = sites[0].nova
+    before = {i["ID"] for i in _cli(east, "image", "list")}
+    refused = api.openstack(USER, "gvfs", "migrate", "--server", "dr-web-1",
+                            "--to", "west", "--boot", "--flavor-map",
+                            "%s=no-such-flavor" % FLAVOR)
+    assert refused.returncode != 0
+    assert "site west has no flavor no-such-flavor" in refused.stderr
+    missing = api.openstack(USER, "gvfs", "migrate", "--server", "nobody",
+                            "--to", "west")
+    assert missing.returncode != 0
+    assert "no server nobody" in missing.stderr
+    assert {i["ID"] for i in _cli(east, "image", "list")} == before
