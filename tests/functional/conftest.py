@@ -14,6 +14,9 @@ from tests.lab import drlab
 from tests.lab import fusemount
 from tests.lab import glance_api
 from tests.lab import keystone as keystone_lab
+from tests.lab import libvirt
+from tests.lab import postgres
+from tests.lab import process
 from tests.lab.topology import Lab
 
 REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen",
@@ -48,6 +51,22 @@ def keystone(tmp_path_factory):
     with keystone_lab.Keystone(str(tmp_path_factory.mktemp("keystone"))) \
             as identity:
         yield identity
+
+
+@pytest.fixture(scope="session")
+def nova_parts():
+    """What a lab's Nova needs of this machine, checked once.
+
+    Skipped where mount namespaces are refused (the lab's libvirtd
+    cannot run); a missing PostgreSQL is a failure (install-deps.sh
+    installs it).
+    """
+    if not libvirt.mount_namespaces_work():
+        pytest.skip("this kernel or container refuses mount namespaces "
+                    "(unshare --mount): the lab's libvirtd cannot run")
+    if not postgres.available():
+        raise process.LabError("PostgreSQL is missing: run "
+                               "tools/install-deps.sh")
 
 
 @pytest.fixture(scope="session")

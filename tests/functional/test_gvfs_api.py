@@ -87,17 +87,12 @@ ROUNDS_EVERY = 4
 @pytest.fixture(scope="module")
 def api(dr, keystone, broker, notified, glance_notifying, conductor_workdir):
     """gvfs-conductor and gvfs-api on a real RabbitMQ; yields the API."""
-    workdir = conductor_workdir
-    conductor = gvfs_api.Conductor(dr, str(workdir), broker.url, {
-        "replication": {"interval": str(ROUNDS_EVERY)},
-        "oslo_messaging_notifications": {"driver": "messagingv2"}})
-    service = gvfs_api.GvfsApi(str(workdir / "api"), keystone,
-                               broker.url, dr.east.glance.region)
-    try:
-        yield service.start()
-    finally:
-        assert service.stop() == 0, "gvfs-api did not stop cleanly"
-        assert conductor.stop() == 0, "gvfs-conductor did not stop cleanly"
+    with gvfs_api.conductor_and_api(dr, keystone, broker.url,
+                                    str(conductor_workdir), {
+            "replication": {"interval": str(ROUNDS_EVERY)},
+            "oslo_messaging_notifications": {"driver": "messagingv2"}}) \
+            as service:
+        yield service
 
 
 @pytest.fixture(scope="module")

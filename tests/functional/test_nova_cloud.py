@@ -14,7 +14,6 @@ compute host's GVFS mount.  One boot: TCG is CPU-heavy.
 """
 
 import hashlib
-import json
 import os
 import time
 
@@ -52,14 +51,8 @@ def golden():
 
 
 @pytest.fixture(scope="module")
-def cloud(lab, glance, keystone, tmp_path_factory):
+def cloud(nova_parts, lab, glance, keystone, tmp_path_factory):
     """Nova and what it needs, started for this module; stopped by PID."""
-    if not libvirt.mount_namespaces_work():
-        pytest.skip("this kernel or container refuses mount namespaces "
-                    "(unshare --mount): the lab's libvirtd cannot run")
-    if not postgres.available():
-        raise process.LabError("PostgreSQL is missing: run "
-                               "tools/install-deps.sh")
     work = tmp_path_factory.mktemp("nova-cloud")
     parts = []
     try:
@@ -88,33 +81,17 @@ def _gvfs(proxy, lab):
 
 
 def _cli(cloud, *args, user=USER, timeout=600):
-    """``openstack ARGS -f json`` as ``user``; the parsed output."""
-    result = cloud.openstack(*args, "-f", "json", user=user,
-                             timeout=timeout)
-    assert result.returncode == 0, "openstack %s: %s" % (
-        " ".join(args[:2]), result.stderr[-3000:])
-    return json.loads(result.stdout)
+    return cloud.cli(*args, user=user, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
 def images(cloud, golden):
     """The guest's kernel, initramfs and disk, uploaded by a member."""
-    kernel = _cli(cloud, "image", "create", "--disk-format", "aki",
-                  "--container-format", "aki", "--file", golden.kernel,
-                  "lab-guest-kernel")
-    ramdisk = _cli(cloud, "image", "create", "--disk-format", "ari",
-                   "--container-format", "ari", "--file", golden.initrd,
-                   "lab-guest-initrd")
-    disk = _cli(cloud, "image", "create", "--disk-format", "qcow2",
-                "--container-format", "bare", "--file", golden.qcow2,
-                "--property", "kernel_id=%s" % kernel["id"],
-                "--property", "ramdisk_id=%s" % ramdisk["id"],
-                "lab-guest")
+    uploaded = cloud.upload_guest(golden, "lab-guest")
     for name, disk_gb in ((FLAVOR, "1"), (FLAVOR_2, "2")):
         _cli(cloud, "flavor", "create", "--ram", "256", "--disk", disk_gb,
              "--vcpus", "1", "--public", name, user="admin")
-    return {"kernel": kernel["id"], "ramdisk": ramdisk["id"],
-            "disk": disk["id"]}
+    return uploaded
 
 
 @pytest.fixture(scope="module")

@@ -34,15 +34,6 @@ KEY = "dr-key"
 MARKER_TIMEOUT = 600.0
 
 
-def _cli(cloud, *args, user=USER, timeout=600):
-    """``openstack ARGS -f json`` as ``user``; the parsed output."""
-    result = cloud.openstack(*args, "-f", "json", user=user,
-                             timeout=timeout)
-    assert result.returncode == 0, "openstack %s: %s" % (
-        " ".join(args[:2]), result.stderr[-3000:])
-    return json.loads(result.stdout)
-
-
 class _Site:
     """One site's Nova and what it alone needs (stopped by PID)."""
 
@@ -64,8 +55,9 @@ class _Site:
                     "mount_type": "none", "image_dir": site.images,
                     "glance_stores": [drlab.GVFS_STORE]})
             self.parts.append(self.nova)
-            _cli(self.nova, "flavor", "create", "--ram", "256", "--disk",
-                 "1", "--vcpus", "1", "--public", FLAVOR, user="admin")
+            self.nova.cli("flavor", "create", "--ram", "256", "--disk",
+                          "1", "--vcpus", "1", "--public", FLAVOR,
+                          user="admin")
         except BaseException:
             self.stop()
             raise
@@ -77,13 +69,7 @@ class _Site:
 
 
 @pytest.fixture(scope="module")
-def sites(dr, keystone, tmp_path_factory):
-    if not libvirt.mount_namespaces_work():
-        pytest.skip("this kernel or container refuses mount namespaces "
-                    "(unshare --mount): the lab's libvirtd cannot run")
-    if not postgres.available():
-        raise process.LabError("PostgreSQL is missing: run "
-                               "tools/install-deps.sh")
+def sites(nova_parts, dr, keystone, tmp_path_factory):
     started = []
     try:
         for site in (dr.east, dr.west):
@@ -98,16 +84,10 @@ def sites(dr, keystone, tmp_path_factory):
 @pytest.fixture(scope="module")
 def api(dr, keystone, sites, tmp_path_factory):
     """gvfs-conductor and gvfs-api of east, on east's broker."""
-    workdir = str(tmp_path_factory.mktemp("gvfs-api"))
-    broker = sites[0].broker
-    conductor = gvfs_api.Conductor(dr, workdir, broker.url)
-    service = gvfs_api.GvfsApi(os.path.join(workdir, "api"), keystone,
-                               broker.url, dr.east.glance.region)
-    try:
-        yield service.start()
-    finally:
-        assert service.stop() == 0, "gvfs-api did not stop cleanly"
-        assert conductor.stop() == 0, "gvfs-conductor did not stop cleanly"
+    with gvfs_api.conductor_and_api(
+            dr, keystone, sites[0].broker.url,
+            str(tmp_path_factory.mktemp("gvfs-api"))) as service:
+        yield service
 
 
 @pytest.fixture(scope="module")
@@ -119,27 +99,16 @@ def golden():
 def running(sites, golden, tmp_path_factory):
     """A server of alpha at east, booted from the guest, with a record."""
     east = sites[0].nova
-    kernel = _cli(east, "image", "create", "--disk-format", "aki",
-                  "--container-format", "aki", "--file", golden.kernel,
-                  "dr-guest-kernel")
-    ramdisk = _cli(east, "image", "create", "--disk-format", "ari",
-                   "--container-format", "ari", "--file", golden.initrd,
-                   "dr-guest-initrd")
-    disk = _cli(east, "image", "create", "--disk-format", "qcow2",
-                "--container-format", "bare", "--file", golden.qcow2,
-                "--property", "kernel_id=%s" % kernel["id"],
-                "--property", "ramdisk_id=%s" % ramdisk["id"],
-                "dr-guest")
-    _cli(east, "keypair", "create", "--private-key", str(
+    uploaded = east.upload_guest(golden, "dr-guest")
+    east.cli("keypair", "create", "--private-key", str(
         tmp_path_factory.mktemp("key") / "id"), KEY)
-    server = _cli(east, "--os-compute-api-version", "2.37", "server",
-                  "create", "--image", disk["id"], "--flavor", FLAVOR,
-                  "--nic", "none", "--key-name", KEY, "--property",
-                  "role=web", "--property", "tier=1", "--wait", "dr-web-1",
-                  timeout=900)
+    server = east.cli("--os-compute-api-version", "2.37", "server",
+                      "create", "--image", uploaded["disk"], "--flavor",
+                      FLAVOR, "--nic", "none", "--key-name", KEY,
+                      "--property", "role=web", "--property", "tier=1",
+                      "--wait", "dr-web-1", timeout=900)
     _marker(east, server["id"])
-    return {"server": server, "disk": disk["id"],
-            "kernel": kernel["id"], "ramdisk": ramdisk["id"]}
+    return dict(uploaded, server=server)
 
 
 def _marker(cloud, server_id):
@@ -172,7 +141,7 @@ def test_the_server_boots_at_the_destination(migrated, running, sites,
     assert migrated["state"] == "done"
     assert migrated["destination"] == "west"
     west = sites[1].nova
-    booted = _cli(west, "server", "show", migrated["destination_server"])
+    booted = west.cli("server", "show", migrated["destination_server"])
     assert booted["status"] == "ACTIVE"
     assert booted["name"] == "dr-web-1"
     # The CLI shows the flavor by name (a dict from 2.47 on) and the
@@ -212,7 +181,7 @@ def test_what_was_not_carried_is_reported(migrated):
 
 def test_a_server_is_refused_before_anything_is_made(api, running, sites):
     east = sites[0].nova
-    before = {i["ID"] for i in _cli(east, "image", "list")}
+    before = {i["ID"] for i in east.cli("image", "list")}
     refused = api.openstack(USER, "gvfs", "migrate", "--server", "dr-web-1",
                             "--to", "west", "--boot", "--flavor-map",
                             "%s=no-such-flavor" % FLAVOR)
@@ -222,4 +191,4 @@ def test_a_server_is_refused_before_anything_is_made(api, running, sites):
                             "--to", "west")
     assert missing.returncode != 0
     assert "no server nobody" in missing.stderr
-    assert {i["ID"] for i in _cli(east, "image", "list")} == before
+    assert {i["ID"] for i in east.cli("image", "list")} == before

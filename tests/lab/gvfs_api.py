@@ -8,6 +8,7 @@ the ``openstack`` CLI finds it with a user's credentials.
 """
 
 import configparser
+import contextlib
 import json
 import os
 import shutil
@@ -162,6 +163,25 @@ class Conductor:
     def stop(self):
         """Its exit status (idle, its listener polls every 5 s)."""
         return self.process.stop(timeout=60)
+
+
+@contextlib.contextmanager
+def conductor_and_api(dr, keystone, transport_url, workdir, sections=None):
+    """The conductor of ``dr``'s sites and gvfs-api of east; the API.
+
+    Both stopped at the end, each required to exit cleanly.
+    """
+    conductor = Conductor(dr, workdir, transport_url, sections)
+    service = GvfsApi(os.path.join(workdir, "api"), keystone,
+                      transport_url, dr.east.glance.region)
+    try:
+        yield service.start()
+    finally:
+        stopped = service.stop(), conductor.stop()
+        if stopped != (0, 0):
+            raise process.LabError(
+                "gvfs-api and gvfs-conductor exited %s and %s, not cleanly"
+                % stopped)
 
 
 def _json(data):

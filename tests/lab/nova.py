@@ -20,6 +20,7 @@ servers, placement and the network API together.
 """
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -330,6 +331,35 @@ class Nova:
         return subprocess.run([service.program("openstack")] + list(args),
                               capture_output=True, text=True,
                               timeout=timeout, env=env)
+
+    def cli(self, *args, user="alpha-member", timeout=600):
+        """``openstack ARGS -f json`` as ``user``; the parsed output."""
+        result = self.openstack(*args, "-f", "json", user=user,
+                                timeout=timeout)
+        if result.returncode:
+            raise process.LabError("openstack %s: %s" % (
+                " ".join(args[:2]), result.stderr[-3000:]))
+        return json.loads(result.stdout)
+
+    def upload_guest(self, golden, name):
+        """The test guest's kernel, initramfs and disk, as a member.
+
+        ``{"kernel": id, "ramdisk": id, "disk": id}``; the disk names
+        the other two, as Nova boots it.
+        """
+        kernel = self.cli("image", "create", "--disk-format", "aki",
+                          "--container-format", "aki", "--file",
+                          golden.kernel, name + "-kernel")
+        ramdisk = self.cli("image", "create", "--disk-format", "ari",
+                           "--container-format", "ari", "--file",
+                           golden.initrd, name + "-initrd")
+        disk = self.cli("image", "create", "--disk-format", "qcow2",
+                        "--container-format", "bare", "--file",
+                        golden.qcow2, "--property",
+                        "kernel_id=%s" % kernel["id"], "--property",
+                        "ramdisk_id=%s" % ramdisk["id"], name)
+        return {"kernel": kernel["id"], "ramdisk": ramdisk["id"],
+                "disk": disk["id"]}
 
     def log(self, name):
         """The log of service ``name`` (e.g. ``nova-compute``)."""
