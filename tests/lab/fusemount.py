@@ -17,6 +17,19 @@ from gvfs_openstack.mount import mounter
 from tests.lab import process
 
 
+def write_mount_config(path, options=None):
+    """A configuration file of ``[mount]`` ``options`` at ``path``; path.
+
+    Given to ``gvfs-proxy mount`` after the proxy's own file, or to
+    Nova's and Glance's mounts as ``mount_config``.
+    """
+    conf = configparser.ConfigParser()
+    conf["mount"] = {k: str(v) for k, v in (options or {}).items()}
+    with open(path, "w") as f:
+        conf.write(f)
+    return path
+
+
 class FuseMount:
     def __init__(self, workdir, name, config, export, mountpoint,
                  options=None):
@@ -27,11 +40,8 @@ class FuseMount:
         """
         self.mountpoint = os.path.realpath(mountpoint)
         os.makedirs(self.mountpoint, exist_ok=True)
-        extra = configparser.ConfigParser()
-        extra["mount"] = {k: str(v) for k, v in (options or {}).items()}
-        mount_config = os.path.join(workdir, name + ".conf")
-        with open(mount_config, "w") as f:
-            extra.write(f)
+        mount_config = write_mount_config(
+            os.path.join(workdir, name + ".conf"), options)
         argv = [sys.executable, "-m", "gvfs_openstack.cmd.proxy",
                 "--config-file", config, "--config-file", mount_config,
                 "mount", "--export", export, self.mountpoint]

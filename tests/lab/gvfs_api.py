@@ -144,7 +144,6 @@ class Conductor:
     """
 
     def __init__(self, dr, workdir, transport_url, sections=None):
-        self.workdir = workdir
         self.config_file = dr.conductor_config(
             os.path.join(workdir, "conductor.conf"),
             "sqlite:///%s" % os.path.join(workdir, "jobs.sqlite"),

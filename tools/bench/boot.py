@@ -32,6 +32,7 @@ import time
 
 from gvfs_openstack.mount import mounter
 from tests.lab import bootset
+from tests.lab import fusemount
 from tests.lab import glance_api
 from tests.lab import guest
 from tests.lab import keystone as keystone_lab
@@ -178,9 +179,9 @@ def _gvfs(proxy, export, work, host):
     guests read (``[mount] read_cache_mb``): guests with ``cache=none``
     bypass the page cache for their golden image too.
     """
-    mount_config = os.path.join(work, host + "-mount.conf")
-    with open(mount_config, "w") as f:
-        f.write("[mount]\nread_cache_mb = %d\n" % READ_CACHE_MB)
+    mount_config = fusemount.write_mount_config(
+        os.path.join(work, host + "-mount.conf"),
+        {"read_cache_mb": READ_CACHE_MB})
     return {"mount_type": "fuse", "proxy": "127.0.0.1:%d" % proxy.port,
             "export": export, "image_dir": "images",
             "glance_stores": ["dtn"], "io_timeout": 60.0,

@@ -39,6 +39,7 @@ import tempfile
 
 from gvfs_openstack.mount import mounter
 from tests.lab import compute
+from tests.lab import fusemount
 from tests.lab import glance_api
 from tests.lab.topology import Lab
 from tools.bench import charts
@@ -85,9 +86,9 @@ def _node(lab, work, name, proxy, stores=("dtn",), read_cache_mb=0):
             "mount_point_base": os.path.join(work, name + "-mounts"),
             "glance_stores": list(stores), "io_timeout": 120.0}
     if read_cache_mb:
-        node["mount_config"] = os.path.join(work, name + "-mount.conf")
-        with open(node["mount_config"], "w") as f:
-            f.write("[mount]\nread_cache_mb = %d\n" % read_cache_mb)
+        node["mount_config"] = fusemount.write_mount_config(
+            os.path.join(work, name + "-mount.conf"),
+            {"read_cache_mb": read_cache_mb})
     return node
 
 

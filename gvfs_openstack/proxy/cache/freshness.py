@@ -145,15 +145,23 @@ class FileStates:
                 _is_older(attrs, attrs_of(state.fattr)):
             self.counters.cache_stale_replies += 1
             return state
+        self._take(state, fattr, attrs)
+        return state
+
+    def _take(self, state, fattr, attrs):
+        """``fattr`` (``attrs`` of it) is the file's newest word.
+
+        Attributes not among the current ones mean the file changed in a
+        way the proxy did not see: they become the only current ones,
+        and every older block is stale.
+        """
         state.reports += 1
         if attrs not in state.current:
-            # Changed behind our back: every older block is stale.
             self.counters.cache_invalidations += 1
             state.current = [attrs]
         state.fattr = fattr
         state.checked = self.clock()
-        self._files.move_to_end(fh)
-        return state
+        self._files.move_to_end(state.fh)
 
     def observe_own_change(self, fh, wcc, reset=False):
         """A WRITE or SETATTR that went through this proxy changed ``fh``.
@@ -203,14 +211,7 @@ class FileStates:
         if fattr is None:
             self.removed(fh)
             return
-        attrs = attrs_of(fattr)
-        state.reports += 1
-        if attrs not in state.current:
-            self.counters.cache_invalidations += 1
-            state.current = [attrs]
-        state.fattr = fattr
-        state.checked = self.clock()
-        self._files.move_to_end(fh)
+        self._take(state, fattr, attrs_of(fattr))
 
     def forget(self, fh):
         """Ask the server about ``fh`` again before trusting it."""
