@@ -7,15 +7,16 @@
     gvfs-meta blocks /srv/images/golden.img
     gvfs-meta delta --base-blocks golden.blocks --output new.delta new.img
     gvfs-meta patch --base golden.img --delta new.delta --output new.img \
-        --hash-algo sha512 --hash <hex>
+        [--hash-algo sha512 --hash <hex>]
 
 ``generate`` writes ``.gvfs-meta.<name>`` next to each file (zero map,
 digest, action) and the file's block signature; ``verify`` says whether a
 file still matches its sidecar.  ``blocks``, ``delta`` and ``patch`` are
 the migration conductor's delta transfer, run on the two DTNs: the
 destination's base signature, the delta made where the new version is,
-and the new version rebuilt at the destination and checked against its
-image's hash (exit status 3 when the delta is refused).  Run it as the
+and the new version rebuilt at the destination and checked against the
+block signature the delta was made for, or against its image's hash
+(exit status 3 when the delta is refused).  Run it as the
 account that owns the export's files.
 """
 
@@ -136,6 +137,10 @@ REJECTED = 3
 
 
 def _patch(args):
+    if (args.hash_algo is None) != (args.hash is None):
+        print("gvfs-meta: --hash-algo and --hash go together",
+              file=sys.stderr)
+        return 2
     try:
         delta_apply.apply(args.base, args.delta, args.output,
                           args.hash_algo, args.hash,
@@ -181,15 +186,17 @@ def main(argv=None):
     delta.add_argument("file", metavar="FILE")
     patch = sub.add_parser(
         "patch", help="rebuild a file from its base and a delta; check "
-        "its digest (the output is not synced: `sync FILE` before relying "
-        "on it surviving a crash)")
+        "it by the block signatures the delta names (the base's must be "
+        "fresh), or with --hash by its digest (the output is not synced: "
+        "`sync FILE` before relying on it surviving a crash)")
     patch.add_argument("--base", required=True)
     patch.add_argument("--delta", required=True)
     patch.add_argument("--output", required=True)
-    patch.add_argument("--hash-algo", required=True,
-                       help="the image's os_hash_algo")
-    patch.add_argument("--hash", required=True,
-                       help="the image's os_hash_value")
+    patch.add_argument("--hash-algo",
+                       help="the image's os_hash_algo (with --hash)")
+    patch.add_argument("--hash",
+                       help="the image's os_hash_value: check the whole "
+                       "file's digest too, reading all of it")
     args = parser.parse_args(argv)
     return {"generate": _generate, "verify": _verify, "blocks": _blocks,
             "delta": _delta, "patch": _patch}[args.action](args)

@@ -3,13 +3,23 @@
 
 One pass: each run is written where it belongs -- runs of the base by
 ``copy_file_range`` (in the kernel, a reflink where the file system has
-them), zeros left as holes so a sparse image stays sparse -- while a
-second thread hashes the file being made with the image's own algorithm
-(hashlib lets go of the GIL), so the rebuilt file is checked against the
-hash Glance recorded at the source without reading it again.  Anything
-wrong -- a damaged or foreign delta, a base that changed, another digest
--- raises :class:`Rejected` and leaves no output file behind: the caller
-sends the whole file instead.
+them), zeros left as holes so a sparse image stays sparse.  What is made
+is checked one of two ways, and anything wrong -- a damaged or foreign
+delta, a base that changed, another digest -- raises :class:`Rejected`
+and leaves no output file behind: the caller sends the whole file
+instead.
+
+* By block signature (the conductor's way): the base's fresh signature
+  must be the one the delta was made against, and the signature of what
+  is made -- the base's digests for copied blocks, the delta's own bytes
+  hashed -- must be the one it was made for.  No byte of the base is
+  read: Glance reads the whole file once, when it is registered, and
+  checks its ``os_hash_value`` before it activates it, so hashing it here
+  as well would only add a second pass over every byte.
+* By the image's hash (``hash_algo``, ``expected``): a second thread
+  hashes the file being made (hashlib lets go of the GIL), so the
+  rebuilt file is checked without being read again -- for a base without
+  a fresh signature, or a caller that wants the check before Glance's.
 
 The output is not fsync'd here.  Made in a fraction of a second, its
 bytes are nearly all still to be written back, and waiting for the disk
@@ -18,6 +28,7 @@ Glance may activate it, as it does a file GridFTP wrote.
 """
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import os
@@ -104,6 +115,7 @@ class _Signer:
     def __init__(self, base_signature):
         self.base = base_signature
         self.builder = blocks.SignatureBuilder()
+        self._made = None
 
     def data(self, piece):
         if self.builder is not None:
@@ -131,65 +143,75 @@ class _Signer:
                 length):
             self.builder = None
 
-    def write(self, path):
-        """Cache the signature for ``path``, written and closed, if made.
-
-        A signature that cannot be written only makes the file slower to
-        sign later, when it is read for it: said on stderr, not raised.
-        """
-        if self.builder is None:
-            return
-        try:
-            blocks.write(path, self.builder.finish(os.stat(path).st_mtime_ns))
-        except OSError as e:
-            print("gvfs-meta: %s is left unsigned: %s" % (path, e),
-                  file=sys.stderr)
+    def finish(self):
+        """The signature of what was made (mtime 0), or None if unsigned."""
+        if self._made is None and self.builder is not None:
+            self._made = self.builder.finish(0)
+        return self._made
 
 
-def apply(base_path, delta_path, output, hash_algo, expected, mode=0o644,
-          base_signature=None):
-    """Make ``output`` from ``base_path`` and the delta; check its digest.
+def _write_signature(path, signature):
+    """Cache ``signature`` (None: unsigned) for ``path``, written and closed.
 
-    Returns the rebuilt file's size.  With the base's ``base_signature``
-    (for the base as it is), the output's signature is cached next to it
-    too, at the cost of hashing only the delta's own bytes.
+    A signature that cannot be written only makes the file slower to
+    sign later, when it is read for it: said on stderr, not raised.
     """
+    if signature is None:
+        return
     try:
-        digest = hashlib.new(hash_algo)
-    except ValueError as e:
-        raise Rejected("unknown hash algorithm %r" % hash_algo) from e
-    if not digest.digest_size:
-        # SHAKE: Glance records no digest of a length it did not choose.
-        raise Rejected("%s has no fixed digest size" % hash_algo)
+        blocks.write(path, dataclasses.replace(
+            signature, mtime_ns=os.stat(path).st_mtime_ns))
+    except OSError as e:
+        print("gvfs-meta: %s is left unsigned: %s" % (path, e),
+              file=sys.stderr)
+
+
+def apply(base_path, delta_path, output, hash_algo=None, expected=None,
+          mode=0o644, base_signature=None):
+    """Make ``output`` from ``base_path`` and the delta; check it.
+
+    Returns the rebuilt file's size.  Without ``hash_algo`` the check is
+    by block signature: ``base_signature`` must be the base's, fresh, and
+    the one the delta was made against.  With it, the output's digest
+    must be ``expected``.  Either way, where the base's fresh signature
+    is given, the output's is cached next to it.
+    """
+    digest = _digest(hash_algo) if hash_algo is not None else None
     # A signature of an earlier file of this name must not outlive it.
     with contextlib.suppress(FileNotFoundError):
         os.unlink(blocks.signature_path(output))
     base = os.open(base_path, os.O_RDONLY)
     try:
         base_st = os.fstat(base)
+        if base_signature is not None and not base_signature.matches(
+                base_st.st_size, base_st.st_mtime_ns):
+            base_signature = None
+        if digest is None and base_signature is None:
+            raise Rejected("the base has no block signature made since it "
+                           "last changed, to check the delta against")
         parser = codec.DeltaParser(base_st.st_size)
-        signer = _Signer(base_signature) if base_signature is not None and \
-            base_signature.matches(base_st.st_size, base_st.st_mtime_ns) \
+        signer = _Signer(base_signature) if base_signature is not None \
             else None
-        hasher = _Hasher(digest, base)
-        hasher.start()
+        hasher = _Hasher(digest, base) if digest is not None else None
+        check = _Check(base, base_st, base_signature, signer, hasher)
         out = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             try:
-                _rebuild(delta_path, parser, base, out, hasher, signer)
+                _rebuild(delta_path, parser, base, out, check)
             finally:
-                actual = hasher.finish()
+                made = check.finish()
             os.ftruncate(out, parser.size)
-            if actual != expected:
+            if hasher is not None and made != expected:
                 raise Rejected("the rebuilt file's %s is %s, the image's "
-                               "is %s" % (hash_algo, actual, expected))
+                               "is %s" % (hash_algo, made, expected))
+            if hasher is None:
+                check.signature_of(parser)
         except BaseException:
             os.close(out)
             os.unlink(output)
             raise
         os.close(out)
-        if signer is not None:
-            signer.write(output)
+        _write_signature(output, signer.finish() if signer else None)
     except codec.DeltaError as e:
         raise Rejected(str(e)) from e
     finally:
@@ -197,33 +219,93 @@ def apply(base_path, delta_path, output, hash_algo, expected, mode=0o644,
     return parser.size
 
 
-def _rebuild(delta_path, parser, base, out, hasher, signer):
+def _digest(hash_algo):
+    try:
+        digest = hashlib.new(hash_algo)
+    except ValueError as e:
+        raise Rejected("unknown hash algorithm %r" % hash_algo) from e
+    if not digest.digest_size:
+        # SHAKE: Glance records no digest of a length it did not choose.
+        raise Rejected("%s has no fixed digest size" % hash_algo)
+    return digest
+
+
+class _Check:
+    """What the rebuild is checked by: the hasher, the signer, or both."""
+
+    def __init__(self, base, base_st, base_signature, signer, hasher):
+        self.base = base
+        self.base_st = base_st
+        self.base_signature = base_signature
+        self.signer = signer
+        self.hasher = hasher
+        if hasher is not None:
+            hasher.start()
+
+    def header(self, parser):
+        """The delta's header is in: by signature, is it for this base?
+
+        Checked before a byte is copied: a base changed since the source
+        made the delta is refused at once.
+        """
+        if self.hasher is None and \
+                parser.base_identity != self.base_signature.identity():
+            raise Rejected("the delta was made against another version of "
+                           "the base: it changed since it was signed")
+
+    def put(self, item):
+        if self.hasher is not None:
+            self.hasher.work.put(item)
+
+    def finish(self):
+        """The output's digest (hex) when hashed, else None."""
+        return self.hasher.finish() if self.hasher is not None else None
+
+    def signature_of(self, parser):
+        """By signature: the base stayed as signed, the output is right."""
+        st = os.fstat(self.base)
+        if (st.st_size, st.st_mtime_ns) != (self.base_st.st_size,
+                                            self.base_st.st_mtime_ns):
+            raise Rejected("the base changed while the file was rebuilt")
+        made = self.signer.finish()
+        if made is None:
+            raise Rejected("the delta's runs are not whole blocks: what it "
+                           "makes can be checked only by the image's hash")
+        if made.identity() != parser.identity:
+            raise Rejected("the rebuilt file's block signature is not the "
+                           "one the delta was made for")
+
+
+def _rebuild(delta_path, parser, base, out, check):
     with open(delta_path, "rb") as delta:
         while True:
             data = delta.read(READ_SIZE)
             if not data:
                 break
             for event in parser.feed(data):
-                _do(event, base, out, hasher, signer)
+                _do(event, parser, base, out, check)
     parser.close()
 
 
-def _do(event, base, out, hasher, signer):
+def _do(event, parser, base, out, check):
     kind = event[0]
-    if kind == "data":
+    signer = check.signer
+    if kind == "header":
+        check.header(parser)
+    elif kind == "data":
         _, offset, data = event
-        hasher.work.put(("bytes", data))
+        check.put(("bytes", data))
         durable.pwrite_all(out, data, offset)
         if signer is not None:
             signer.data(data)
     elif kind == "copy":
         _, offset, length, base_offset = event
         _copy(base, out, base_offset, offset, length)
-        hasher.work.put(("base", base_offset, length))
+        check.put(("base", base_offset, length))
         if signer is not None:
             signer.copy(base_offset, length)
     elif kind == "zero":
-        hasher.work.put(("zeros", event[2]))
+        check.put(("zeros", event[2]))
         if signer is not None:
             signer.zero(event[2])
 

@@ -36,6 +36,8 @@ DIGEST_SIZE = 16
 ZERO_DIGEST = bytes(DIGEST_SIZE)
 SUFFIX = ".blocks"
 _HEADER = struct.Struct(">8sIIQQ")
+_IDENTITY = struct.Struct(">IQ")
+IDENTITY_SIZE = 32
 #: Reads of this many bytes at a time (a multiple of BLOCK_SIZE).
 READ_SIZE = 8 * 1024 * 1024
 _ZERO_BLOCK = bytes(BLOCK_SIZE)
@@ -103,6 +105,19 @@ class Signature:
 
     def matches(self, size, mtime_ns):
         return self.size == size and self.mtime_ns == mtime_ns
+
+    def identity(self):
+        """What the signature says of the bytes, in 32 bytes.
+
+        BLAKE2b-256 of the block size, the file's size and every digest;
+        not of the mtime, which belongs to one copy of the file.  A delta
+        names its base's and its result's identities, so that the end
+        that applies it can check both without reading either file.
+        """
+        digest = hashlib.blake2b(_IDENTITY.pack(self.block_size, self.size),
+                                 digest_size=IDENTITY_SIZE)
+        digest.update(self.digests)
+        return digest.digest()
 
     def to_bytes(self):
         return _HEADER.pack(MAGIC, self.block_size, DIGEST_SIZE, self.size,

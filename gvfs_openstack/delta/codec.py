@@ -10,11 +10,14 @@ from its first byte to its last, in order, each one of:
 ``DATA``  a run the base does not have, its bytes following.
 
 and an ``END`` record with a BLAKE2b-256 digest of every byte before it,
-so a delta damaged on the way is refused as a whole; what it rebuilds is
-then checked against the image's own hash by whoever applies it.  ::
+so a delta damaged on the way is refused as a whole.  The header names
+the block signature of the base it was made against and that of the file
+it makes (:meth:`blocks.Signature.identity`), so the receiving end checks
+what it rebuilds against the second, and that its base is still the
+first, without reading either file again.  ::
 
-    header  b"GVFSDLT1" | u32 block size | u32 flags (0) | u64 size
-            | u64 base size
+    header  b"GVFSDLT2" | u32 block size | u32 flags (0) | u64 size
+            | u64 base size | 32-byte base identity | 32-byte identity
     record  u8 op | u64 offset | u64 length [| u64 base_offset (COPY)]
             [| length bytes (DATA)]
     end     u8 0xff | 32-byte digest
@@ -30,9 +33,9 @@ import struct
 
 from gvfs_openstack.delta import blocks
 
-MAGIC = b"GVFSDLT1"
+MAGIC = b"GVFSDLT2"
 ZERO, COPY, DATA, END = 1, 2, 3, 0xFF
-HEADER = struct.Struct(">8sIIQQ")
+HEADER = struct.Struct(">8sIIQQ32s32s")
 RECORD = struct.Struct(">BQQ")
 BASE_OFFSET = struct.Struct(">Q")
 TRAILER_DIGEST = 32
@@ -93,8 +96,14 @@ def delta_size(runs):
     return size
 
 
-def header(size, base_size):
-    return HEADER.pack(MAGIC, blocks.BLOCK_SIZE, 0, size, base_size)
+def header(size, base_size, base_identity, identity):
+    """The header of a delta: what it makes, and from what.
+
+    A file of ``size`` bytes whose signature has ``identity``, from a
+    base of ``base_size`` bytes whose signature has ``base_identity``.
+    """
+    return HEADER.pack(MAGIC, blocks.BLOCK_SIZE, 0, size, base_size,
+                       base_identity, identity)
 
 
 def record(op, offset, length, base_offset=None):
@@ -129,12 +138,16 @@ class DeltaParser:
     length, base_offset)``, ``("data", offset, bytes)`` (a run's bytes
     may come in several events) and ``("end",)`` once the whole delta
     checked out.  ``base_size`` is the size of the base it will be
-    applied to: a delta for another base is refused.
+    applied to: a delta for another base is refused.  Once the header is
+    in, ``base_identity`` and ``identity`` are the identities of the
+    signatures it was made from and for.
     """
 
     def __init__(self, base_size):
         self.base_size = base_size
         self.size = None
+        self.base_identity = None
+        self.identity = None
         self.finished = False
         self._buffer = bytearray()
         self._digest = hashlib.blake2b(digest_size=TRAILER_DIGEST)
@@ -172,8 +185,13 @@ class DeltaParser:
         if self.size is None:
             if len(self._buffer) < HEADER.size:
                 return None
-            magic, block_size, flags, size, base_size = HEADER.unpack(
-                self._take(HEADER.size))
+            magic, block_size, flags, size, base_size, base_identity, \
+                identity = HEADER.unpack(self._take(HEADER.size))
+            if magic[:7] == MAGIC[:7] and magic != MAGIC:
+                raise DeltaError("a delta in another version of the format "
+                                 "(%s; this one reads %s)" % (
+                                     magic.decode(errors="replace"),
+                                     MAGIC.decode()))
             if magic != MAGIC:
                 raise DeltaError("not a delta")
             if flags or block_size != blocks.BLOCK_SIZE:
@@ -183,6 +201,7 @@ class DeltaParser:
                 raise DeltaError("made for a base of %d bytes; this base "
                                  "has %d" % (base_size, self.base_size))
             self.size = size
+            self.base_identity, self.identity = base_identity, identity
             return ("header", size, base_size)
         if self._data_left:
             if not self._buffer:

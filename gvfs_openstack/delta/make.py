@@ -55,7 +55,9 @@ def make(path, base, output, max_bytes=None):
     fd = os.open(path, os.O_RDONLY)
     try:
         with open(tmp, "wb") as out:
-            out.write(trailer(codec.header(new.size, base.size)))
+            out.write(trailer(codec.header(new.size, base.size,
+                                           base.identity(),
+                                           new.identity())))
             for op, offset, length, base_offset in runs:
                 out.write(trailer(codec.record(op, offset, length,
                                                base_offset)))

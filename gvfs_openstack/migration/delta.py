@@ -15,14 +15,21 @@ store holding a related image (the *base*):
 3. the delta crosses the DTN link as any file does (GridFTP or Globus,
    checksummed);
 4. the destination DTN rebuilds the file from the base and the delta into
-   the job's staging directory (``gvfs-meta patch``), checking the
-   image's ``os_hash_value`` before anything registers it.
+   the job's staging directory (``gvfs-meta patch``), checking that the
+   base is still the one signed and that what it made has the block
+   signature of the new version -- from the signatures alone, reading
+   neither file again.
 
 The remote copy then finds the file staged as if it had come whole, and
-Glance checks the hash once more before it activates the image.  Any
-failure of the delta -- no base file, a damaged delta, another hash, a
-delta too large to be worth it -- is logged and the whole file is sent
-instead: a delta only ever saves time, it never fails an image.
+Glance reads it once, checks its ``os_hash_value`` and activates it only
+if it is the image's: one pass over the file's bytes at the destination,
+not two.  Any failure of the delta -- no base file, a damaged delta, a
+base changed since it was signed, a delta too large to be worth it -- is
+logged and the whole file is sent instead; so is one whose file Glance
+refuses (a base whose bytes changed under a signature still fresh):
+the remote copy sends it whole and forgets the base's signature
+(:mod:`gvfs_openstack.migration.remotecopy`).  A delta only ever saves
+time, it never fails an image.
 """
 
 from concurrent import futures
@@ -103,11 +110,20 @@ def run(ctx, row):
     base = None
     steps = _Steps()
     try:
-        base = find_base(ctx, row)
-        if base is None:
-            return None
-        steps.mark("finding the base")
-        sent = _send(ctx, row, base, steps)
+        with futures.ThreadPoolExecutor(
+                3, thread_name_prefix="gvfs-delta") as pool:
+            # The SSH sessions open while the Images API is asked for a
+            # base: an image without one wasted two logins, not time.
+            sessions = [pool.submit(dtnssh.open_session, site,
+                                    row["image_id"], STAGE)
+                        for site in (ctx.destination, ctx.source)]
+            found = pool.submit(find_base, ctx, row)
+            with _closing(sessions) as (there, here):
+                base = found.result()
+                steps.mark("finding the base and connecting")
+                if base is None:
+                    return None
+                sent = _send(ctx, row, base, steps, pool, there, here)
     except jobs.Cancelled:
         raise
     except (exceptions.GvfsError, OSError, ValueError, KeyError) as e:
@@ -129,67 +145,63 @@ def _paths(ctx, row):
             posixpath.join(there, image_id + ".delta"))
 
 
-def _send(ctx, row, base, steps):
+def _send(ctx, row, base, steps, pool, there, here):
+    """The delta of ``row`` against ``base``, sent and rebuilt; its bytes.
+
+    None when it is not worth it or cannot be made: the whole file goes.
+    ``there`` and ``here`` are the sessions to the destination and the
+    source DTN.
+    """
     source, destination = ctx.source, ctx.destination
     image_id = row["image_id"]
     base_path = destination.image_path(base)
     signature_here, delta_here, delta_there = _paths(ctx, row)
-    with futures.ThreadPoolExecutor(2, thread_name_prefix="gvfs-delta") \
-            as pool:
-        # The two DTNs work at once: the source signs the new version
-        # (read whole unless cached) while the destination signs the base.
-        sessions = [pool.submit(dtnssh.open_session, site, image_id, STAGE)
-                    for site in (destination, source)]
-        with _closing(sessions) as (there, here):
-            steps.mark("connect")
-            if not there.exists(base_path):
-                LOG.info("image %s: its base %s is not in the gvfs store of "
-                         "site %s; sending it whole", image_id, base,
-                         destination.name)
-                return None
-            signed_here = pool.submit(here.run, _meta(
-                source, "blocks", "--", row["source_path"]))
-            signature = there.run(_meta(destination, "blocks", "--",
-                                        base_path)).splitlines()[-1]
-            here.makedirs(posixpath.dirname(signature_here))
-            with there.sftp.open(signature, "rb") as f:
-                f.prefetch()
-                here.sftp.putfo(f, signature_here)
-            steps.mark("base signature")
-            try:
-                signed_here.result()
-                steps.mark("new signature")
-                limit = int(ctx.delta_max_ratio * max(row["size"] or 0, 1))
-                stats = json.loads(here.run(_meta(
-                    source, "delta", "--base-blocks", signature_here,
-                    "--max-bytes", str(limit), "--output", delta_here, "--",
-                    row["source_path"])))
-                steps.mark("delta")
-            finally:
-                here.remove_quietly(signature_here)
-            try:
-                delta_bytes = stats["delta_bytes"]
-                if not stats["written"]:
-                    LOG.info("image %s: a delta against %s would be %d "
-                             "bytes of %d; sending it whole", image_id,
-                             base, delta_bytes, row["size"])
-                    return None
-                LOG.info("image %s goes as a delta against %s: %d bytes of "
-                         "%d (%d new, %d copied, %d zero)", image_id, base,
-                         delta_bytes, row["size"], stats["data_bytes"],
-                         stats["copied_bytes"], stats["zero_bytes"])
-                transfer.send(ctx, row, delta_here, delta_there)
-                steps.mark("transfer")
-                there.run(_meta(
-                    destination, "patch", "--base", base_path, "--delta",
-                    delta_there, "--output",
-                    destination.staged_path(ctx.job_id, image_id),
-                    "--hash-algo", row["hash_algo"], "--hash",
-                    row["hash_value"]))
-                steps.mark("patch")
-            finally:
-                here.remove_quietly(delta_here)
-                there.remove_quietly(delta_there)
+    if not there.exists(base_path):
+        LOG.info("image %s: its base %s is not in the gvfs store of "
+                 "site %s; sending it whole", image_id, base,
+                 destination.name)
+        return None
+    signed_here = pool.submit(here.run, _meta(
+        source, "blocks", "--", row["source_path"]))
+    signature = there.run(_meta(destination, "blocks", "--",
+                                base_path)).splitlines()[-1]
+    here.makedirs(posixpath.dirname(signature_here))
+    with there.sftp.open(signature, "rb") as f:
+        f.prefetch()
+        here.sftp.putfo(f, signature_here)
+    steps.mark("base signature")
+    try:
+        signed_here.result()
+        steps.mark("new signature")
+        limit = int(ctx.delta_max_ratio * max(row["size"] or 0, 1))
+        stats = json.loads(here.run(_meta(
+            source, "delta", "--base-blocks", signature_here,
+            "--max-bytes", str(limit), "--output", delta_here, "--",
+            row["source_path"])))
+        steps.mark("delta")
+    finally:
+        here.remove_quietly(signature_here)
+    try:
+        delta_bytes = stats["delta_bytes"]
+        if not stats["written"]:
+            LOG.info("image %s: a delta against %s would be %d "
+                     "bytes of %d; sending it whole", image_id,
+                     base, delta_bytes, row["size"])
+            return None
+        LOG.info("image %s goes as a delta against %s: %d bytes of "
+                 "%d (%d new, %d copied, %d zero)", image_id, base,
+                 delta_bytes, row["size"], stats["data_bytes"],
+                 stats["copied_bytes"], stats["zero_bytes"])
+        transfer.send(ctx, row, delta_here, delta_there)
+        steps.mark("transfer")
+        there.run(_meta(
+            destination, "patch", "--base", base_path, "--delta",
+            delta_there, "--output",
+            destination.staged_path(ctx.job_id, image_id)))
+        steps.mark("patch")
+    finally:
+        here.remove_quietly(delta_here)
+        there.remove_quietly(delta_there)
     LOG.info("image %s: delta against %s in %s", image_id, base, steps)
     return delta_bytes
 

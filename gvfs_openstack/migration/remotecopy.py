@@ -12,7 +12,10 @@ hashed on the DTN to tell wrong bytes from a failing Glance).  Otherwise
 the file is streamed from the DTN over SSH into an upload, hashed on the
 way; a mismatch cuts the upload short, so Glance never activates it.
 Either way an image with wrong bytes is deleted at the destination, and
-the source is never touched.
+the source is never touched.  A file rebuilt from a delta that Glance
+refuses is sent again whole, once, and registered again: its base's
+bytes changed under a signature that still looked fresh, which is
+forgotten so that the next delta signs the base again.
 """
 
 import hashlib
@@ -25,6 +28,7 @@ from gvfs_openstack.delta import blocks
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh
 from gvfs_openstack.migration import glance as glance_api
+from gvfs_openstack.migration import transfer
 
 LOG = logging.getLogger(__name__)
 
@@ -176,6 +180,11 @@ def _discard(ctx, row, image, session, in_place):
         LOG.warning("cannot delete image %s at site %s: %s", image["id"],
                     ctx.destination.name, e)
     ctx.record(row, destination_image_id=None)
+    _remove_files(ctx, row, image, session, in_place)
+
+
+def _remove_files(ctx, row, image, session, in_place):
+    """The file at the destination DTN, staged and linked into the store."""
     if in_place:
         session.remove_image(ctx.destination.image_path(image["id"]))
     session.remove_image(ctx.destination.staged_path(ctx.job_id,
@@ -192,25 +201,59 @@ def run(ctx, row):
         raise exceptions.ImageNotMigratable(
             image=row["image_id"], reason="an active image with another "
             "checksum has its id at site %s" % site.name)
-    _share(ctx, row, image)
     in_place = bool(site.gvfs_store)
     with dtnssh.connect(site, row["image_id"], STAGE) as session:
         try:
-            try:
-                if in_place:
-                    _register_in_place(ctx, row, image, session)
-                else:
-                    _upload(ctx, row, image, session)
-                ctx.destination_glance.wait_active(image["id"],
-                                                   row["hash_value"])
-                if in_place:
-                    _make_sidecar(ctx, image, session)
-            except exceptions.StageFailed as e:
-                if e.transient and in_place:
-                    _check_staged(ctx, row, session, e)
+            _register(ctx, row, image, session, in_place)
+        except exceptions.DataRejected as e:
+            if not row.get("delta_base"):
+                _discard(ctx, row, image, session, in_place)
                 raise
-        except exceptions.DataRejected:
-            _discard(ctx, row, image, session, in_place)
-            raise
+            # Not activated: the image waits, queued, for the whole file.
+            _remove_files(ctx, row, image, session, in_place)
+            _send_whole_instead(ctx, row, session, e)
+            image = _destination_image(ctx, row)
+            try:
+                _register(ctx, row, image, session, in_place)
+            except exceptions.DataRejected:
+                _discard(ctx, row, image, session, in_place)
+                raise
         session.remove_image(site.staged_path(ctx.job_id, row["image_id"]))
     return {}
+
+
+def _register(ctx, row, image, session, in_place):
+    """The staged file into Glance; the image is active when it returns."""
+    _share(ctx, row, image)
+    try:
+        if in_place:
+            _register_in_place(ctx, row, image, session)
+        else:
+            _upload(ctx, row, image, session)
+        ctx.destination_glance.wait_active(image["id"], row["hash_value"])
+        if in_place:
+            _make_sidecar(ctx, image, session)
+    except exceptions.StageFailed as e:
+        if e.transient and in_place:
+            _check_staged(ctx, row, session, e)
+        raise
+
+
+def _send_whole_instead(ctx, row, session, error):
+    """Glance refused the file a delta made: send the whole file now.
+
+    The delta's checks passed, so the base's bytes are not those its
+    signature describes (changed with the mtime put back, or damaged on
+    disk): that signature goes, and the next delta against the base
+    signs it again from its bytes.
+    """
+    base = row["delta_base"]
+    LOG.warning("image %s: Glance refused the file rebuilt from a delta "
+                "against %s (%s); the whole file goes instead, and the "
+                "base is signed again before its next delta",
+                row["image_id"], base, error)
+    session.remove_quietly(blocks.signature_path(
+        ctx.destination.image_path(base)))
+    values = transfer.send_whole(ctx, row)
+    ctx.record(row, stage_bytes=0, **dict(
+        values, sent_bytes=(row["sent_bytes"] or 0) + row["size"]))

@@ -16,6 +16,14 @@ def run(ctx, row):
     values = delta.run(ctx, row)
     if values is not None:
         return values
+    return send_whole(ctx, row)
+
+
+def send_whole(ctx, row):
+    """The whole file of ``row`` into the destination's staging directory.
+
+    Returns the job-store values it completed.
+    """
     if ctx.source.dtn_transfer == "globus":
         from gvfs_openstack.migration import globus
         values = globus.run(ctx, row)

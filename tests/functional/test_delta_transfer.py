@@ -192,3 +192,47 @@ def test_a_damaged_delta_is_refused_and_the_whole_file_sent(dr, tmp_path):
     assert test_migration._sha512(stored) == second["os_hash_value"]
     for site in (dr.east, dr.west):
         assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []
+
+
+def test_a_base_changed_under_a_fresh_signature_falls_back_whole(
+        dr, tmp_path):
+    """The rebuild checks signatures only: Glance's hash is the last word.
+
+    A byte of the base at the destination changes and its mtime is put
+    back, so its cached signature still looks fresh: the delta is made
+    and rebuilt against what the signature says, and Glance, reading the
+    file once to hash it, refuses it.  The whole file follows, the image
+    ends active and right, and the base's signature is gone, so the next
+    delta against it signs its real bytes.
+    """
+    v1, first = _first_version(dr, tmp_path, "delta-stale-base")
+    base_there = os.path.join(dr.west.images, first["id"])
+    assert blocks.cached(base_there) is not None
+    st = os.stat(base_there)
+    with open(base_there, "r+b") as f:
+        f.seek(BLOCK)
+        byte = f.read(1)
+        f.seek(BLOCK)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(base_there, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert blocks.cached(base_there) is not None   # Looks fresh.
+    v2, second = _second_version(dr, tmp_path, "delta-stale-base", v1)
+    program, log = _noting_copy(tmp_path)
+    manager = test_migration._manager(dr, tmp_path, name="stale-base",
+                                      globus_url_copy=program)
+    job = test_migration._wait(
+        manager, manager.migrate([second["id"]], "west")["id"])
+    assert job["state"] == jobs.DONE, job
+    [row] = job["images"]
+    [(delta, delta_path), (whole, whole_path)] = _sent(log)
+    assert delta_path.endswith(".delta") and delta < 0.04 * whole
+    assert whole == v2.stat().st_size
+    assert row["delta_base"] is None and row["sent_bytes"] == delta + whole
+    there = dr.west.glance.image(second["id"])
+    assert there["status"] == "active"
+    assert there["os_hash_value"] == second["os_hash_value"]
+    stored = os.path.join(dr.west.images, second["id"])
+    assert test_migration._sha512(stored) == second["os_hash_value"]
+    assert blocks.cached(base_there) is None
+    for site in (dr.east, dr.west):
+        assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []

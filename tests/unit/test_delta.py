@@ -30,7 +30,7 @@ BLOCK = blocks.BLOCK_SIZE
 KIB = 1024
 MIB = 1024 * KIB
 HASH = "sha512"
-HEADER_BYTES = codec.HEADER.size          # 32
+HEADER_BYTES = codec.HEADER.size          # 96
 RECORD_BYTES = codec.RECORD.size          # 17 (ZERO, DATA)
 COPY_BYTES = RECORD_BYTES + 8             # 25
 END_BYTES = 1 + codec.TRAILER_DIGEST      # 33
@@ -99,10 +99,11 @@ def _named(plan):
             for op, offset, length, base_offset in plan]
 
 
-def _hand_made(size, base_size, *parts, end=True):
+def _hand_made(size, base_size, *parts, end=True, identities=None):
     """A delta written by hand, its trailer digest valid for its bytes."""
     trailer = codec.Trailer()
-    out = trailer(codec.header(size, base_size))
+    out = trailer(codec.header(size, base_size,
+                               *(identities or (bytes(32), bytes(32)))))
     for part in parts:
         out += trailer(part)
     if end:
@@ -125,6 +126,12 @@ def _round_trip(tmp_path, base_data, new_data):
     assert _read(output) == new_data
     # Signed from the base's signature and the delta's own bytes alone.
     assert blocks.cached(output) == blocks.compute(output)
+    # Checked by the signatures alone: the same file.
+    by_signature = str(tmp_path / "by-signature.img")
+    assert apply.apply(base, delta, by_signature,
+                       base_signature=blocks.cached(base)) == len(new_data)
+    assert _read(by_signature) == new_data
+    assert blocks.cached(by_signature) == blocks.compute(by_signature)
     assert stats.size == len(new_data)
     assert stats.data_bytes + stats.copied_bytes + stats.zero_bytes == \
         len(new_data)
@@ -484,14 +491,23 @@ def test_flipped_bytes_are_refused_by_feed_or_close(sample, where):
 
 
 def test_bad_magic_is_refused():
-    bad = codec.HEADER.pack(b"GVFSDLT2", BLOCK, 0, 0, 0)
+    bad = codec.HEADER.pack(b"GVFSBLK1", BLOCK, 0, 0, 0, bytes(32),
+                            bytes(32))
     trailer = codec.Trailer()
     _refuse(trailer(bad) + trailer.end(), 0, match="not a delta")
 
 
+def test_a_delta_of_the_first_format_is_refused_by_name():
+    old = struct.pack(">8sIIQQ", b"GVFSDLT1", BLOCK, 0, 0, 0) + bytes(64)
+    trailer = codec.Trailer()
+    _refuse(trailer(old) + trailer.end(), 0,
+            match="another version of the format .GVFSDLT1")
+
+
 @pytest.mark.parametrize("block_size,flags", [(8192, 0), (BLOCK, 1)])
 def test_another_version_of_the_format_is_refused(block_size, flags):
-    bad = codec.HEADER.pack(codec.MAGIC, block_size, flags, 0, 0)
+    bad = codec.HEADER.pack(codec.MAGIC, block_size, flags, 0, 0, bytes(32),
+                            bytes(32))
     trailer = codec.Trailer()
     _refuse(trailer(bad) + trailer.end(), 0, match="another version")
 
@@ -689,6 +705,78 @@ def test_apply_of_a_hostile_delta_with_a_valid_digest_is_rejected(files):
         apply.apply(files["base"], files["delta"], files["output"], HASH,
                     _sha(files["base_data"][-BLOCK:]))
     assert not os.path.exists(files["output"])
+
+
+def _by_signature(files):
+    return apply.apply(files["base"], files["delta"], files["output"],
+                       base_signature=blocks.cached(files["base"]))
+
+
+def test_apply_by_signature_reads_no_byte_of_the_base(files, monkeypatch):
+    preads = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: preads.append(n) or
+                        real(fd, n, at))
+    assert _by_signature(files) == len(files["new_data"])
+    assert _read(files["output"]) == files["new_data"]
+    assert preads == []      # Copies in the kernel, no hashing pass.
+
+
+def test_apply_by_signature_needs_a_fresh_signature_of_the_base(files):
+    os.unlink(blocks.signature_path(files["base"]))
+    with pytest.raises(apply.Rejected, match="no block signature"):
+        _by_signature(files)
+    blocks.ensure(files["base"])
+    os.utime(files["base"], ns=(1, 1))      # Stale now.
+    with pytest.raises(apply.Rejected, match="no block signature"):
+        _by_signature(files)
+    assert not os.path.exists(files["output"])
+
+
+def test_apply_by_signature_refuses_a_base_changed_and_signed_again(files):
+    changed = bytearray(files["base_data"])
+    changed[200 * KIB] ^= 1
+    _put(files["base"], bytes(changed))
+    blocks.ensure(files["base"])
+    with pytest.raises(apply.Rejected, match="another version of the base"):
+        _by_signature(files)
+    assert not os.path.exists(files["output"])
+
+
+def test_apply_by_signature_refuses_what_the_delta_was_not_made_for(files):
+    """A well-formed delta naming another result: its runs are checked."""
+    size = len(files["base_data"])
+    base = blocks.cached(files["base"])
+    other = blocks.compute(files["new"])
+    _put(files["delta"], _hand_made(
+        size, size, codec.record(codec.COPY, 0, size, 0),
+        identities=(base.identity(), other.identity())))
+    with pytest.raises(apply.Rejected, match="not the one the delta"):
+        _by_signature(files)
+    assert not os.path.exists(files["output"])
+
+
+def test_apply_by_signature_of_runs_off_block_boundaries_is_refused(files):
+    size = len(files["base_data"])
+    base = blocks.cached(files["base"])
+    _put(files["delta"], _hand_made(
+        size, size, codec.record(codec.COPY, 0, 100, 0),
+        codec.record(codec.COPY, 100, size - 100, 100),
+        identities=(base.identity(), base.identity())))
+    with pytest.raises(apply.Rejected, match="not whole blocks"):
+        _by_signature(files)
+    assert not os.path.exists(files["output"])
+
+
+def test_identity_is_of_the_bytes_not_the_copy():
+    signature = blocks.Signature(BLOCK, 5, b"\x01" * 16)
+    assert signature.identity() == blocks.Signature(
+        BLOCK, 6, b"\x01" * 16).identity()
+    assert signature.identity() != blocks.Signature(
+        BLOCK - 1, 5, b"\x01" * 16).identity()
+    assert signature.identity() != blocks.Signature(
+        BLOCK, 5, b"\x02" * 16).identity()
+    assert len(signature.identity()) == 32
 
 
 # -- blocks ---------------------------------------------------------------
@@ -901,6 +989,11 @@ def test_meta_blocks_delta_patch_rebuild_the_file(tmp_path, capsys):
                       "--output", output, "--hash-algo", HASH,
                       "--hash", _sha(new_data)]) == 0
     assert _read(output) == new_data
+    # The conductor's way: checked by the signatures the delta names.
+    os.unlink(output)
+    assert meta.main(["patch", "--base", base, "--delta", delta,
+                      "--output", output]) == 0
+    assert _read(output) == new_data
 
 
 def test_meta_delta_with_a_bad_signature_fails(tmp_path, capsys):
@@ -936,6 +1029,24 @@ def test_meta_patch_with_another_hash_is_rejected(files, capsys):
     assert meta.REJECTED == 3
     assert _patch(files, "ab" * 64) == meta.REJECTED
     assert "gvfs-meta: delta rejected:" in capsys.readouterr().err
+    assert not os.path.exists(files["output"])
+
+
+def test_meta_patch_by_signature_of_a_stale_base_is_rejected(files, capsys):
+    os.utime(files["base"], ns=(1, 1))
+    assert meta.main(["patch", "--base", files["base"], "--delta",
+                      files["delta"], "--output", files["output"]]) == \
+        meta.REJECTED
+    assert "no block signature" in capsys.readouterr().err
+    assert not os.path.exists(files["output"])
+
+
+def test_meta_patch_hash_without_its_algorithm_is_a_usage_error(files,
+                                                                capsys):
+    assert meta.main(["patch", "--base", files["base"], "--delta",
+                      files["delta"], "--output", files["output"],
+                      "--hash", "ab"]) == 2
+    assert "go together" in capsys.readouterr().err
     assert not os.path.exists(files["output"])
 
 
