@@ -190,28 +190,21 @@ def apply(base_path, delta_path, output, hash_algo=None, expected=None,
             raise Rejected("the base has no block signature made since it "
                            "last changed, to check the delta against")
         parser = codec.DeltaParser(base_st.st_size)
-        signer = _Signer(base_signature) if base_signature is not None \
-            else None
-        hasher = _Hasher(digest, base) if digest is not None else None
-        check = _Check(base, base_st, base_signature, signer, hasher)
+        check = _Check(base, base_st, base_signature, digest)
         out = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             try:
                 _rebuild(delta_path, parser, base, out, check)
             finally:
-                made = check.finish()
+                check.finish()
             os.ftruncate(out, parser.size)
-            if hasher is not None and made != expected:
-                raise Rejected("the rebuilt file's %s is %s, the image's "
-                               "is %s" % (hash_algo, made, expected))
-            if hasher is None:
-                check.signature_of(parser)
+            check.verify(parser, hash_algo, expected)
         except BaseException:
             os.close(out)
             os.unlink(output)
             raise
         os.close(out)
-        _write_signature(output, signer.finish() if signer else None)
+        _write_signature(output, check.signature())
     except codec.DeltaError as e:
         raise Rejected(str(e)) from e
     finally:
@@ -231,16 +224,22 @@ def _digest(hash_algo):
 
 
 class _Check:
-    """What the rebuild is checked by: the hasher, the signer, or both."""
+    """What the rebuild is checked by: the image's digest or signatures.
 
-    def __init__(self, base, base_st, base_signature, signer, hasher):
+    Told each run as it is written; hashes it (``digest``, on the
+    hasher's thread) and signs it (from the base's fresh signature,
+    where there is one).  Without a digest, the signatures are the check.
+    """
+
+    def __init__(self, base, base_st, base_signature, digest):
         self.base = base
         self.base_st = base_st
-        self.base_signature = base_signature
-        self.signer = signer
-        self.hasher = hasher
-        if hasher is not None:
-            hasher.start()
+        self.signer = _Signer(base_signature) if base_signature is not None \
+            else None
+        self.hasher = _Hasher(digest, base) if digest is not None else None
+        self.made = None
+        if self.hasher is not None:
+            self.hasher.start()
 
     def header(self, parser):
         """The delta's header is in: by signature, is it for this base?
@@ -249,20 +248,40 @@ class _Check:
         made the delta is refused at once.
         """
         if self.hasher is None and \
-                parser.base_identity != self.base_signature.identity():
+                parser.base_identity != self.signer.base.identity():
             raise Rejected("the delta was made against another version of "
                            "the base: it changed since it was signed")
 
-    def put(self, item):
+    def data(self, data):
         if self.hasher is not None:
-            self.hasher.work.put(item)
+            self.hasher.work.put(("bytes", data))
+        if self.signer is not None:
+            self.signer.data(data)
+
+    def copy(self, base_offset, length):
+        if self.hasher is not None:
+            self.hasher.work.put(("base", base_offset, length))
+        if self.signer is not None:
+            self.signer.copy(base_offset, length)
+
+    def zero(self, length):
+        if self.hasher is not None:
+            self.hasher.work.put(("zeros", length))
+        if self.signer is not None:
+            self.signer.zero(length)
 
     def finish(self):
-        """The output's digest (hex) when hashed, else None."""
-        return self.hasher.finish() if self.hasher is not None else None
+        """No more runs: the hasher's thread ends, its digest taken."""
+        if self.hasher is not None:
+            self.made = self.hasher.finish()
 
-    def signature_of(self, parser):
-        """By signature: the base stayed as signed, the output is right."""
+    def verify(self, parser, hash_algo, expected):
+        """Rejected unless the output is the file the delta was made for."""
+        if self.hasher is not None:
+            if self.made != expected:
+                raise Rejected("the rebuilt file's %s is %s, the image's "
+                               "is %s" % (hash_algo, self.made, expected))
+            return
         st = os.fstat(self.base)
         if (st.st_size, st.st_mtime_ns) != (self.base_st.st_size,
                                             self.base_st.st_mtime_ns):
@@ -274,6 +293,10 @@ class _Check:
         if made.identity() != parser.identity:
             raise Rejected("the rebuilt file's block signature is not the "
                            "one the delta was made for")
+
+    def signature(self):
+        """The output's signature (mtime 0), or None if not made."""
+        return self.signer.finish() if self.signer is not None else None
 
 
 def _rebuild(delta_path, parser, base, out, check):
@@ -289,25 +312,18 @@ def _rebuild(delta_path, parser, base, out, check):
 
 def _do(event, parser, base, out, check):
     kind = event[0]
-    signer = check.signer
     if kind == "header":
         check.header(parser)
     elif kind == "data":
         _, offset, data = event
-        check.put(("bytes", data))
+        check.data(data)
         durable.pwrite_all(out, data, offset)
-        if signer is not None:
-            signer.data(data)
     elif kind == "copy":
         _, offset, length, base_offset = event
         _copy(base, out, base_offset, offset, length)
-        check.put(("base", base_offset, length))
-        if signer is not None:
-            signer.copy(base_offset, length)
+        check.copy(base_offset, length)
     elif kind == "zero":
-        check.put(("zeros", event[2]))
-        if signer is not None:
-            signer.zero(event[2])
+        check.zero(event[2])
 
 
 def _copy(base, out, base_offset, offset, length):

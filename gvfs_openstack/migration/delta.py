@@ -161,6 +161,8 @@ def _send(ctx, row, base, steps, pool, there, here):
                  "site %s; sending it whole", image_id, base,
                  destination.name)
         return None
+    # The two DTNs work at once: the source signs the new version (read
+    # whole unless cached) while the destination signs the base.
     signed_here = pool.submit(here.run, _meta(
         source, "blocks", "--", row["source_path"]))
     signature = there.run(_meta(destination, "blocks", "--",

@@ -104,28 +104,48 @@ def _second_version(dr, tmp_path, name, v1):
                                         os_distro="debian")
 
 
+def _migrate_noting(dr, tmp_path, image, name, damage_deltas=False):
+    """``image`` migrated west through the noting copy.
+
+    Returns its job row and what globus-url-copy was asked to send.
+    """
+    program, log = _noting_copy(tmp_path, damage_deltas=damage_deltas)
+    manager = test_migration._manager(dr, tmp_path, name=name,
+                                      globus_url_copy=program)
+    job = test_migration._wait(
+        manager, manager.migrate([image["id"]], "west")["id"])
+    assert job["state"] == jobs.DONE, job
+    [row] = job["images"]
+    return row, _sent(log)
+
+
+def _arrived_right(dr, image):
+    """``image`` is active in the west with its bytes; nothing is staged.
+
+    Returns the path of its file in the west's store.
+    """
+    there = dr.west.glance.image(image["id"])
+    assert there["status"] == "active"
+    assert there["os_hash_value"] == image["os_hash_value"]
+    stored = os.path.join(dr.west.images, image["id"])
+    assert test_migration._sha512(stored) == image["os_hash_value"]
+    for site in (dr.east, dr.west):
+        assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []
+    return stored
+
+
 def test_a_new_version_crosses_as_a_delta_and_ends_identical(dr, tmp_path):
     v1, first = _first_version(dr, tmp_path, "delta-golden")
     v2, second = _second_version(dr, tmp_path, "delta-golden", v1)
-    program, log = _noting_copy(tmp_path)
-    manager = test_migration._manager(dr, tmp_path, name="second",
-                                      globus_url_copy=program)
-    job = test_migration._wait(
-        manager, manager.migrate([second["id"]], "west")["id"])
-    assert job["state"] == jobs.DONE, job
-    [row] = job["images"]
+    row, sent_files = _migrate_noting(dr, tmp_path, second, "second")
     # Found by its name family; about 3% of the image crossed the link.
     assert row["delta_base"] == first["id"]
-    [(sent, path)] = _sent(log)
+    [(sent, path)] = sent_files
     assert path.endswith(second["id"] + ".delta")
     assert sent == row["sent_bytes"]
     assert 0.025 * v2.stat().st_size < sent < 0.04 * v2.stat().st_size
-    there = dr.west.glance.image(second["id"])
-    assert there["status"] == "active"
-    assert there["os_hash_value"] == second["os_hash_value"] == \
-        test_migration._sha512(v2)
-    stored = os.path.join(dr.west.images, second["id"])
-    assert test_migration._sha512(stored) == second["os_hash_value"]
+    assert second["os_hash_value"] == test_migration._sha512(v2)
+    stored = _arrived_right(dr, second)
     # Rebuilt sparse (the hole stayed a hole), with its sidecar.
     assert os.stat(stored).st_blocks * 512 <= v2.stat().st_size - 8 * MIB
     assert meta_cmd.verify(stored) is None
@@ -135,8 +155,6 @@ def test_a_new_version_crosses_as_a_delta_and_ends_identical(dr, tmp_path):
     assert blocks.cached(stored) == blocks.compute(stored)
     assert os.stat(blocks.signature_path(stored)).st_mtime_ns < \
         os.stat(scan.sidecar_path(stored)).st_mtime_ns
-    for site in (dr.east, dr.west):
-        assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []
 
 
 def test_a_named_base_is_used_and_an_unrelated_image_goes_whole(
@@ -173,25 +191,14 @@ def test_a_named_base_is_used_and_an_unrelated_image_goes_whole(
 def test_a_damaged_delta_is_refused_and_the_whole_file_sent(dr, tmp_path):
     v1, first = _first_version(dr, tmp_path, "delta-damaged")
     v2, second = _second_version(dr, tmp_path, "delta-damaged", v1)
-    program, log = _noting_copy(tmp_path, damage_deltas=True)
-    manager = test_migration._manager(dr, tmp_path, name="damaged",
-                                      globus_url_copy=program)
-    job = test_migration._wait(
-        manager, manager.migrate([second["id"]], "west")["id"])
-    assert job["state"] == jobs.DONE, job
-    [row] = job["images"]
+    row, sent_files = _migrate_noting(dr, tmp_path, second, "damaged",
+                                      damage_deltas=True)
     # The delta went, was refused, and the whole file followed.
-    [(delta, delta_path), (whole, whole_path)] = _sent(log)
+    [(delta, delta_path), (whole, whole_path)] = sent_files
     assert delta_path.endswith(".delta") and delta < 0.04 * whole
     assert whole == v2.stat().st_size and whole_path.endswith(second["id"])
     assert row["delta_base"] is None and row["sent_bytes"] == whole
-    there = dr.west.glance.image(second["id"])
-    assert there["status"] == "active"
-    assert there["os_hash_value"] == second["os_hash_value"]
-    stored = os.path.join(dr.west.images, second["id"])
-    assert test_migration._sha512(stored) == second["os_hash_value"]
-    for site in (dr.east, dr.west):
-        assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []
+    _arrived_right(dr, second)
 
 
 def test_a_base_changed_under_a_fresh_signature_falls_back_whole(
@@ -217,22 +224,10 @@ def test_a_base_changed_under_a_fresh_signature_falls_back_whole(
     os.utime(base_there, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert blocks.cached(base_there) is not None   # Looks fresh.
     v2, second = _second_version(dr, tmp_path, "delta-stale-base", v1)
-    program, log = _noting_copy(tmp_path)
-    manager = test_migration._manager(dr, tmp_path, name="stale-base",
-                                      globus_url_copy=program)
-    job = test_migration._wait(
-        manager, manager.migrate([second["id"]], "west")["id"])
-    assert job["state"] == jobs.DONE, job
-    [row] = job["images"]
-    [(delta, delta_path), (whole, whole_path)] = _sent(log)
+    row, sent_files = _migrate_noting(dr, tmp_path, second, "stale-base")
+    [(delta, delta_path), (whole, whole_path)] = sent_files
     assert delta_path.endswith(".delta") and delta < 0.04 * whole
     assert whole == v2.stat().st_size
     assert row["delta_base"] is None and row["sent_bytes"] == delta + whole
-    there = dr.west.glance.image(second["id"])
-    assert there["status"] == "active"
-    assert there["os_hash_value"] == second["os_hash_value"]
-    stored = os.path.join(dr.west.images, second["id"])
-    assert test_migration._sha512(stored) == second["os_hash_value"]
+    _arrived_right(dr, second)
     assert blocks.cached(base_there) is None
-    for site in (dr.east, dr.west):
-        assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []

@@ -743,29 +743,36 @@ def test_apply_by_signature_refuses_a_base_changed_and_signed_again(files):
     assert not os.path.exists(files["output"])
 
 
+def _refused_by_signature(files, identity, *records, match):
+    """A hand-made delta of ``records`` is refused, leaving no output.
+
+    Made against the base's signature, for a file said to have
+    ``identity``.
+    """
+    size = len(files["base_data"])
+    base = blocks.cached(files["base"]).identity()
+    _put(files["delta"], _hand_made(size, size, *records,
+                                    identities=(base, identity)))
+    with pytest.raises(apply.Rejected, match=match):
+        _by_signature(files)
+    assert not os.path.exists(files["output"])
+
+
 def test_apply_by_signature_refuses_what_the_delta_was_not_made_for(files):
     """A well-formed delta naming another result: its runs are checked."""
     size = len(files["base_data"])
-    base = blocks.cached(files["base"])
-    other = blocks.compute(files["new"])
-    _put(files["delta"], _hand_made(
-        size, size, codec.record(codec.COPY, 0, size, 0),
-        identities=(base.identity(), other.identity())))
-    with pytest.raises(apply.Rejected, match="not the one the delta"):
-        _by_signature(files)
-    assert not os.path.exists(files["output"])
+    _refused_by_signature(
+        files, blocks.compute(files["new"]).identity(),
+        codec.record(codec.COPY, 0, size, 0), match="not the one the delta")
 
 
 def test_apply_by_signature_of_runs_off_block_boundaries_is_refused(files):
     size = len(files["base_data"])
-    base = blocks.cached(files["base"])
-    _put(files["delta"], _hand_made(
-        size, size, codec.record(codec.COPY, 0, 100, 0),
+    _refused_by_signature(
+        files, blocks.cached(files["base"]).identity(),
+        codec.record(codec.COPY, 0, 100, 0),
         codec.record(codec.COPY, 100, size - 100, 100),
-        identities=(base.identity(), base.identity())))
-    with pytest.raises(apply.Rejected, match="not whole blocks"):
-        _by_signature(files)
-    assert not os.path.exists(files["output"])
+        match="not whole blocks")
 
 
 def test_identity_is_of_the_bytes_not_the_copy():
