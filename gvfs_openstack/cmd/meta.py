@@ -6,15 +6,17 @@
     gvfs-meta verify /srv/images/golden.img
     gvfs-meta blocks /srv/images/golden.img
     gvfs-meta delta --base-blocks golden.blocks --output new.delta new.img
+    gvfs-meta prefill --base golden.img --output new.img
     gvfs-meta patch --base golden.img --delta new.delta --output new.img \
         [--hash-algo sha512 --hash <hex>]
 
 ``generate`` writes ``.gvfs-meta.<name>`` next to each file (zero map,
 digest, action) and the file's block signature; ``verify`` says whether a
-file still matches its sidecar.  ``blocks``, ``delta`` and ``patch`` are
-the migration conductor's delta transfer, run on the two DTNs: the
-destination's base signature, the delta made where the new version is,
-and the new version rebuilt at the destination and checked against the
+file still matches its sidecar.  ``blocks``, ``delta``, ``prefill`` and
+``patch`` are the migration conductor's delta transfer, run on the two
+DTNs: the base's signature, the delta made where the new version is, the
+base copied to where the new version is to be while the delta is on its
+way, and the new version rebuilt at the destination and checked against the
 block signature the delta was made for, or against its image's hash
 (exit status 3 when the delta is refused).  Run it as the
 account that owns the export's files.
@@ -30,6 +32,7 @@ import time
 from gvfs_openstack.delta import apply as delta_apply
 from gvfs_openstack.delta import blocks
 from gvfs_openstack.delta import make as delta_make
+from gvfs_openstack.delta import prefill as delta_prefill
 from gvfs_openstack.sidecar import format as meta_format
 from gvfs_openstack.sidecar import scan
 
@@ -110,12 +113,21 @@ def _blocks(args):
     status = 0
     for path in args.files:
         try:
-            blocks.ensure(path)
+            if args.cached_only:
+                signature = blocks.cached(path)
+                if signature is None:
+                    raise blocks.SignatureError(
+                        "no block signature made since it last changed")
+            else:
+                signature = blocks.ensure(path)
         except (OSError, blocks.SignatureError) as e:
             print("gvfs-meta: %s: %s" % (path, e), file=sys.stderr)
             status = 1
             continue
-        print(blocks.signature_path(path))
+        if args.identity:
+            print(signature.identity().hex(), blocks.signature_path(path))
+        else:
+            print(blocks.signature_path(path))
     return status
 
 
@@ -129,6 +141,16 @@ def _delta(args):
         print("gvfs-meta: delta of %s: %s" % (args.file, e), file=sys.stderr)
         return 1
     print(json.dumps(stats.as_dict()))
+    return 0
+
+
+def _prefill(args):
+    try:
+        delta_prefill.prefill(args.base, args.output)
+    except (OSError, delta_prefill.BaseChanged) as e:
+        print("gvfs-meta: prefill of %s: %s" % (args.output, e),
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -173,6 +195,13 @@ def main(argv=None):
     signature = sub.add_parser(
         "blocks", help="make (or find fresh) block signatures; print "
         "their paths")
+    signature.add_argument(
+        "--identity", action="store_true",
+        help="print each signature's identity (hex) before its path")
+    signature.add_argument(
+        "--cached-only", action="store_true",
+        help="only a cached signature still fresh: never read the file "
+        "(exit status 1 for a file without one)")
     signature.add_argument("files", nargs="+", metavar="FILE")
     delta = sub.add_parser(
         "delta", help="write the delta making FILE from a base; print "
@@ -184,6 +213,12 @@ def main(argv=None):
                        help="write no delta larger than this (the JSON says "
                        "\"written\": false)")
     delta.add_argument("file", metavar="FILE")
+    prefill = sub.add_parser(
+        "prefill", help="copy a base to where a patch will rebuild its "
+        "new version, before the delta is in; the patch writes only what "
+        "the delta changes if the base has not changed since")
+    prefill.add_argument("--base", required=True)
+    prefill.add_argument("--output", required=True)
     patch = sub.add_parser(
         "patch", help="rebuild a file from its base and a delta; check "
         "it by the block signatures the delta names (the base's must be "
@@ -199,7 +234,8 @@ def main(argv=None):
                        "file's digest too, reading all of it")
     args = parser.parse_args(argv)
     return {"generate": _generate, "verify": _verify, "blocks": _blocks,
-            "delta": _delta, "patch": _patch}[args.action](args)
+            "delta": _delta, "prefill": _prefill,
+            "patch": _patch}[args.action](args)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ them), zeros left as holes so a sparse image stays sparse.  What is made
 is checked one of two ways, and anything wrong -- a damaged or foreign
 delta, a base that changed, another digest -- raises :class:`Rejected`
 and leaves no output file behind: the caller sends the whole file
-instead.
+instead.  An output prefilled with the base (:mod:`.prefill`, started
+while the delta was still on its way) is used as it stands when its
+stamp vouches for it: only the runs the delta changes are written.
 
 * By block signature (the conductor's way): the base's fresh signature
   must be the one the delta was made against, and the signature of what
@@ -29,7 +31,6 @@ Glance may activate it, as it does a file GridFTP wrote.
 
 import contextlib
 import dataclasses
-import errno
 import hashlib
 import os
 import queue
@@ -38,12 +39,11 @@ import threading
 
 from gvfs_openstack.delta import blocks
 from gvfs_openstack.delta import codec
+from gvfs_openstack.delta import prefill
 from gvfs_openstack import durable
 
 READ_SIZE = 8 * 1024 * 1024
 _ZEROS = memoryview(bytes(READ_SIZE))
-#: Errors of copy_file_range that mean "not here": copy through memory.
-_NO_COPY_RANGE = (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
 
 
 class Rejected(Exception):
@@ -191,10 +191,13 @@ def apply(base_path, delta_path, output, hash_algo=None, expected=None,
                            "last changed, to check the delta against")
         parser = codec.DeltaParser(base_st.st_size)
         check = _Check(base, base_st, base_signature, digest)
-        out = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        prefilled = prefill.take(base_st, output)
+        out = os.open(output, os.O_WRONLY if prefilled else
+                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             try:
-                _rebuild(delta_path, parser, base, out, check)
+                _rebuild(delta_path, parser, check, _Output(
+                    out, base, base_st, base_signature, prefilled))
             finally:
                 check.finish()
             os.ftruncate(out, parser.size)
@@ -299,47 +302,89 @@ class _Check:
         return self.signer.finish() if self.signer is not None else None
 
 
-def _rebuild(delta_path, parser, base, out, check):
+def _rebuild(delta_path, parser, check, output):
     with open(delta_path, "rb") as delta:
         while True:
             data = delta.read(READ_SIZE)
             if not data:
                 break
             for event in parser.feed(data):
-                _do(event, parser, base, out, check)
+                _do(event, parser, check, output)
     parser.close()
 
 
-def _do(event, parser, base, out, check):
+def _do(event, parser, check, output):
     kind = event[0]
     if kind == "header":
         check.header(parser)
     elif kind == "data":
         _, offset, data = event
         check.data(data)
-        durable.pwrite_all(out, data, offset)
+        durable.pwrite_all(output.fd, data, offset)
     elif kind == "copy":
         _, offset, length, base_offset = event
-        _copy(base, out, base_offset, offset, length)
+        output.copy(base_offset, offset, length)
         check.copy(base_offset, length)
     elif kind == "zero":
-        check.zero(event[2])
+        _, offset, length = event
+        output.zero(offset, length)
+        check.zero(length)
 
 
-def _copy(base, out, base_offset, offset, length):
-    """Bytes of the base into the output, in the kernel where it can."""
-    while length:
+class _Output:
+    """The file being made, empty or prefilled with its base's bytes.
+
+    Empty: copies are made, zeros left as holes.  Prefilled
+    (:mod:`.prefill`): a copy from the same offset is there already, and
+    holes are punched (zeros written, where holes cannot be) only where
+    the base had data -- the blocks its signature does not give the zero
+    digest, or all of its part of the run without a signature.
+    """
+
+    def __init__(self, fd, base, base_st, base_signature, prefilled):
+        self.fd = fd
+        self.base = base
+        self.base_size = base_st.st_size
+        self.base_signature = base_signature
+        self.prefilled = prefilled
+
+    def copy(self, base_offset, offset, length):
+        if self.prefilled and base_offset == offset:
+            return
         try:
-            done = os.copy_file_range(base, out, length, base_offset, offset)
-        except OSError as e:
-            if e.errno not in _NO_COPY_RANGE:
-                raise
-            done = durable.pwrite_all(
-                out, os.pread(base, min(READ_SIZE, length), base_offset),
-                offset)
-        if not done:
-            raise codec.DeltaError("the base is shorter than the delta "
-                                   "says: it changed")
-        base_offset += done
-        offset += done
-        length -= done
+            prefill.copy_range(self.base, self.fd, base_offset, offset,
+                               length)
+        except prefill.BaseChanged as e:
+            raise codec.DeltaError(str(e)) from e
+
+    def zero(self, offset, length):
+        if not self.prefilled:
+            return
+        end = min(offset + length, self.base_size)
+        for start, stop in self._base_data(offset, end):
+            if prefill.punch_hole(self.fd, start, stop - start):
+                continue
+            while start < stop:
+                piece = min(stop - start, READ_SIZE)
+                durable.pwrite_all(self.fd, _ZEROS[:piece], start)
+                start += piece
+
+    def _base_data(self, offset, end):
+        """Runs of ``[offset, end)`` where the base may hold data."""
+        if offset >= end:
+            return
+        signature = self.base_signature
+        if signature is None or offset % signature.block_size:
+            yield offset, end
+            return
+        block_size = signature.block_size
+        run = None
+        for number in range(offset // block_size, -(-end // block_size)):
+            if signature.block(number) == blocks.ZERO_DIGEST:
+                if run is not None:
+                    yield run, number * block_size
+                    run = None
+            elif run is None:
+                run = number * block_size
+        if run is not None:
+            yield run, end

@@ -25,6 +25,7 @@ up.  Parsing raises nothing but :class:`SignatureError`.
 import dataclasses
 import hashlib
 import os
+import re
 import struct
 
 from gvfs_openstack import durable
@@ -41,6 +42,7 @@ IDENTITY_SIZE = 32
 #: Reads of this many bytes at a time (a multiple of BLOCK_SIZE).
 READ_SIZE = 8 * 1024 * 1024
 _ZERO_BLOCK = bytes(BLOCK_SIZE)
+_ZERO_DIGESTS = re.compile(b"\\x00{%d,}" % DIGEST_SIZE)
 
 
 class SignatureError(ValueError):
@@ -96,12 +98,33 @@ class Signature:
 
     def index(self):
         """Each non-zero digest and the offset of its first block."""
-        where = {}
-        for number in range(self.count):
-            found = self.block(number)
-            if found != ZERO_DIGEST and found not in where:
-                where[found] = number * self.block_size
+        # Built last block first, so that the first block of a digest
+        # is the one left; in C (slices, zip, dict), not a Python loop.
+        last = (self.count - 1) * DIGEST_SIZE
+        where = dict(zip(
+            [self.digests[at:at + DIGEST_SIZE]
+             for at in range(last, -1, -DIGEST_SIZE)],
+            range(last // DIGEST_SIZE * self.block_size, -1,
+                  -self.block_size)))
+        where.pop(ZERO_DIGEST, None)
         return where
+
+    def zero_runs(self):
+        """``(offset, length)`` of each run of all-zero blocks, in order.
+
+        Found by a search over the digests (in C), not a loop over the
+        blocks: a run of zero digests is a run of zero bytes, and a run
+        of zero bytes holds zero digests where it covers whole ones.
+        """
+        runs = []
+        for found in _ZERO_DIGESTS.finditer(self.digests):
+            first = -(-found.start() // DIGEST_SIZE)
+            end = found.end() // DIGEST_SIZE
+            if end > first:
+                offset = first * self.block_size
+                runs.append((offset, min(end * self.block_size, self.size) -
+                             offset))
+        return runs
 
     def matches(self, size, mtime_ns):
         return self.size == size and self.mtime_ns == mtime_ns

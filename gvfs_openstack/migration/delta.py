@@ -7,7 +7,9 @@ the recovery site already.  So, where the destination has a ``gvfs``
 store holding a related image (the *base*):
 
 1. the destination DTN gives the base's block signature (cached next to
-   it; ``gvfs-meta blocks``), which the conductor hands to the source DTN
+   it; ``gvfs-meta blocks``).  A base replicated from the source has its
+   id there too, and its signature cached beside it: if that one is the
+   same, the source uses it; else the conductor hands the destination's
    over the SSH sessions it has to both;
 2. the source DTN writes the delta of the new version against it
    (``gvfs-meta delta``): the blocks the base lacks, and where in the base
@@ -18,7 +20,10 @@ store holding a related image (the *base*):
    the job's staging directory (``gvfs-meta patch``), checking that the
    base is still the one signed and that what it made has the block
    signature of the new version -- from the signatures alone, reading
-   neither file again.
+   neither file again.  Most of the file is the base's bytes: the
+   destination copies the base there (``gvfs-meta prefill``) from step 1
+   on, while the delta is made and sent, and the rebuild writes only
+   what the delta changes.
 
 The remote copy then finds the file staged as if it had come whole, and
 Glance reads it once, checks its ``os_hash_value`` and activates it only
@@ -152,32 +157,66 @@ def _send(ctx, row, base, steps, pool, there, here):
     ``there`` and ``here`` are the sessions to the destination and the
     source DTN.
     """
-    source, destination = ctx.source, ctx.destination
+    destination = ctx.destination
     image_id = row["image_id"]
     base_path = destination.image_path(base)
-    signature_here, delta_here, delta_there = _paths(ctx, row)
+    staged = destination.staged_path(ctx.job_id, image_id)
+    delta_there = _paths(ctx, row)[2]
     if not there.exists(base_path):
         LOG.info("image %s: its base %s is not in the gvfs store of "
                  "site %s; sending it whole", image_id, base,
                  destination.name)
         return None
+    # The rebuild's longest step, copying the base to where the new
+    # version is made, needs no delta: the destination starts it now.
+    prefilled = pool.submit(_prefill, there, destination, base_path, staged)
+    rebuilt = False
+    try:
+        delta_bytes = _make_and_send(ctx, row, base, steps, pool, there,
+                                     here)
+        if delta_bytes is None:
+            return None
+        _wait_prefill(prefilled, image_id)
+        steps.mark("prefill")
+        there.run(_meta(
+            destination, "patch", "--base", base_path, "--delta",
+            delta_there, "--output", staged))
+        steps.mark("patch")
+        rebuilt = True
+    finally:
+        if not rebuilt:
+            # A whole file may come to the staged name: no prefill there.
+            futures.wait([prefilled])
+            there.remove_image(staged)
+        there.remove_quietly(delta_there)
+    LOG.info("image %s: delta against %s in %s", image_id, base, steps)
+    return delta_bytes
+
+
+def _make_and_send(ctx, row, base, steps, pool, there, here):
+    """The delta made at the source and sent; its bytes, or None."""
+    source = ctx.source
+    image_id = row["image_id"]
+    signature_here, delta_here, delta_there = _paths(ctx, row)
+    here.makedirs(posixpath.dirname(delta_here))
     # The two DTNs work at once: the source signs the new version (read
     # whole unless cached) while the destination signs the base.
     signed_here = pool.submit(here.run, _meta(
         source, "blocks", "--", row["source_path"]))
-    signature = there.run(_meta(destination, "blocks", "--",
-                                base_path)).splitlines()[-1]
-    here.makedirs(posixpath.dirname(signature_here))
-    with there.sftp.open(signature, "rb") as f:
-        f.prefetch()
-        here.sftp.putfo(f, signature_here)
+    own = pool.submit(_signature_at_source, ctx, here, base)
+    identity, signature = _signed(there.run(_meta(
+        ctx.destination, "blocks", "--identity", "--",
+        ctx.destination.image_path(base))))
+    base_blocks = _base_blocks_at_source(here, there, own.result(),
+                                         identity, signature,
+                                         signature_here)
     steps.mark("base signature")
     try:
         signed_here.result()
         steps.mark("new signature")
         limit = int(ctx.delta_max_ratio * max(row["size"] or 0, 1))
         stats = json.loads(here.run(_meta(
-            source, "delta", "--base-blocks", signature_here,
+            source, "delta", "--base-blocks", base_blocks,
             "--max-bytes", str(limit), "--output", delta_here, "--",
             row["source_path"])))
         steps.mark("delta")
@@ -194,18 +233,73 @@ def _send(ctx, row, base, steps, pool, there, here):
                  "%d (%d new, %d copied, %d zero)", image_id, base,
                  delta_bytes, row["size"], stats["data_bytes"],
                  stats["copied_bytes"], stats["zero_bytes"])
-        transfer.send(ctx, row, delta_here, delta_there)
+        # The delta ends with a digest of itself, checked as it is read.
+        transfer.send(ctx, row, delta_here, delta_there,
+                      self_checking=True)
         steps.mark("transfer")
-        there.run(_meta(
-            destination, "patch", "--base", base_path, "--delta",
-            delta_there, "--output",
-            destination.staged_path(ctx.job_id, image_id)))
-        steps.mark("patch")
     finally:
         here.remove_quietly(delta_here)
-        there.remove_quietly(delta_there)
-    LOG.info("image %s: delta against %s in %s", image_id, base, steps)
     return delta_bytes
+
+
+def _signed(output):
+    """``(identity, path)`` from ``gvfs-meta blocks --identity``."""
+    identity, _, path = output.splitlines()[-1].partition(" ")
+    if not identity or not path:
+        raise ValueError("gvfs-meta blocks printed %r" % output)
+    return identity, path
+
+
+def _signature_at_source(ctx, here, base):
+    """The source's own signature of ``base``, ``(identity, path)``, or None.
+
+    A base that was replicated from this site has its id here too, and
+    most likely a signature cached beside it (made at its upload): if it
+    is the one the destination has, nothing needs to cross to the source.
+    Only a cached one: reading the file would cost more than the copy.
+    """
+    try:
+        return _signed(here.run(_meta(
+            ctx.source, "blocks", "--cached-only", "--identity", "--",
+            ctx.source.image_path(base))))
+    except (OSError, ValueError):
+        return None
+
+
+def _base_blocks_at_source(here, there, own, identity, signature,
+                           signature_here):
+    """The path, on the source DTN, of the base's signature to delta against.
+
+    The source's own when it is the destination's (``own``); else the
+    destination's, copied over the two SSH sessions to ``signature_here``.
+    """
+    if own is not None and own[0] == identity:
+        return own[1]
+    with there.sftp.open(signature, "rb") as f:
+        f.prefetch()
+        here.sftp.putfo(f, signature_here)
+    return signature_here
+
+
+def _prefill(there, destination, base_path, staged):
+    """Copy the base to the staged name (``gvfs-meta prefill``)."""
+    # The job's directory, where GridFTP is to write too, is made as
+    # GridFTP makes it.
+    there.make_dir_as_parent(posixpath.dirname(staged))
+    there.run(_meta(destination, "prefill", "--base", base_path,
+                    "--output", staged))
+
+
+def _wait_prefill(prefilled, image_id):
+    """Wait for the destination's prefill; a failed one only costs time.
+
+    The rebuild then starts from an empty file, as it does without one.
+    """
+    try:
+        prefilled.result()
+    except OSError as e:
+        LOG.info("image %s: the base could not be copied ahead of the "
+                 "delta; the rebuild copies what it needs: %s", image_id, e)
 
 
 class _Steps:

@@ -13,10 +13,12 @@ import contextlib
 import errno
 import posixpath
 import shlex
+import socket
 
 import paramiko
 
 from gvfs_openstack.delta import blocks
+from gvfs_openstack.delta import prefill
 from gvfs_openstack import exceptions
 
 _READ_AHEAD = 1024 * 1024
@@ -62,6 +64,35 @@ class DtnSession:
                 raise OSError(errno.EIO, "cannot create %s: %s"
                               % (path, e)) from e
 
+    def make_dir_as_parent(self, path):
+        """Make ``path`` as its parent is made: owner, group and mode.
+
+        For a directory another account writes in: a job's staging
+        directory at the destination, which GridFTP would have made as
+        its own account, made here first.  Where this account may not
+        give it to the parent's owner, it is not made (OSError).  Nothing
+        is done if it exists.
+        """
+        if self.exists(path):
+            return
+        parent = self.sftp.stat(posixpath.dirname(path))
+        try:
+            self.sftp.mkdir(path, parent.st_mode & 0o7777)
+        except OSError:
+            if self.exists(path):
+                return      # Made meanwhile, by GridFTP or another image.
+            raise
+        try:
+            made = self.sftp.stat(path)
+            if (made.st_uid, made.st_gid) != (parent.st_uid, parent.st_gid):
+                self.sftp.chown(path, parent.st_uid, parent.st_gid)
+            self.sftp.chmod(path, parent.st_mode & 0o7777)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                self.sftp.rmdir(path)
+            raise OSError(errno.EPERM, "cannot make %s as its parent is "
+                          "made: %s" % (path, e)) from e
+
     def remove_quietly(self, path):
         """Remove ``path`` if it is there; a missing file is no error."""
         try:
@@ -70,9 +101,13 @@ class DtnSession:
             pass
 
     def remove_image(self, path):
-        """Remove an image file and the block signature beside it."""
+        """Remove an image file and what may be beside it.
+
+        Its block signature, and the stamp of a prefill that made it.
+        """
         self.remove_quietly(path)
         self.remove_quietly(blocks.signature_path(path))
+        self.remove_quietly(prefill.stamp_path(path))
 
     def rmdir(self, path):
         self.sftp.rmdir(path)
@@ -119,6 +154,55 @@ class DtnSession:
         return self.run([program, "--", path]).split()[0]
 
 
+class _UnknownHostKey(paramiko.SSHException):
+    """The DTN's host key is not in the known_hosts file: not trusted."""
+
+
+class _RefuseUnknownHostKeys(paramiko.MissingHostKeyPolicy):
+    """paramiko's RejectPolicy, with an error of its own.
+
+    RejectPolicy raises a bare SSHException, as a connection that drops
+    does: a retry would not make the key known, so the stage must fail
+    for good rather than be retried.
+    """
+
+    def missing_host_key(self, client, hostname, key):
+        raise _UnknownHostKey("the host key of %s is not in the known "
+                              "hosts file (%s %s)" % (
+                                  hostname, key.get_name(),
+                                  key.get_fingerprint().hex()))
+
+
+class _PromptSocket:
+    """The SSH connection's socket, made not to sit on small messages.
+
+    A command on the DTN is a dozen small SSH messages each way (channel
+    open, exec, its status, EOF, close), and paramiko sets no socket
+    option: with Nagle's algorithm on one end and delayed ACKs on the
+    other, a message waits up to 40 ms for the ACK of the one before.
+    Nagle is turned off here (``TCP_NODELAY``), and ACKs are sent at once
+    (``TCP_QUICKACK``, which Linux clears as it sees fit, so it is set
+    again before each read): logging in and opening SFTP took 0.12 s on
+    loopback without them, 0.02 s with.
+    """
+
+    def __init__(self, sock):
+        self._sock = sock
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def recv(self, size):
+        if _QUICKACK is not None:
+            self._sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+        return self._sock.recv(size)
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+#: Linux only: elsewhere ACKs are left as the system delays them.
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)
+
+
 def open_session(site, image_id, stage):
     """A DtnSession on ``site``'s DTN, for the caller to close.
 
@@ -126,20 +210,25 @@ def open_session(site, image_id, stage):
     an account the DTN refuses.
     """
     client = paramiko.SSHClient()
+    sock = None
     try:
         if site.ssh_known_hosts:
             client.load_host_keys(site.ssh_known_hosts)
-        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        client.set_missing_host_key_policy(_RefuseUnknownHostKeys())
+        sock = _PromptSocket(socket.create_connection(
+            (site.ssh_host, site.ssh_port), timeout=30))
         client.connect(site.ssh_host, site.ssh_port, username=site.ssh_user,
                        key_filename=site.ssh_key_file, look_for_keys=False,
                        allow_agent=False, timeout=30, banner_timeout=30,
-                       auth_timeout=30)
+                       auth_timeout=30, sock=sock)
         return DtnSession(client)
     except (OSError, paramiko.SSHException) as e:
         client.close()
+        if sock is not None:
+            sock.close()
         raise exceptions.StageFailed(
             stage=stage, image=image_id, transient=not isinstance(
-                e, (paramiko.BadHostKeyException,
+                e, (paramiko.BadHostKeyException, _UnknownHostKey,
                     paramiko.AuthenticationException)),
             reason="cannot reach the DTN of site %s over SSH (%s:%d): %s"
                    % (site.name, site.ssh_host, site.ssh_port, e)) from e

@@ -44,18 +44,20 @@ _SENDING = re.compile(r"^Source: ", re.MULTILINE)
 
 
 def command(program, source, destination, source_path, destination_path,
-            segment=None):
+            segment=None, self_checking=False):
     """The ``globus-url-copy`` argv moving one file between two DTNs.
 
     Parallelism, restarts, stall timeout and checksum verification are
     the source site's settings: it is the one sending.  ``segment``
     ``(offset, length)``: only those bytes, written at the same offset
-    (verified later with :func:`check_command`).
+    (verified later with :func:`check_command`).  A ``self_checking``
+    file (a delta, which ends with a digest of all of it) is not
+    checksummed again by the servers.
     """
     argv = _common(program, source)
     if segment is not None:
         argv += ["-off", str(segment[0]), "-len", str(segment[1])]
-    elif source.gridftp_verify_checksum:
+    elif source.gridftp_verify_checksum and not self_checking:
         argv += ["-verify-checksum", "-checksum-alg", "MD5"]
     return argv + [source.gridftp(source_path),
                    destination.gridftp(destination_path)]
@@ -109,19 +111,23 @@ def run(ctx, row):
     return {}
 
 
-def send(ctx, row, source_path, destination_path, size=None):
+def send(ctx, row, source_path, destination_path, size=None,
+         self_checking=False):
     """Move one file between the DTNs; progress is reported on ``row``.
 
     A file of known ``size`` larger than the source site's segment size
-    crosses in segments, from the row's resume point.
+    crosses in segments, from the row's resume point.  A
+    ``self_checking`` one (:func:`command`) is sent whole.
     """
     program, source, destination = ctx.globus_url_copy, ctx.source, \
         ctx.destination
     done = resume_point(row)
-    parts = segments(size, source.gridftp_segment_bytes, done)
+    parts = None if self_checking else segments(
+        size, source.gridftp_segment_bytes, done)
     if parts is None:
         _run(row, command(program, source, destination, source_path,
-                          destination_path), ctx)
+                          destination_path, self_checking=self_checking),
+             ctx)
         return
     if done:
         LOG.info("transfer of %s goes on at byte %d of %d",

@@ -33,17 +33,21 @@ def send_whole(ctx, row):
     return dict(values, delta_base=None, sent_bytes=row["size"])
 
 
-def send(ctx, row, source_path, destination_path):
-    """Move one file (a packed job's archive) between the DTNs.
+def send(ctx, row, source_path, destination_path, self_checking=False):
+    """Move one file (a packed job's archive, a delta) between the DTNs.
 
     By the sending site's method, as a transfer of ``row``; returns the
-    job-store values to record once the stage completed.
+    job-store values to record once the stage completed.  A
+    ``self_checking`` file carries a digest of itself that its receiver
+    checks (a delta): GridFTP does not checksum it again, which would
+    cost both servers a pass over it and a round trip over the link.
     """
     if ctx.source.dtn_transfer == "globus":
         from gvfs_openstack.migration import globus
         return globus.send(ctx, row, source_path, destination_path)
     from gvfs_openstack.migration import gridftp
-    gridftp.send(ctx, row, source_path, destination_path)
+    gridftp.send(ctx, row, source_path, destination_path,
+                 self_checking=self_checking)
     return {}
 
 

@@ -12,6 +12,7 @@ bytes.  What GridFTP is asked to move is measured by a wrapper around
 
 import os
 import random
+import sys
 
 from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack.delta import blocks
@@ -74,6 +75,21 @@ esac
     return str(script), log
 
 
+def _noting_meta(tmp_path, site):
+    """A gvfs-meta that logs each command line it runs at ``site``."""
+    log = tmp_path / ("meta-%s.log" % site)
+    script = tmp_path / ("noting-gvfs-meta-%s" % site)
+    script.write_text('#!/bin/sh\necho "$*" >> %s\nexec %s "$@"\n' % (
+        log, os.path.join(os.path.dirname(sys.executable), "gvfs-meta")))
+    script.chmod(0o755)
+    return str(script), log
+
+
+def _commands(log):
+    """The gvfs-meta command lines run, each a list of its words."""
+    return [line.split() for line in log.read_text().splitlines()]
+
+
 def _sent(log):
     """(bytes, path) of each file globus-url-copy was asked to send."""
     if not log.exists():
@@ -105,13 +121,17 @@ def _second_version(dr, tmp_path, name, v1):
 
 
 def _migrate_noting(dr, tmp_path, image, name, damage_deltas=False):
-    """``image`` migrated west through the noting copy.
+    """``image`` migrated west through the noting copy and gvfs-meta.
 
-    Returns its job row and what globus-url-copy was asked to send.
+    Returns its job row and what globus-url-copy was asked to send; the
+    gvfs-meta commands are in ``tmp_path``'s ``meta-east.log`` and
+    ``meta-west.log`` (:func:`_commands`).
     """
     program, log = _noting_copy(tmp_path, damage_deltas=damage_deltas)
-    manager = test_migration._manager(dr, tmp_path, name=name,
-                                      globus_url_copy=program)
+    manager = test_migration._manager(
+        dr, tmp_path, name=name, globus_url_copy=program,
+        east={"gvfs_meta_command": _noting_meta(tmp_path, "east")[0]},
+        west={"gvfs_meta_command": _noting_meta(tmp_path, "west")[0]})
     job = test_migration._wait(
         manager, manager.migrate([image["id"]], "west")["id"])
     assert job["state"] == jobs.DONE, job
@@ -149,6 +169,20 @@ def test_a_new_version_crosses_as_a_delta_and_ends_identical(dr, tmp_path):
     # Rebuilt sparse (the hole stayed a hole), with its sidecar.
     assert os.stat(stored).st_blocks * 512 <= v2.stat().st_size - 8 * MIB
     assert meta_cmd.verify(stored) is None
+    # The source made the delta against its own signature of the base
+    # (the same as the destination's), and the destination copied the
+    # base ahead of the delta to the very name it rebuilt.
+    east = _commands(tmp_path / "meta-east.log")
+    [delta_cmd] = [c for c in east if c[0] == "delta"]
+    base_blocks = delta_cmd[delta_cmd.index("--base-blocks") + 1]
+    assert base_blocks == blocks.signature_path(
+        os.path.join(dr.east.images, first["id"]))
+    west = _commands(tmp_path / "meta-west.log")
+    [prefilled] = [c for c in west if c[0] == "prefill"]
+    [patched] = [c for c in west if c[0] == "patch"]
+    assert west.index(prefilled) < west.index(patched)
+    assert prefilled[prefilled.index("--output") + 1] == \
+        patched[patched.index("--output") + 1]
     # Its signature is ready for the next version, made by the rebuild:
     # before the registration wrote the sidecar (which would have read
     # the whole file to sign it, after the sidecar, had it been missing).
@@ -160,6 +194,10 @@ def test_a_new_version_crosses_as_a_delta_and_ends_identical(dr, tmp_path):
 def test_a_named_base_is_used_and_an_unrelated_image_goes_whole(
         dr, tmp_path):
     v1, first = _first_version(dr, tmp_path, "delta-named")
+    # The source has no signature of the base of its own: the
+    # destination's is handed over to it.
+    os.unlink(blocks.signature_path(os.path.join(dr.east.images,
+                                                 first["id"])))
     v2 = tmp_path / "renamed.raw"
     _changed(v1, v2, 0.03, "renamed")
     # Another name and no os_distro: no family would find the base.

@@ -398,6 +398,92 @@ def test_plan_of_an_empty_file_is_empty():
     assert codec.plan(_signature([]), _signature([_d(1)])) == []
 
 
+def _plan_block_by_block(new, base):
+    """The plan as :func:`codec.plan`'s docstring says, block by block.
+
+    The oracle for the planner that compares spans at once.
+    """
+    where = {}
+    for number in range(base.count):
+        found = base.block(number)
+        if found != Z and found not in where:
+            where[found] = number * BLOCK
+    runs = []
+    for number in range(new.count):
+        offset = number * BLOCK
+        length = min(BLOCK, new.size - offset)
+        found, at = new.block(number), None
+        if found == Z:
+            op = codec.ZERO
+        elif number < base.count and base.block(number) == found and \
+                base.block_length(number) == length:
+            op, at = codec.COPY, offset
+        elif found in where and where[found] + length <= base.size:
+            op, at = codec.COPY, where[found]
+        else:
+            op = codec.DATA
+        last = runs[-1] if runs else None
+        if last and last[0] == op and (
+                op == codec.ZERO or
+                (op == codec.COPY and last[3] + last[2] == at) or
+                (op == codec.DATA and last[2] + length <=
+                 codec.MAX_DATA_RUN)):
+            runs[-1] = (op, last[1], last[2] + length, last[3])
+        else:
+            runs.append((op, offset, length, at))
+    return runs
+
+
+def _random_pair(rng):
+    """Two signatures: a base and a version of it.
+
+    With every kind of change: rewritten, zeroed, moved, repeated, cut
+    and appended blocks, and partial last blocks.
+    """
+    count = rng.choice([0, 1, 2, 17, 33, 511, 512, 513, 1500, 3000])
+    kinds = rng.randint(1, count + 3)
+    if rng.random() < 0.5:
+        base = [_d(rng.randrange(1, kinds + 1)) if rng.random() < 0.9
+                else Z for _ in range(count)]
+    else:
+        base = [_d(n + 1) if rng.random() < 0.9 else Z
+                for n in range(count)]
+    new = list(base)
+    for _ in range(rng.randint(0, 40)):
+        if new:
+            new[rng.randrange(len(new))] = rng.choice(
+                [Z, _d(rng.randrange(1, kinds + 6))])
+    if rng.random() < 0.3:
+        new = new[:rng.randint(0, len(new))]
+    if rng.random() < 0.3:
+        new += [_d(rng.randrange(1, kinds + 1)) for _ in range(30)]
+
+    def size(digests):
+        cut = rng.randrange(1, BLOCK) if digests and rng.random() < 0.4 \
+            else 0
+        return len(digests) * BLOCK - cut
+
+    return _signature(new, size(new)), _signature(base, size(base))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_plan_by_spans_is_the_plan_block_by_block(seed):
+    rng = _rng(seed)
+    for _ in range(100):
+        new, base = _random_pair(rng)
+        assert codec.plan(new, base) == _plan_block_by_block(new, base)
+
+
+def test_plan_of_an_unchanged_image_compares_spans_not_blocks(monkeypatch):
+    base = _signature([_d(n + 1) for n in range(10 * codec.SPAN)])
+    looked_up = []
+    monkeypatch.setattr(blocks.Signature, "block",
+                        lambda self, n: looked_up.append(n))
+    assert _named(codec.plan(base, base)) == [
+        ("copy", 0, 10 * codec.SPAN * BLOCK, 0)]
+    assert looked_up == []
+
+
 # -- DeltaParser ----------------------------------------------------------
 
 
@@ -943,6 +1029,22 @@ def test_meta_blocks_prints_the_signature_paths(tmp_path, capsys):
     inode = os.stat(blocks.signature_path(one)).st_ino
     assert meta.main(["blocks", one]) == 0
     assert os.stat(blocks.signature_path(one)).st_ino == inode
+
+
+def test_meta_blocks_identity_and_cached_only(tmp_path, capsys):
+    path = _put(tmp_path / "one.img", _rng(52).randbytes(3 * BLOCK))
+    assert meta.main(["blocks", "--cached-only", "--identity", path]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "no block signature made since it last changed" in captured.err
+    assert not os.path.exists(blocks.signature_path(path))
+    assert meta.main(["blocks", "--identity", path]) == 0
+    identity = blocks.cached(path).identity().hex()
+    assert capsys.readouterr().out.split() == [
+        identity, blocks.signature_path(path)]
+    assert meta.main(["blocks", "--cached-only", "--identity", path]) == 0
+    assert capsys.readouterr().out.split() == [
+        identity, blocks.signature_path(path)]
 
 
 def test_meta_blocks_of_a_missing_file_fails_but_does_the_others(

@@ -140,6 +140,16 @@ def test_the_transfer_is_third_party_with_the_sources_tuning(tmp_path):
     assert not args.verify_checksum and args.checksum_alg is None
 
 
+def test_a_delta_is_not_checksummed_by_the_servers(tmp_path):
+    conf = _conf(tmp_path)
+    east, west = sites.load(conf, "east"), sites.load(conf, "west")
+    args = _parse_guc(gridftp.command(
+        "globus-url-copy", east, west, "/a.delta", "/b.delta",
+        self_checking=True))
+    assert not args.verify_checksum and args.checksum_alg is None
+    assert (args.p, args.rst, args.cd) == ("8", True, True)
+
+
 def test_a_segment_is_sent_at_its_offset_and_checked_whole_later(
         tmp_path):
     conf = _conf(tmp_path)
