@@ -6,23 +6,27 @@
     gvfs-meta verify /srv/images/golden.img
     gvfs-meta blocks /srv/images/golden.img
     gvfs-meta delta --base-blocks golden.blocks --output new.delta new.img
-    gvfs-meta prefill --base golden.img --output new.img
+    gvfs-meta delta --base golden.img --output new.delta new.img
+    gvfs-meta rebuild --base golden.img --output new.img < <delta's path>
     gvfs-meta patch --base golden.img --delta new.delta --output new.img \
         [--hash-algo sha512 --hash <hex>]
 
 ``generate`` writes ``.gvfs-meta.<name>`` next to each file (zero map,
 digest, action) and the file's block signature; ``verify`` says whether a
-file still matches its sidecar.  ``blocks``, ``delta``, ``prefill`` and
-``patch`` are the migration conductor's delta transfer, run on the two
-DTNs: the base's signature, the delta made where the new version is, the
-base copied to where the new version is to be while the delta is on its
-way, and the new version rebuilt at the destination and checked against the
-block signature the delta was made for, or against its image's hash
-(exit status 3 when the delta is refused).  Run it as the
+file still matches its sidecar; ``blocks`` makes block signatures.
+``delta`` and ``rebuild`` are the migration conductor's delta transfer,
+run on the two DTNs: the delta made where the new version is (against
+a copy of the base there, or the base's signature handed over; its JSON
+names the signature's identity), and the new version rebuilt at the
+destination -- its base copied there while the delta is on its way --
+and checked against the block signature the delta was made for.
+``patch`` rebuilds by hand, checked by signature or by the image's hash.
+Both exit with status 3 when the delta is refused.  Run it as the
 account that owns the export's files.
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -113,44 +117,37 @@ def _blocks(args):
     status = 0
     for path in args.files:
         try:
-            if args.cached_only:
-                signature = blocks.cached(path)
-                if signature is None:
-                    raise blocks.SignatureError(
-                        "no block signature made since it last changed")
-            else:
-                signature = blocks.ensure(path)
+            blocks.ensure(path)
         except (OSError, blocks.SignatureError) as e:
             print("gvfs-meta: %s: %s" % (path, e), file=sys.stderr)
             status = 1
             continue
-        if args.identity:
-            print(signature.identity().hex(), blocks.signature_path(path))
-        else:
-            print(blocks.signature_path(path))
+        print(blocks.signature_path(path))
     return status
+
+
+#: ``delta``'s exit status when ``--base`` has no fresh signature here:
+#: the caller hands over the other DTN's.
+BASE_UNKNOWN = 4
 
 
 def _delta(args):
     try:
-        with open(args.base_blocks, "rb") as f:
-            base = blocks.parse(f.read())
+        if args.base_blocks is not None:
+            with open(args.base_blocks, "rb") as f:
+                base = blocks.parse(f.read())
+        else:
+            base = blocks.cached(args.base)
+            if base is None:
+                print("gvfs-meta: %s has no block signature made since it "
+                      "last changed" % args.base, file=sys.stderr)
+                return BASE_UNKNOWN
         stats = delta_make.make(args.file, base, args.output,
                                 args.max_bytes)
     except (OSError, blocks.SignatureError) as e:
         print("gvfs-meta: delta of %s: %s" % (args.file, e), file=sys.stderr)
         return 1
     print(json.dumps(stats.as_dict()))
-    return 0
-
-
-def _prefill(args):
-    try:
-        delta_prefill.prefill(args.base, args.output)
-    except (OSError, delta_prefill.BaseChanged) as e:
-        print("gvfs-meta: prefill of %s: %s" % (args.output, e),
-              file=sys.stderr)
-        return 1
     return 0
 
 
@@ -163,18 +160,54 @@ def _patch(args):
         print("gvfs-meta: --hash-algo and --hash go together",
               file=sys.stderr)
         return 2
+    return _apply("patch", args.base, args.delta, args.output,
+                  hash_algo=args.hash_algo, expected=args.hash)
+
+
+def _apply(action, base, delta, output, **kwargs):
+    """Rebuild ``output``; the exit status, the reason said on stderr."""
     try:
-        delta_apply.apply(args.base, args.delta, args.output,
-                          args.hash_algo, args.hash,
-                          base_signature=blocks.cached(args.base))
+        delta_apply.apply(base, delta, output,
+                          base_signature=blocks.cached(base), **kwargs)
     except delta_apply.Rejected as e:
         print("gvfs-meta: delta rejected: %s" % e, file=sys.stderr)
         return REJECTED
     except OSError as e:
-        print("gvfs-meta: patch of %s: %s" % (args.output, e),
+        print("gvfs-meta: %s of %s: %s" % (action, output, e),
               file=sys.stderr)
         return 1
     return 0
+
+
+def _rebuild(args):
+    """The destination's side of a delta, the base copied meanwhile.
+
+    Says the base's signature, copies the base to the output while the
+    delta is made and sent, then reads the delta's path on its standard
+    input and rebuilds from it (nothing, or end of input: the delta is
+    not coming, and the copy is removed).
+    """
+    try:
+        signature = blocks.ensure(args.base)
+    except (OSError, blocks.SignatureError) as e:
+        print("gvfs-meta: rebuild from %s: %s" % (args.base, e),
+              file=sys.stderr)
+        return 1
+    print(signature.identity().hex(), blocks.signature_path(args.base),
+          flush=True)
+    try:
+        prefilled_from = delta_prefill.prefill(args.base, args.output)
+    except (OSError, delta_prefill.BaseChanged) as e:
+        print("gvfs-meta: the base is not copied ahead: %s" % e,
+              file=sys.stderr)
+        prefilled_from = None
+    delta = sys.stdin.readline().rstrip("\n")
+    if not delta:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(args.output)
+        return 0
+    return _apply("rebuild", args.base, delta, args.output,
+                  prefilled_from=prefilled_from)
 
 
 def main(argv=None):
@@ -195,30 +228,29 @@ def main(argv=None):
     signature = sub.add_parser(
         "blocks", help="make (or find fresh) block signatures; print "
         "their paths")
-    signature.add_argument(
-        "--identity", action="store_true",
-        help="print each signature's identity (hex) before its path")
-    signature.add_argument(
-        "--cached-only", action="store_true",
-        help="only a cached signature still fresh: never read the file "
-        "(exit status 1 for a file without one)")
     signature.add_argument("files", nargs="+", metavar="FILE")
     delta = sub.add_parser(
         "delta", help="write the delta making FILE from a base; print "
         "its sizes as JSON")
-    delta.add_argument("--base-blocks", required=True,
-                       help="the base's block signature")
+    against = delta.add_mutually_exclusive_group(required=True)
+    against.add_argument("--base-blocks",
+                         help="the base's block signature")
+    against.add_argument("--base",
+                         help="a copy of the base here, by its cached "
+                         "signature (exit status 4 if it has none still "
+                         "fresh; it is never read to sign it)")
     delta.add_argument("--output", required=True, help="the delta file")
     delta.add_argument("--max-bytes", type=int,
                        help="write no delta larger than this (the JSON says "
                        "\"written\": false)")
     delta.add_argument("file", metavar="FILE")
-    prefill = sub.add_parser(
-        "prefill", help="copy a base to where a patch will rebuild its "
-        "new version, before the delta is in; the patch writes only what "
-        "the delta changes if the base has not changed since")
-    prefill.add_argument("--base", required=True)
-    prefill.add_argument("--output", required=True)
+    rebuild = sub.add_parser(
+        "rebuild", help="the receiving end of a delta: print the base's "
+        "signature identity and path, copy the base to OUTPUT, read the "
+        "delta's path on standard input and rebuild OUTPUT from it, "
+        "checked by signature (nothing on standard input: remove OUTPUT)")
+    rebuild.add_argument("--base", required=True)
+    rebuild.add_argument("--output", required=True)
     patch = sub.add_parser(
         "patch", help="rebuild a file from its base and a delta; check "
         "it by the block signatures the delta names (the base's must be "
@@ -234,7 +266,7 @@ def main(argv=None):
                        "file's digest too, reading all of it")
     args = parser.parse_args(argv)
     return {"generate": _generate, "verify": _verify, "blocks": _blocks,
-            "delta": _delta, "prefill": _prefill,
+            "delta": _delta, "rebuild": _rebuild,
             "patch": _patch}[args.action](args)
 
 

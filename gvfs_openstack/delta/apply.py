@@ -7,9 +7,9 @@ them), zeros left as holes so a sparse image stays sparse.  What is made
 is checked one of two ways, and anything wrong -- a damaged or foreign
 delta, a base that changed, another digest -- raises :class:`Rejected`
 and leaves no output file behind: the caller sends the whole file
-instead.  An output prefilled with the base (:mod:`.prefill`, started
-while the delta was still on its way) is used as it stands when its
-stamp vouches for it: only the runs the delta changes are written.
+instead.  An output prefilled with the base (:mod:`.prefill`, while the
+delta was still on its way) is used as it stands if the base has not
+changed since: only the runs the delta changes are written.
 
 * By block signature (the conductor's way): the base's fresh signature
   must be the one the delta was made against, and the signature of what
@@ -167,14 +167,16 @@ def _write_signature(path, signature):
 
 
 def apply(base_path, delta_path, output, hash_algo=None, expected=None,
-          mode=0o644, base_signature=None):
+          mode=0o644, base_signature=None, prefilled_from=None):
     """Make ``output`` from ``base_path`` and the delta; check it.
 
     Returns the rebuilt file's size.  Without ``hash_algo`` the check is
     by block signature: ``base_signature`` must be the base's, fresh, and
     the one the delta was made against.  With it, the output's digest
     must be ``expected``.  Either way, where the base's fresh signature
-    is given, the output's is cached next to it.
+    is given, the output's is cached next to it.  ``prefilled_from``:
+    ``output`` was prefilled (:func:`prefill.prefill`) from the base
+    then so named; used as it stands if the base is still that one.
     """
     digest = _digest(hash_algo) if hash_algo is not None else None
     # A signature of an earlier file of this name must not outlive it.
@@ -191,7 +193,8 @@ def apply(base_path, delta_path, output, hash_algo=None, expected=None,
                            "last changed, to check the delta against")
         parser = codec.DeltaParser(base_st.st_size)
         check = _Check(base, base_st, base_signature, digest)
-        prefilled = prefill.take(base_st, output)
+        prefilled = prefilled_from is not None and \
+            prefill.identity(base_st) == prefilled_from
         out = os.open(output, os.O_WRONLY if prefilled else
                       os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:

@@ -24,6 +24,8 @@ class DeltaStats:
     delta_bytes: int = 0
     #: False when the delta would have been larger than allowed.
     written: bool = True
+    #: The identity (hex) of the base's signature it was made against.
+    base_identity: str = ""
 
     def as_dict(self):
         return dataclasses.asdict(self)
@@ -39,7 +41,8 @@ def make(path, base, output, max_bytes=None):
     """
     new = blocks.ensure(path)
     runs = codec.plan(new, base)
-    stats = DeltaStats(size=new.size, delta_bytes=codec.delta_size(runs))
+    stats = DeltaStats(size=new.size, delta_bytes=codec.delta_size(runs),
+                       base_identity=base.identity().hex())
     for op, _, length, _ in runs:
         if op == codec.DATA:
             stats.data_bytes += length

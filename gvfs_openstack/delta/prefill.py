@@ -5,32 +5,25 @@ A new version is nearly all its base: rebuilding it copies some 97% of a
 file the size of the image, and on a file system without reflinks
 (ext4) that is a copy of every byte in the page cache -- the slowest
 step of a delta at the destination.  Nothing in that copy waits for the
-delta, so the conductor starts it (``gvfs-meta prefill``) as soon as it
-knows the base, while the source signs and writes the delta and the
-link carries it; the rebuild (:mod:`.apply`) then writes only what the
-delta changes.
+delta, so the destination starts it as soon as the conductor names the
+base, while the source writes the delta and the link carries it; the
+rebuild (:mod:`.apply`) then writes only what the delta changes.
 
-The rebuild trusts a prefilled output only with its *stamp*: a small
-file beside it, written once the copy is whole, naming the base as it
-was (device, inode, size, mtime) from before the copy to after it, and
-the output as the copy left it.  A base that changed meanwhile, an
-output touched since, or no stamp at all: the rebuild starts from an
-empty file, as without a prefill -- slower, never wrong.  Holes stay
-holes: only the base's data extents are copied, less the blocks its
-signature says are zeros.
+Both run in one process (``gvfs-meta rebuild``), and the rebuild uses
+the copy only if the base is still the file it was copied from (device,
+inode, size, mtime, unchanged from before the copy to after it); else it
+starts from an empty file, as without a prefill -- slower, never wrong.
+Holes stay holes: only the base's data extents are copied, less the
+blocks its signature says are zeros.
 """
 
-import contextlib
 import ctypes
 import errno
-import json
 import os
 
 from gvfs_openstack.delta import blocks
 from gvfs_openstack import durable
-from gvfs_openstack.sidecar import format as meta_format
 
-SUFFIX = ".prefill"
 #: Errors of copy_file_range that mean "not here": copy through memory.
 NO_COPY_RANGE = (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
 READ_SIZE = 8 * 1024 * 1024
@@ -40,25 +33,18 @@ class BaseChanged(Exception):
     """The base changed while it was copied: no prefill is left."""
 
 
-def stamp_path(output):
-    """Where the stamp of ``output``'s prefill is (a sidecar-named file)."""
-    directory, name = os.path.split(output)
-    return os.path.join(directory, meta_format.sidecar_name(name) + SUFFIX)
-
-
-def _identity(st):
+def identity(st):
+    """Which version of a file ``st`` (its stat) is, for :func:`prefill`."""
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
 
 def prefill(base_path, output, mode=0o644):
-    """Make ``output`` a copy of the base and stamp it; its size.
+    """Make ``output`` a copy of the base; the base's :func:`identity`.
 
+    The rebuild uses the copy only if the base still has that identity.
     Raises :class:`BaseChanged` (leaving no output) if the base changed
     during the copy, OSError if it could not be made.
     """
-    stamp = stamp_path(output)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(stamp)
     base = os.open(base_path, os.O_RDONLY)
     try:
         before = os.fstat(base)
@@ -71,10 +57,9 @@ def prefill(base_path, output, mode=0o644):
                     data_extents(base, before.st_size), zeros):
                 copy_range(base, out, offset, offset, length)
             os.ftruncate(out, before.st_size)
-            if _identity(os.fstat(base)) != _identity(before):
+            if identity(os.fstat(base)) != identity(before):
                 raise BaseChanged("%s changed while it was copied" %
                                   base_path)
-            made = os.fstat(out)
         except BaseException:
             os.close(out)
             os.unlink(output)
@@ -82,32 +67,7 @@ def prefill(base_path, output, mode=0o644):
         os.close(out)
     finally:
         os.close(base)
-    tmp = "%s.tmp-%d" % (stamp, os.getpid())
-    with open(tmp, "w") as f:
-        json.dump({"base": _identity(before),
-                   "output": _identity(made)}, f)
-    os.replace(tmp, stamp)
-    return before.st_size
-
-
-def take(base_st, output):
-    """Whether ``output`` holds the base ``base_st`` names, as prefilled.
-
-    The stamp is used up either way: it vouches for one rebuild, the
-    next that looks.
-    """
-    stamp = stamp_path(output)
-    try:
-        with open(stamp, "rb") as f:
-            text = f.read()
-        os.unlink(stamp)
-        found = json.loads(text)
-        made = os.stat(output)
-    except (OSError, ValueError):
-        return False
-    return (isinstance(found, dict) and
-            found.get("base") == _identity(base_st) and
-            found.get("output") == _identity(made))
+    return identity(before)
 
 
 def _without(extents, holes):

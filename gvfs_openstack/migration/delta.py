@@ -6,24 +6,24 @@ predecessor in a few per cent of its blocks, and the predecessor is at
 the recovery site already.  So, where the destination has a ``gvfs``
 store holding a related image (the *base*):
 
-1. the destination DTN gives the base's block signature (cached next to
-   it; ``gvfs-meta blocks``).  A base replicated from the source has its
-   id there too, and its signature cached beside it: if that one is the
-   same, the source uses it; else the conductor hands the destination's
-   over the SSH sessions it has to both;
+1. the destination DTN says which block signature the base has (cached
+   next to it) and starts copying the base to where the new version is
+   to be made -- most of the new file is the base's bytes -- while the
+   other steps go on (``gvfs-meta rebuild``);
 2. the source DTN writes the delta of the new version against it
    (``gvfs-meta delta``): the blocks the base lacks, and where in the base
-   the others are;
-3. the delta crosses the DTN link as any file does (GridFTP or Globus,
-   checksummed);
-4. the destination DTN rebuilds the file from the base and the delta into
-   the job's staging directory (``gvfs-meta patch``), checking that the
-   base is still the one signed and that what it made has the block
-   signature of the new version -- from the signatures alone, reading
-   neither file again.  Most of the file is the base's bytes: the
-   destination copies the base there (``gvfs-meta prefill``) from step 1
-   on, while the delta is made and sent, and the rebuild writes only
-   what the delta changes.
+   the others are.  A base replicated from the source has its id there
+   too, and its signature cached beside it: the source starts at once
+   against that one, and if it is not the destination's, the conductor
+   hands the destination's over the SSH sessions it has to both and the
+   delta is made again;
+3. the delta crosses the DTN link as any file does (GridFTP, which need
+   not checksum it: it ends with a digest of itself; or Globus);
+4. the destination DTN, told where the delta is, rebuilds the file from
+   the base's copy and the delta in the job's staging directory,
+   checking that the base is still the one signed and that what it made
+   has the block signature of the new version -- from the signatures
+   alone, reading neither file again.
 
 The remote copy then finds the file staged as if it had come whole, and
 Glance reads it once, checks its ``os_hash_value`` and activates it only
@@ -47,6 +47,7 @@ import time
 
 from oslo_log import log as logging
 
+from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh
 from gvfs_openstack.migration import jobs
@@ -167,139 +168,113 @@ def _send(ctx, row, base, steps, pool, there, here):
                  "site %s; sending it whole", image_id, base,
                  destination.name)
         return None
-    # The rebuild's longest step, copying the base to where the new
-    # version is made, needs no delta: the destination starts it now.
-    prefilled = pool.submit(_prefill, there, destination, base_path, staged)
+    _make_job_dir(there, staged)
+    # The destination says which signature the base has, then copies it
+    # to where the new version is made -- the rebuild's longest step,
+    # which needs no delta -- while the source makes and sends it.
+    rebuild = there.start(_meta(destination, "rebuild", "--base",
+                                base_path, "--output", staged))
     rebuilt = False
     try:
-        delta_bytes = _make_and_send(ctx, row, base, steps, pool, there,
-                                     here)
+        delta_bytes = _make_and_send(ctx, row, base, steps, pool, rebuild,
+                                     there, here)
         if delta_bytes is None:
             return None
-        _wait_prefill(prefilled, image_id)
-        steps.mark("prefill")
-        there.run(_meta(
-            destination, "patch", "--base", base_path, "--delta",
-            delta_there, "--output", staged))
-        steps.mark("patch")
+        rebuild.finish(delta_there)
+        steps.mark("rebuild")
         rebuilt = True
     finally:
         if not rebuilt:
-            # A whole file may come to the staged name: no prefill there.
-            futures.wait([prefilled])
+            # A whole file may come to the staged name: no copy there.
+            rebuild.abandon()
             there.remove_image(staged)
         there.remove_quietly(delta_there)
     LOG.info("image %s: delta against %s in %s", image_id, base, steps)
     return delta_bytes
 
 
-def _make_and_send(ctx, row, base, steps, pool, there, here):
-    """The delta made at the source and sent; its bytes, or None."""
+def _make_job_dir(there, staged):
+    """The job's directory at the destination, made as GridFTP makes it.
+
+    GridFTP writes there too.  Where it cannot be made so, GridFTP makes
+    it with the delta, and the base is not copied ahead (only slower).
+    """
+    try:
+        there.make_dir_as_parent(posixpath.dirname(staged))
+    except OSError as e:
+        LOG.info("the base is not copied ahead of the delta: %s", e)
+
+
+def _make_and_send(ctx, row, base, steps, pool, rebuild, there, here):
+    """The delta made at the source and sent; its bytes, or None.
+
+    Made at once against the source's own copy of the base (a base
+    replicated from this site has its id here too, and its signature
+    cached beside it), while the destination says which signature its
+    base has; if the two differ, or the source has none, against the
+    destination's, handed over.
+    """
     source = ctx.source
     image_id = row["image_id"]
     signature_here, delta_here, delta_there = _paths(ctx, row)
     here.makedirs(posixpath.dirname(delta_here))
-    # The two DTNs work at once: the source signs the new version (read
-    # whole unless cached) while the destination signs the base.
-    signed_here = pool.submit(here.run, _meta(
-        source, "blocks", "--", row["source_path"]))
-    own = pool.submit(_signature_at_source, ctx, here, base)
-    identity, signature = _signed(there.run(_meta(
-        ctx.destination, "blocks", "--identity", "--",
-        ctx.destination.image_path(base))))
-    base_blocks = _base_blocks_at_source(here, there, own.result(),
-                                         identity, signature,
-                                         signature_here)
-    steps.mark("base signature")
+    limit = int(ctx.delta_max_ratio * max(row["size"] or 0, 1))
+    make = ["--max-bytes", str(limit), "--output", delta_here, "--",
+            row["source_path"]]
+    made_here = pool.submit(_delta_against_own_copy, here, source, base,
+                            make)
     try:
-        signed_here.result()
-        steps.mark("new signature")
-        limit = int(ctx.delta_max_ratio * max(row["size"] or 0, 1))
-        stats = json.loads(here.run(_meta(
-            source, "delta", "--base-blocks", base_blocks,
-            "--max-bytes", str(limit), "--output", delta_here, "--",
-            row["source_path"])))
+        identity, signature = _signed(rebuild.readline())
+        steps.mark("base signature")
+        stats = made_here.result()
+        if stats is None or stats["base_identity"] != identity:
+            with there.sftp.open(signature, "rb") as f:
+                f.prefetch()
+                here.sftp.putfo(f, signature_here)
+            steps.mark("signature handed over")
+            stats = json.loads(here.run(_meta(
+                source, "delta", "--base-blocks", signature_here, *make)))
         steps.mark("delta")
-    finally:
-        here.remove_quietly(signature_here)
-    try:
-        delta_bytes = stats["delta_bytes"]
         if not stats["written"]:
             LOG.info("image %s: a delta against %s would be %d "
                      "bytes of %d; sending it whole", image_id,
-                     base, delta_bytes, row["size"])
+                     base, stats["delta_bytes"], row["size"])
             return None
         LOG.info("image %s goes as a delta against %s: %d bytes of "
                  "%d (%d new, %d copied, %d zero)", image_id, base,
-                 delta_bytes, row["size"], stats["data_bytes"],
+                 stats["delta_bytes"], row["size"], stats["data_bytes"],
                  stats["copied_bytes"], stats["zero_bytes"])
         # The delta ends with a digest of itself, checked as it is read.
         transfer.send(ctx, row, delta_here, delta_there,
                       self_checking=True)
         steps.mark("transfer")
+        return stats["delta_bytes"]
     finally:
+        futures.wait([made_here])
+        here.remove_quietly(signature_here)
         here.remove_quietly(delta_here)
-    return delta_bytes
 
 
-def _signed(output):
-    """``(identity, path)`` from ``gvfs-meta blocks --identity``."""
-    identity, _, path = output.splitlines()[-1].partition(" ")
-    if not identity or not path:
-        raise ValueError("gvfs-meta blocks printed %r" % output)
-    return identity, path
+def _delta_against_own_copy(here, source, base, make):
+    """``gvfs-meta delta`` against the source's copy of ``base``: its JSON.
 
-
-def _signature_at_source(ctx, here, base):
-    """The source's own signature of ``base``, ``(identity, path)``, or None.
-
-    A base that was replicated from this site has its id here too, and
-    most likely a signature cached beside it (made at its upload): if it
-    is the one the destination has, nothing needs to cross to the source.
-    Only a cached one: reading the file would cost more than the copy.
+    None if the source has no such copy, or no fresh signature of it.
     """
     try:
-        return _signed(here.run(_meta(
-            ctx.source, "blocks", "--cached-only", "--identity", "--",
-            ctx.source.image_path(base))))
-    except (OSError, ValueError):
+        return json.loads(here.run(_meta(
+            source, "delta", "--base", source.image_path(base), *make)))
+    except dtnssh.CommandFailed as e:
+        if e.status != meta_cmd.BASE_UNKNOWN:
+            raise
         return None
 
 
-def _base_blocks_at_source(here, there, own, identity, signature,
-                           signature_here):
-    """The path, on the source DTN, of the base's signature to delta against.
-
-    The source's own when it is the destination's (``own``); else the
-    destination's, copied over the two SSH sessions to ``signature_here``.
-    """
-    if own is not None and own[0] == identity:
-        return own[1]
-    with there.sftp.open(signature, "rb") as f:
-        f.prefetch()
-        here.sftp.putfo(f, signature_here)
-    return signature_here
-
-
-def _prefill(there, destination, base_path, staged):
-    """Copy the base to the staged name (``gvfs-meta prefill``)."""
-    # The job's directory, where GridFTP is to write too, is made as
-    # GridFTP makes it.
-    there.make_dir_as_parent(posixpath.dirname(staged))
-    there.run(_meta(destination, "prefill", "--base", base_path,
-                    "--output", staged))
-
-
-def _wait_prefill(prefilled, image_id):
-    """Wait for the destination's prefill; a failed one only costs time.
-
-    The rebuild then starts from an empty file, as it does without one.
-    """
-    try:
-        prefilled.result()
-    except OSError as e:
-        LOG.info("image %s: the base could not be copied ahead of the "
-                 "delta; the rebuild copies what it needs: %s", image_id, e)
+def _signed(line):
+    """``(identity, path)`` from the line ``gvfs-meta rebuild`` starts with."""
+    identity, _, path = line.strip().partition(" ")
+    if not identity or not path:
+        raise ValueError("gvfs-meta rebuild began with %r" % line)
+    return identity, path
 
 
 class _Steps:

@@ -18,7 +18,6 @@ import socket
 import paramiko
 
 from gvfs_openstack.delta import blocks
-from gvfs_openstack.delta import prefill
 from gvfs_openstack import exceptions
 
 _READ_AHEAD = 1024 * 1024
@@ -27,6 +26,65 @@ _READ_AHEAD = 1024 * 1024
 _SUM_PROGRAMS = {"md5": "md5sum", "sha1": "sha1sum", "sha224": "sha224sum",
                  "sha256": "sha256sum", "sha384": "sha384sum",
                  "sha512": "sha512sum"}
+
+
+class CommandFailed(OSError):
+    """A command on the DTN exited with ``status`` (not 0)."""
+
+    def __init__(self, program, status, errors):
+        super().__init__(errno.EIO, "%s on the DTN failed (%d): %s" % (
+            program, status, errors))
+        self.status = status
+
+
+class RemoteCommand:
+    """A command running on the DTN: lines to it, lines from it.
+
+    For a command that says something early and goes on working while
+    the conductor does something else (``gvfs-meta rebuild``).  Its
+    input is closed only by :meth:`abandon`, while it surely runs: an
+    end of input sent after sshd closed the channel would make OpenSSH
+    drop the whole connection.
+    """
+
+    def __init__(self, program, stdin, stdout, stderr):
+        self.program = program
+        self._stdin = stdin
+        self._stdout = stdout
+        self._stderr = stderr
+        self._ended = False
+
+    def readline(self):
+        """Its next line of output; CommandFailed if it ended instead."""
+        line = self._stdout.readline()
+        if not line:
+            self.wait()
+            raise CommandFailed(self.program, 0, "it ended without a word")
+        return line
+
+    def finish(self, line):
+        """Send it a last ``line`` and wait for it (:meth:`wait`)."""
+        self._stdin.write(line + "\n")
+        self._stdin.flush()
+        return self.wait()
+
+    def abandon(self):
+        """End its input, as nothing more is coming; wait for it quietly."""
+        if self._ended:
+            return
+        self._stdin.channel.shutdown_write()
+        with contextlib.suppress(OSError):
+            self.wait()
+
+    def wait(self):
+        """The rest of its output once it exits 0; else CommandFailed."""
+        out = self._stdout.read().decode(errors="replace")
+        status = self._stdout.channel.recv_exit_status()
+        self._ended = True
+        if status != 0:
+            raise CommandFailed(self.program, status, self._stderr.read(
+            ).decode(errors="replace").strip())
+        return out
 
 
 class DtnSession:
@@ -101,13 +159,9 @@ class DtnSession:
             pass
 
     def remove_image(self, path):
-        """Remove an image file and what may be beside it.
-
-        Its block signature, and the stamp of a prefill that made it.
-        """
+        """Remove an image file and the block signature beside it."""
         self.remove_quietly(path)
         self.remove_quietly(blocks.signature_path(path))
-        self.remove_quietly(prefill.stamp_path(path))
 
     def rmdir(self, path):
         self.sftp.rmdir(path)
@@ -123,16 +177,14 @@ class DtnSession:
                 yield data
 
     def run(self, argv):
-        """Run ``argv`` on the DTN; its output, or OSError with its errors."""
-        _, stdout, stderr = self.client.exec_command(
+        """Run ``argv`` on the DTN; its output, or CommandFailed."""
+        return self.start(argv).wait()
+
+    def start(self, argv):
+        """Start ``argv`` on the DTN, to talk to as it runs."""
+        stdin, stdout, stderr = self.client.exec_command(
             " ".join(shlex.quote(a) for a in argv), timeout=3600)
-        out = stdout.read().decode(errors="replace")
-        status = stdout.channel.recv_exit_status()
-        if status != 0:
-            raise OSError(errno.EIO, "%s on the DTN failed (%d): %s" % (
-                argv[0], status,
-                stderr.read().decode(errors="replace").strip()))
-        return out
+        return RemoteCommand(argv[0], stdin, stdout, stderr)
 
     def flush(self, path):
         """Make a file and its name durable on the DTN's disks.

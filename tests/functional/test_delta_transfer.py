@@ -169,20 +169,16 @@ def test_a_new_version_crosses_as_a_delta_and_ends_identical(dr, tmp_path):
     # Rebuilt sparse (the hole stayed a hole), with its sidecar.
     assert os.stat(stored).st_blocks * 512 <= v2.stat().st_size - 8 * MIB
     assert meta_cmd.verify(stored) is None
-    # The source made the delta against its own signature of the base
-    # (the same as the destination's), and the destination copied the
-    # base ahead of the delta to the very name it rebuilt.
+    # The source made the delta against its own copy of the base, whose
+    # signature is the destination's; the destination copied the base
+    # ahead and rebuilt in one command.
     east = _commands(tmp_path / "meta-east.log")
     [delta_cmd] = [c for c in east if c[0] == "delta"]
-    base_blocks = delta_cmd[delta_cmd.index("--base-blocks") + 1]
-    assert base_blocks == blocks.signature_path(
-        os.path.join(dr.east.images, first["id"]))
+    assert delta_cmd[delta_cmd.index("--base") + 1] == os.path.join(
+        dr.east.images, first["id"])
     west = _commands(tmp_path / "meta-west.log")
-    [prefilled] = [c for c in west if c[0] == "prefill"]
-    [patched] = [c for c in west if c[0] == "patch"]
-    assert west.index(prefilled) < west.index(patched)
-    assert prefilled[prefilled.index("--output") + 1] == \
-        patched[patched.index("--output") + 1]
+    assert [c[0] for c in west if c[0] in ("rebuild", "patch")] == \
+        ["rebuild"]
     # Its signature is ready for the next version, made by the rebuild:
     # before the registration wrote the sidecar (which would have read
     # the whole file to sign it, after the sidecar, had it been missing).
@@ -207,12 +203,17 @@ def test_a_named_base_is_used_and_an_unrelated_image_goes_whole(
     other.write_bytes(os.urandom(4 * MIB))
     unrelated = dr.east.glance.add_image("unrelated", other,
                                          drlab.GVFS_STORE)
-    manager = test_migration._manager(dr, tmp_path, name="named")
+    manager = test_migration._manager(
+        dr, tmp_path, name="named",
+        east={"gvfs_meta_command": _noting_meta(tmp_path, "east")[0]})
     job = test_migration._wait(manager, manager.migrate(
         [renamed["id"]], "west", base=first["id"])["id"])
     assert job["state"] == jobs.DONE, job
     [row] = job["images"]
     assert row["delta_base"] == first["id"]
+    [mine, handed] = [c for c in _commands(tmp_path / "meta-east.log")
+                      if c[0] == "delta"]
+    assert "--base" in mine and "--base-blocks" in handed
     assert row["sent_bytes"] < 0.04 * v2.stat().st_size
     assert dr.west.glance.image(renamed["id"])["os_hash_value"] == \
         renamed["os_hash_value"]

@@ -76,3 +76,31 @@ def test_an_unknown_host_key_is_refused_for_good(sshd, tmp_path):
         dtnssh.open_session(_site(sshd, ssh_known_hosts=str(known_hosts)),
                             "image", "a stage")
     assert not e.value.transient
+
+
+def test_a_command_is_talked_to_as_it_runs(sshd):
+    with dtnssh.connect(_site(sshd), "image", "a stage") as session:
+        command = session.start(["sh", "-c", "echo ready; read x; "
+                                 "echo got $x"])
+        assert command.readline() == "ready\n"
+        assert command.finish("the line") == "got the line\n"
+        # Told nothing more is coming, a command reading on ends.
+        command = session.start(["sh", "-c", "echo ready; read x || "
+                                 "echo no line > /dev/stderr; exit 0"])
+        assert command.readline() == "ready\n"
+        command.abandon()
+        command.abandon()                   # Ended: nothing to do.
+        # The session is still good for the next command.
+        assert session.run(["echo", "still"]) == "still\n"
+
+
+def test_a_command_that_ends_without_a_word_fails_with_its_status(sshd):
+    with dtnssh.connect(_site(sshd), "image", "a stage") as session:
+        command = session.start(["sh", "-c", "echo no base >&2; exit 4"])
+        with pytest.raises(dtnssh.CommandFailed,
+                           match=r"sh on the DTN failed \(4\): no base") \
+                as e:
+            command.readline()
+        assert e.value.status == 4
+        command.abandon()                   # Ended already: no EOF sent.
+        assert session.run(["echo", "still"]) == "still\n"

@@ -222,10 +222,11 @@ def test_empty_new_file(tmp_path):
     base = _rng(8).randbytes(200 * KIB)
     stats, delta, output = _round_trip(tmp_path, base, b"")
     assert _runs(delta, len(base)) == []
-    assert stats.as_dict() == {"size": 0, "data_bytes": 0,
-                               "copied_bytes": 0, "zero_bytes": 0,
-                               "delta_bytes": HEADER_BYTES + END_BYTES,
-                               "written": True}
+    assert stats.as_dict() == {
+        "size": 0, "data_bytes": 0, "copied_bytes": 0, "zero_bytes": 0,
+        "delta_bytes": HEADER_BYTES + END_BYTES, "written": True,
+        "base_identity": blocks.cached(str(tmp_path / "base.img"))
+        .identity().hex()}
     assert os.path.getsize(output) == 0
 
 
@@ -1031,22 +1032,6 @@ def test_meta_blocks_prints_the_signature_paths(tmp_path, capsys):
     assert os.stat(blocks.signature_path(one)).st_ino == inode
 
 
-def test_meta_blocks_identity_and_cached_only(tmp_path, capsys):
-    path = _put(tmp_path / "one.img", _rng(52).randbytes(3 * BLOCK))
-    assert meta.main(["blocks", "--cached-only", "--identity", path]) == 1
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "no block signature made since it last changed" in captured.err
-    assert not os.path.exists(blocks.signature_path(path))
-    assert meta.main(["blocks", "--identity", path]) == 0
-    identity = blocks.cached(path).identity().hex()
-    assert capsys.readouterr().out.split() == [
-        identity, blocks.signature_path(path)]
-    assert meta.main(["blocks", "--cached-only", "--identity", path]) == 0
-    assert capsys.readouterr().out.split() == [
-        identity, blocks.signature_path(path)]
-
-
 def test_meta_blocks_of_a_missing_file_fails_but_does_the_others(
         tmp_path, capsys):
     good = _put(tmp_path / "good.img", b"\1" * BLOCK)
@@ -1078,7 +1063,8 @@ def test_meta_blocks_delta_patch_rebuild_the_file(tmp_path, capsys):
     stats = json.loads(capsys.readouterr().out)
     assert stats == {"size": MIB, "data_bytes": 16 * KIB,
                      "copied_bytes": MIB - 16 * KIB, "zero_bytes": 0,
-                     "delta_bytes": os.path.getsize(delta), "written": True}
+                     "delta_bytes": os.path.getsize(delta), "written": True,
+                     "base_identity": blocks.cached(base).identity().hex()}
     assert stats["delta_bytes"] == (HEADER_BYTES + 2 * COPY_BYTES +
                                     RECORD_BYTES + 16 * KIB + END_BYTES)
     # Larger than allowed: not written, and its size said all the same.
@@ -1103,6 +1089,55 @@ def test_meta_blocks_delta_patch_rebuild_the_file(tmp_path, capsys):
     assert meta.main(["patch", "--base", base, "--delta", delta,
                       "--output", output]) == 0
     assert _read(output) == new_data
+
+
+def _base_and_version(tmp_path):
+    rng = _rng(53)
+    base_data = rng.randbytes(64 * BLOCK)
+    new_data = base_data[:10 * BLOCK] + rng.randbytes(BLOCK) + \
+        base_data[11 * BLOCK:]
+    return (_put(tmp_path / "base.img", base_data),
+            _put(tmp_path / "new.img", new_data))
+
+
+def test_meta_delta_against_a_copy_of_the_base_here(tmp_path, capsys):
+    """The source's own copy of the base, by its cached signature.
+
+    The JSON names the signature's identity, for the caller to compare
+    with the one the other end has.
+    """
+    base, new = _base_and_version(tmp_path)
+    identity = blocks.ensure(base).identity().hex()
+    delta = str(tmp_path / "new.delta")
+    assert meta.main(["delta", "--base", base, "--output", delta, "--",
+                      new]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["data_bytes"], stats["base_identity"]) == (BLOCK,
+                                                             identity)
+    output = str(tmp_path / "out.img")
+    assert meta.main(["patch", "--base", base, "--delta", delta,
+                      "--output", output]) == 0
+    assert _read(output) == _read(new)
+
+
+@pytest.mark.parametrize("why", ["unsigned", "stale"])
+def test_meta_delta_against_a_base_without_a_signature_here_says_so(
+        tmp_path, capsys, why):
+    base, new = _base_and_version(tmp_path)
+    blocks.ensure(base)
+    if why == "unsigned":
+        os.unlink(blocks.signature_path(base))
+    else:
+        os.utime(base, ns=(1, 1))
+    delta = str(tmp_path / "new.delta")
+    assert meta.main(["delta", "--base", base, "--output", delta, "--",
+                      new]) == meta.BASE_UNKNOWN
+    assert "%s has no block signature made since it last changed" % base \
+        in capsys.readouterr().err
+    assert not os.path.exists(delta)
+    # It never reads the base to sign it.
+    assert why != "unsigned" or \
+        not os.path.exists(blocks.signature_path(base))
 
 
 def test_meta_delta_with_a_bad_signature_fails(tmp_path, capsys):

@@ -1,18 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The base copied ahead of its delta, and the rebuild that trusts it.
+"""The base copied ahead of its delta, and the rebuild that uses it.
 
 A prefilled output saves the rebuild most of its copying, but only a
-prefill still true may be trusted: one of a base that changed since, or
-an output touched since, must be rebuilt from nothing -- and end
-byte-identical all the same.  Holes stay holes either way.
+copy of the base as it still is may be used: one of a base that changed
+since must be rebuilt from nothing -- and end byte-identical all the
+same.  Holes stay holes either way.  ``gvfs-meta rebuild`` does both in
+one process, told the delta's path on its standard input.
 """
 
 import errno
 import hashlib
-import json
+import io
 import os
 import pathlib
 import random
+import sys
 
 import pytest
 
@@ -59,10 +61,10 @@ def files(tmp_path):
     return files
 
 
-def _rebuild(files, **kwargs):
+def _rebuild(files, prefilled_from=None, **kwargs):
     return apply.apply(files["base"], files["delta"], files["output"],
                        base_signature=blocks.cached(files["base"]),
-                       **kwargs)
+                       prefilled_from=prefilled_from, **kwargs)
 
 
 def _copies(monkeypatch):
@@ -78,23 +80,22 @@ def _copies(monkeypatch):
     return made
 
 
-def _rebuilt_without_the_prefill(files, monkeypatch):
+def _rebuilt_without_the_prefill(files, monkeypatch, prefilled_from=None):
     """The rebuild is right, and copied the base itself."""
     copies = _copies(monkeypatch)
-    _rebuild(files)
+    _rebuild(files, prefilled_from)
     assert _read(files["output"]) == files["new_data"]
     assert sum(length for _, _, length in copies) > 800 * KIB
 
 
 def test_a_prefilled_rebuild_copies_only_what_moved(files, monkeypatch):
-    prefill.prefill(files["base"], files["output"])
-    assert os.path.exists(prefill.stamp_path(files["output"]))
+    base = prefill.prefill(files["base"], files["output"])
+    assert base == prefill.identity(os.stat(files["base"]))
     copies = _copies(monkeypatch)
-    assert _rebuild(files) == len(files["new_data"])
+    assert _rebuild(files, base) == len(files["new_data"])
     assert _read(files["output"]) == files["new_data"]
     # The moved region only: what sits where it was is there already.
     assert copies == [(800 * KIB, 600 * KIB, 40 * KIB)]
-    assert not os.path.exists(prefill.stamp_path(files["output"]))
     # The rebuilt file's signature is cached, as without a prefill.
     assert blocks.cached(files["output"]).digests == \
         blocks.digests(files["new_data"])
@@ -106,54 +107,29 @@ def test_the_same_rebuild_without_a_prefill_copies_it_all(files,
 
 
 def test_a_prefill_checked_by_the_images_hash(files):
-    prefill.prefill(files["base"], files["output"])
-    apply.apply(files["base"], files["delta"], files["output"], "sha512",
-                hashlib.sha512(files["new_data"]).hexdigest())
+    base = prefill.prefill(files["base"], files["output"])
+    _rebuild(files, base, hash_algo="sha512",
+             expected=hashlib.sha512(files["new_data"]).hexdigest())
     assert _read(files["output"]) == files["new_data"]
-
-
-def test_an_output_touched_after_its_prefill_is_rebuilt_whole(
-        files, monkeypatch):
-    prefill.prefill(files["base"], files["output"])
-    with open(files["output"], "r+b") as f:
-        f.seek(700 * KIB)
-        f.write(b"\x55" * BLOCK)
-    _rebuilt_without_the_prefill(files, monkeypatch)
 
 
 def test_a_base_changed_after_the_prefill_is_not_trusted(files,
                                                          monkeypatch):
-    prefill.prefill(files["base"], files["output"])
-    # Same bytes, touched: the stamp no longer names this base.
+    base = prefill.prefill(files["base"], files["output"])
+    # Same bytes, touched: no longer the base the copy was made of.
     os.utime(files["base"], ns=(5, 5))
     blocks.ensure(files["base"])
-    _rebuilt_without_the_prefill(files, monkeypatch)
+    _rebuilt_without_the_prefill(files, monkeypatch, base)
 
 
-@pytest.mark.parametrize("stamp", [b"", b"not json", b"[1, 2]",
-                                   b'{"base": 1}'])
-def test_a_damaged_stamp_is_not_trusted(files, monkeypatch, stamp):
-    prefill.prefill(files["base"], files["output"])
-    _put(prefill.stamp_path(files["output"]), stamp)
-    _rebuilt_without_the_prefill(files, monkeypatch)
-    assert not os.path.exists(prefill.stamp_path(files["output"]))
-
-
-def test_a_stamp_vouches_for_one_rebuild(files, monkeypatch):
-    prefill.prefill(files["base"], files["output"])
-    _rebuild(files)
-    _rebuilt_without_the_prefill(files, monkeypatch)
-
-
-def test_a_rejected_rebuild_leaves_neither_output_nor_stamp(files):
-    prefill.prefill(files["base"], files["output"])
+def test_a_rejected_rebuild_of_a_prefill_leaves_no_output(files):
+    base = prefill.prefill(files["base"], files["output"])
     data = bytearray(_read(files["delta"]))
     data[200] ^= 1
     _put(files["delta"], bytes(data))
     with pytest.raises(apply.Rejected):
-        _rebuild(files)
+        _rebuild(files, base)
     assert not os.path.exists(files["output"])
-    assert not os.path.exists(prefill.stamp_path(files["output"]))
 
 
 def _sparse(path, pieces, size):
@@ -182,10 +158,11 @@ def test_holes_of_the_base_stay_holes(tmp_path):
     make.make(str(tmp_path / "new.img"), blocks.ensure(base),
               str(tmp_path / "new.delta"))
     output = str(tmp_path / "staged.img")
-    assert prefill.prefill(base, output) == 64 * MIB
+    copied = prefill.prefill(base, output)
+    assert os.path.getsize(output) == 64 * MIB
     assert _allocated(output) < 4 * MIB
     apply.apply(base, str(tmp_path / "new.delta"), output,
-                base_signature=blocks.cached(base))
+                base_signature=blocks.cached(base), prefilled_from=copied)
     assert _read(output) == bytes(new)
     # The base's zeros were not written over its holes either.
     assert _allocated(output) < 4 * MIB
@@ -205,7 +182,6 @@ def test_a_base_that_changes_during_the_copy_leaves_nothing(
                        "copied"):
         prefill.prefill(files["base"], files["output"])
     assert not os.path.exists(files["output"])
-    assert not os.path.exists(prefill.stamp_path(files["output"]))
 
 
 def test_a_file_system_without_seek_data_copies_it_all(tmp_path,
@@ -237,35 +213,64 @@ def test_copy_without_copy_file_range_goes_through_memory(tmp_path,
     assert _read(tmp_path / "out.img") == data
 
 
-def test_the_stamp_is_a_dot_file_beside_the_output():
-    assert prefill.stamp_path("/srv/staging/job/abc") == \
-        "/srv/staging/job/.gvfs-meta.abc.prefill"
+def _meta_rebuild(files, monkeypatch, stdin):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    return meta.main(["rebuild", "--base", files["base"], "--output",
+                      files["output"]])
 
 
-def test_the_stamp_names_base_and_output(files):
-    prefill.prefill(files["base"], files["output"])
-    stamp = json.loads(_read(prefill.stamp_path(files["output"])))
-    base, output = os.stat(files["base"]), os.stat(files["output"])
-    assert stamp == {
-        "base": [base.st_dev, base.st_ino, base.st_size, base.st_mtime_ns],
-        "output": [output.st_dev, output.st_ino, output.st_size,
-                   output.st_mtime_ns]}
-
-
-def test_meta_prefill_then_patch(files, capsys):
-    assert meta.main(["prefill", "--base", files["base"], "--output",
-                      files["output"]]) == 0
-    assert meta.main(["patch", "--base", files["base"], "--delta",
-                      files["delta"], "--output", files["output"]]) == 0
+def test_meta_rebuild_says_the_base_copies_it_and_applies_the_delta(
+        files, monkeypatch, capsys):
+    copies = _copies(monkeypatch)
+    assert _meta_rebuild(files, monkeypatch, files["delta"] + "\n") == 0
+    assert capsys.readouterr().out.split() == [
+        blocks.cached(files["base"]).identity().hex(),
+        blocks.signature_path(files["base"])]
     assert _read(files["output"]) == files["new_data"]
+    # The base copied once whole ahead (no signature of zeros to skip),
+    # and the moved region by the rebuild.
+    assert copies == [(0, 0, os.path.getsize(files["base"])),
+                      (800 * KIB, 600 * KIB, 40 * KIB)]
 
 
-def test_meta_prefill_of_a_missing_base_fails(tmp_path, capsys):
-    output = str(tmp_path / "out.img")
-    assert meta.main(["prefill", "--base", str(tmp_path / "missing"),
-                      "--output", output]) == 1
-    assert "gvfs-meta: prefill of %s:" % output in capsys.readouterr().err
-    assert not os.path.exists(output)
+def test_meta_rebuild_without_a_delta_leaves_nothing(files, monkeypatch,
+                                                     capsys):
+    assert _meta_rebuild(files, monkeypatch, "") == 0
+    assert not os.path.exists(files["output"])
+
+
+def test_meta_rebuild_of_a_damaged_delta_is_rejected(files, monkeypatch,
+                                                     capsys):
+    data = bytearray(_read(files["delta"]))
+    data[-1] ^= 1
+    _put(files["delta"], bytes(data))
+    assert _meta_rebuild(files, monkeypatch, files["delta"] + "\n") == \
+        meta.REJECTED
+    assert "delta rejected" in capsys.readouterr().err
+    assert not os.path.exists(files["output"])
+
+
+def test_meta_rebuild_of_a_missing_base_fails_before_a_word(
+        tmp_path, monkeypatch, capsys):
+    files = {"base": str(tmp_path / "missing"),
+             "output": str(tmp_path / "out.img")}
+    assert _meta_rebuild(files, monkeypatch, "x\n") == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "gvfs-meta: rebuild from %s:" % files["base"] in captured.err
+    assert not os.path.exists(files["output"])
+
+
+def test_meta_rebuild_goes_on_without_the_copy_ahead(files, monkeypatch,
+                                                     capsys, tmp_path):
+    """A copy that cannot be made only costs the rebuild its time."""
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "not here")
+
+    monkeypatch.setattr(prefill, "prefill", refused)
+    assert _meta_rebuild(files, monkeypatch, files["delta"] + "\n") == 0
+    assert "the base is not copied ahead: " in capsys.readouterr().err
+    assert _read(files["output"]) == files["new_data"]
 
 
 def test_zeros_the_signature_knows_are_not_copied_and_stay_holes(tmp_path):
@@ -285,11 +290,11 @@ def test_zeros_the_signature_knows_are_not_copied_and_stay_holes(tmp_path):
     make.make(str(tmp_path / "new.img"), blocks.ensure(base),
               str(tmp_path / "new.delta"))
     output = str(tmp_path / "staged.img")
-    prefill.prefill(base, output)
+    copied = prefill.prefill(base, output)
     if _allocated(output) > 5 * MIB:
         pytest.skip("this file system keeps no holes")
     apply.apply(base, str(tmp_path / "new.delta"), output,
-                base_signature=blocks.cached(base))
+                base_signature=blocks.cached(base), prefilled_from=copied)
     assert _read(output) == bytes(new)
     assert _allocated(output) <= 3 * MIB + 64 * KIB
 
@@ -297,8 +302,7 @@ def test_zeros_the_signature_knows_are_not_copied_and_stay_holes(tmp_path):
 def test_zeros_are_written_where_holes_cannot_be_punched(files,
                                                          monkeypatch):
     monkeypatch.setattr(prefill, "_fallocate", None)
-    prefill.prefill(files["base"], files["output"])
-    _rebuild(files)
+    _rebuild(files, prefill.prefill(files["base"], files["output"]))
     assert _read(files["output"]) == files["new_data"]
 
 
