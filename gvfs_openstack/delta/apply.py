@@ -350,6 +350,7 @@ class _Output:
         self.base_size = base_st.st_size
         self.base_signature = base_signature
         self.prefilled = prefilled
+        self._base_zeros = None
 
     def copy(self, base_offset, offset, length):
         if self.prefilled and base_offset == offset:
@@ -364,30 +365,24 @@ class _Output:
         if not self.prefilled:
             return
         end = min(offset + length, self.base_size)
-        for start, stop in self._base_data(offset, end):
-            if prefill.punch_hole(self.fd, start, stop - start):
+        for start, size in self._base_data(offset, end):
+            if prefill.punch_hole(self.fd, start, size):
                 continue
+            stop = start + size
             while start < stop:
                 piece = min(stop - start, READ_SIZE)
                 durable.pwrite_all(self.fd, _ZEROS[:piece], start)
                 start += piece
 
     def _base_data(self, offset, end):
-        """Runs of ``[offset, end)`` where the base may hold data."""
+        """Runs ``(offset, length)`` of ``[offset, end)`` with base data.
+
+        All of it but the blocks the base's signature says are zeros
+        (found once, for every zero run of the delta).
+        """
         if offset >= end:
-            return
-        signature = self.base_signature
-        if signature is None or offset % signature.block_size:
-            yield offset, end
-            return
-        block_size = signature.block_size
-        run = None
-        for number in range(offset // block_size, -(-end // block_size)):
-            if signature.block(number) == blocks.ZERO_DIGEST:
-                if run is not None:
-                    yield run, number * block_size
-                    run = None
-            elif run is None:
-                run = number * block_size
-        if run is not None:
-            yield run, end
+            return []
+        if self._base_zeros is None:
+            self._base_zeros = self.base_signature.zero_runs() \
+                if self.base_signature is not None else []
+        return prefill.outside([(offset, end - offset)], self._base_zeros)

@@ -53,7 +53,7 @@ def prefill(base_path, output, mode=0o644):
             signature.matches(before.st_size, before.st_mtime_ns) else []
         out = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
-            for offset, length in _without(
+            for offset, length in outside(
                     data_extents(base, before.st_size), zeros):
                 copy_range(base, out, offset, offset, length)
             os.ftruncate(out, before.st_size)
@@ -70,7 +70,7 @@ def prefill(base_path, output, mode=0o644):
     return identity(before)
 
 
-def _without(extents, holes):
+def outside(extents, holes):
     """The parts of ``extents`` outside ``holes`` (both sorted runs)."""
     holes = iter(holes)
     hole = next(holes, None)
