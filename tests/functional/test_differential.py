@@ -102,3 +102,21 @@ def test_a_truncating_create_of_a_cached_file(diff_lab, kind):
         (differential.op_read, "a", 0, 4096),
         (differential.op_create, "a", "truncate", 0o644, None),
         (("old", differential.op_read), "a", 0, 4096)]) == []
+
+
+@pytest.mark.parametrize("kind", ["caching", "write-back"])
+def test_a_truncating_create_after_another_file_went(diff_lab, kind):
+    """CI's failing case.
+
+    Ganesha answers this CREATE with the size and times from before it
+    truncated the cached file.
+    """
+    assert _differs(diff_lab, kind, [
+        _FILE, (differential.op_create, "b", "unchecked", 0o644, None),
+        (differential.op_create, "c", "unchecked", 0o644, None),
+        _write("c", b"z"), (differential.op_commit, "c", 0, 0),
+        (differential.op_read, "c", 0, 4096),
+        (differential.op_remove, "a", P.REMOVE),
+        (differential.op_create, "c", "truncate", 0o644, None),
+        (differential.op_getattr, "c"),
+        (("old", differential.op_read), "c", 0, 4096)]) == []

@@ -136,6 +136,38 @@ def test_a_create_that_truncates_a_cached_file_invalidates_it(tmp_path):
     assert cache.files.get(b"fh-b") is None
 
 
+def test_a_truncation_answered_with_the_old_attributes_drops_the_bytes(
+        tmp_path):
+    """Found by the differential test in CI.
+
+    Ganesha answered a CREATE that truncated a cached 1-byte file with
+    the attributes from before it, and the old byte was then served.
+    """
+    cache = make(tmp_path)
+    v1 = fattr(4097, 1)
+    state = cache.files.observe(b"fh", v1)
+    for block, data in enumerate((b"x" * 4096, b"y")):
+        cache.store.put(state.digest, block, data, freshness.attrs_of(v1))
+    create(cache, "a", b"fh", v1, size=4095)
+    assert state.current == [freshness.attrs_of(v1)]
+    assert cached_block(cache, state, 0, 4096) is None
+    assert cached_block(cache, state, 1, 1) is None
+    # A SETATTR of the size answered the same way.
+    cache.store.put(state.digest, 0, b"x" * 4096, freshness.attrs_of(v1))
+    call = rpc.Call(8, const.NFS_PROGRAM, 3, Nfs3Proc.SETATTR,
+                    args=nfs3.encode_args(Nfs3Proc.SETATTR, nfs3.SetattrArgs(
+                        b"fh", nfs3.Sattr(size=0))))
+    body = nfs3.WccBody(nfs3.WccData(None, v1))
+    reply = rpc.accepted(8, results=nfs3.encode_res(
+        Nfs3Proc.SETATTR, nfs3.Result(0, body)))
+    observer(cache).reply(call, reply)
+    assert cached_block(cache, state, 0, 4096) is None
+    # A CREATE that sets no size leaves the bytes alone.
+    cache.store.put(state.digest, 0, b"x" * 4096, freshness.attrs_of(v1))
+    create(cache, "a", b"fh", v1, size=None)
+    assert cached_block(cache, state, 0, 4096) == b"x" * 4096
+
+
 def test_blocks_fetched_under_old_attributes_are_misses(tmp_path):
     cache = make(tmp_path)
     v1 = fattr(8192, 1)

@@ -127,8 +127,11 @@ class ReplyObserver:
 
     def _learn(self, call, res, dirty):
         if call.proc == Nfs3Proc.SETATTR:
-            fh = nfs3.decode_args(Nfs3Proc.SETATTR, call.args).object
-            self.files.observe_own_change(fh, res.body.obj_wcc, reset=True)
+            args = nfs3.decode_args(Nfs3Proc.SETATTR, call.args)
+            wcc = res.body.obj_wcc
+            self._resized(args.object, args.new_attributes.size,
+                          wcc.after if wcc else None)
+            self.files.observe_own_change(args.object, wcc, reset=True)
         elif call.proc == Nfs3Proc.GETATTR and res.ok:
             fh = nfs3.decode_args(Nfs3Proc.GETATTR, call.args).object
             self.files.observe(fh, res.body.obj_attributes)
@@ -143,11 +146,15 @@ class ReplyObserver:
             self.names.learn(args.what.dir, args.what.name, res.body.object)
         elif call.proc in _MAKING and res.ok and res.body.obj:
             # The new object lives in its directory's export.
-            where = nfs3.decode_args(call.proc, call.args).where
+            args = nfs3.decode_args(call.proc, call.args)
+            where = args.where
             self.policies.learn_child(where.dir, res.body.obj)
             self.names.learn(where.dir, where.name, res.body.obj)
             if call.proc == Nfs3Proc.CREATE and res.body.obj not in dirty:
                 # It may have truncated a file known here.
+                given = args.how.attributes
+                self._resized(res.body.obj, given and given.size,
+                              res.body.obj_attributes)
                 self.files.observe_created(res.body.obj,
                                            res.body.obj_attributes)
         elif call.proc == Nfs3Proc.LINK and res.ok:
@@ -175,6 +182,27 @@ class ReplyObserver:
                 self._unlinked(replaced)
             if moved is not None:
                 self.names.learn(args.to.dir, args.to.name, moved)
+
+    def _resized(self, fh, size, fattr):
+        """A CREATE or SETATTR through this proxy set ``fh``'s ``size``.
+
+        The cached bytes past ``size`` are gone whatever attributes the
+        reply (``fattr``, if any) gives: Ganesha has answered a
+        truncating CREATE with the size and times from before it (the
+        differential test, in CI), under which the old blocks would
+        still look current.  They are discarded up to the largest size
+        this proxy knows of the file.
+        """
+        if size is None:
+            return
+        state = self.files.get(fh)
+        known = [fattr.size] if fattr is not None else []
+        if state is not None:
+            known.append(state.fattr.size)
+            known.extend(attrs.size for attrs in state.current)
+        end = max(known, default=size)
+        if end > size:
+            self.reads.discard_range(fh, size, end - size)
 
     def _unlinked(self, fh):
         """A removal through this proxy took a link of ``fh`` (if known).
