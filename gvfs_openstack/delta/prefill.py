@@ -15,18 +15,40 @@ inode, size, mtime, unchanged from before the copy to after it); else it
 starts from an empty file, as without a prefill -- slower, never wrong.
 Holes stay holes: only the base's data extents are copied, less the
 blocks its signature says are zeros.
+
+How the bytes are copied (:class:`Copier`): by reflink where the file
+system shares blocks between files (XFS, btrfs: no bytes move at all),
+else through one buffer and out by direct I/O.  A buffered copy would
+take a new page-cache page for each 4 KiB of the copy: on a DTN that
+evicts the transfers' own pages for a file nobody reads again soon, and
+in the lab's VM it was the copy's whole cost (1.3-1.9 s for 512 MiB in
+the page cache, 0.15-0.26 s for the rebuild step by direct I/O).  What
+cannot go by direct I/O (pieces not aligned to 4 KiB, a file system
+that refuses ``O_DIRECT``) goes by ``copy_file_range``.
 """
 
 import ctypes
 import errno
+import fcntl
+import mmap
 import os
+import struct
 
 from gvfs_openstack.delta import blocks
 from gvfs_openstack import durable
 
 #: Errors of copy_file_range that mean "not here": copy through memory.
 NO_COPY_RANGE = (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
+#: Errors of a reflink or of direct I/O that mean "not on this file
+#: system" (ENOTTY: no such ioctl).
+NOT_HERE = NO_COPY_RANGE + (errno.ENOTTY,)
 READ_SIZE = 8 * 1024 * 1024
+#: What direct I/O's offsets and lengths are multiples of: a page, the
+#: largest logical block size of a disk.
+DIRECT_ALIGN = 4096
+#: ioctl FICLONERANGE: struct file_clone_range {s64 src_fd; u64
+#: src_offset, src_length, dest_offset}.
+_FICLONERANGE = 0x4020940d
 
 
 class BaseChanged(Exception):
@@ -53,9 +75,10 @@ def prefill(base_path, output, mode=0o644):
             signature.matches(before.st_size, before.st_mtime_ns) else []
         out = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
-            for offset, length in outside(
-                    data_extents(base, before.st_size), zeros):
-                copy_range(base, out, offset, offset, length)
+            with Copier(base, out, output) as copier:
+                for offset, length in outside(
+                        data_extents(base, before.st_size), zeros):
+                    copier.copy(offset, length)
             os.ftruncate(out, before.st_size)
             if identity(os.fstat(base)) != identity(before):
                 raise BaseChanged("%s changed while it was copied" %
@@ -68,6 +91,99 @@ def prefill(base_path, output, mode=0o644):
     finally:
         os.close(base)
     return identity(before)
+
+
+class Copier:
+    """Copies ranges of ``base`` to the same offsets of ``out``.
+
+    ``out`` is open for writing, ``output`` its path (opened once more
+    for direct I/O).  A reflink is tried first, then direct I/O, each
+    given up for good at its first "not here" answer.
+    """
+
+    def __init__(self, base, out, output):
+        self.base = base
+        self.out = out
+        self.output = output
+        self.reflinks = True
+        #: The output opened for direct I/O; None before it is tried and
+        #: once the file system refused it.
+        self.direct = None
+        #: Set once direct I/O was tried: the buffer, page-aligned as
+        #: direct I/O wants its memory.
+        self.buffer = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.direct is not None:
+            os.close(self.direct)
+        if self.buffer is not None:
+            self.buffer.close()
+
+    def copy(self, offset, length):
+        if self.reflinks and self._reflink(offset, length):
+            return
+        # The pieces before and after the aligned middle go buffered.
+        start = min(-(-offset // DIRECT_ALIGN) * DIRECT_ALIGN,
+                    offset + length)
+        end = max((offset + length) // DIRECT_ALIGN * DIRECT_ALIGN, start)
+        if start > offset:
+            copy_range(self.base, self.out, offset, offset, start - offset)
+        while start < end and self._direct_file() is not None:
+            start += self._write_direct(start, min(READ_SIZE, end - start))
+        if end > start:
+            copy_range(self.base, self.out, start, start, end - start)
+        if offset + length > end:
+            copy_range(self.base, self.out, end, end, offset + length - end)
+
+    def _reflink(self, offset, length):
+        """Share the base's blocks; False where that cannot be done."""
+        try:
+            fcntl.ioctl(self.out, _FICLONERANGE, struct.pack(
+                "qQQQ", self.base, offset, length, offset))
+        except OSError as e:
+            if e.errno not in NOT_HERE:
+                raise
+            if e.errno != errno.EINVAL:
+                # EINVAL may be one range's alignment, not the file
+                # system's lack of reflinks.
+                self.reflinks = False
+            return False
+        return True
+
+    def _direct_file(self):
+        if self.buffer is None:
+            self.buffer = mmap.mmap(-1, READ_SIZE)
+            try:
+                self.direct = os.open(self.output, os.O_WRONLY | os.O_DIRECT)
+            except OSError as e:
+                if e.errno not in NOT_HERE:
+                    raise
+        return self.direct
+
+    def _write_direct(self, offset, length):
+        """Copy up to ``length`` aligned bytes at ``offset``; how many."""
+        view = memoryview(self.buffer)[:length]
+        try:
+            got = os.preadv(self.base, [view], offset)
+            if got != length:
+                raise BaseChanged("the base is shorter than it was: it "
+                                  "changed")
+            done = os.pwritev(self.direct, [view], offset)
+        except OSError as e:
+            if e.errno not in NOT_HERE:
+                raise
+            os.close(self.direct)
+            self.direct = None
+            return 0
+        finally:
+            view.release()
+        if not done:
+            raise OSError(errno.EIO, "direct write of %d bytes at %d wrote "
+                          "nothing" % (length, offset))
+        return done
 
 
 def outside(extents, holes):

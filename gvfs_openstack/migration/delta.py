@@ -92,18 +92,22 @@ def related(image, candidate):
             family(candidate.get("name")) == family(image.get("name")))
 
 
-def find_base(ctx, row):
+def find_base(ctx, row, pool):
     """The id of the destination image to send ``row`` against, or None.
 
     The one asked for, else the newest related image in the
-    destination's gvfs store.
+    destination's gvfs store.  Both Images APIs are asked at once, on
+    ``pool``: each call logs in to its own Keystone first, and the
+    lookup is on the delta's critical path.
     """
     if row.get("delta_base"):
         return row["delta_base"]
-    image = ctx.source_glance.image(row["image_id"])
-    candidates = [c for c in ctx.destination_glance.images(
-        status="active", disk_format=image.get("disk_format"))
-        if related(image, c) and localcopy.in_gvfs_store(c, ctx.destination)]
+    asked = pool.submit(ctx.source_glance.image, row["image_id"])
+    listed = list(ctx.destination_glance.images(status="active"))
+    image = asked.result()
+    candidates = [c for c in listed
+                  if related(image, c) and
+                  localcopy.in_gvfs_store(c, ctx.destination)]
     if not candidates:
         return None
     return max(candidates, key=lambda c: c.get("created_at") or "")["id"]
@@ -117,13 +121,13 @@ def run(ctx, row):
     steps = _Steps()
     try:
         with futures.ThreadPoolExecutor(
-                3, thread_name_prefix="gvfs-delta") as pool:
+                4, thread_name_prefix="gvfs-delta") as pool:
             # The SSH sessions open while the Images API is asked for a
             # base: an image without one wasted two logins, not time.
             sessions = [pool.submit(dtnssh.open_session, site,
                                     row["image_id"], STAGE)
                         for site in (ctx.destination, ctx.source)]
-            found = pool.submit(find_base, ctx, row)
+            found = pool.submit(find_base, ctx, row, pool)
             with _closing(sessions) as (there, here):
                 base = found.result()
                 steps.mark("finding the base and connecting")

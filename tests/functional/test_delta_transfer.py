@@ -166,8 +166,10 @@ def test_a_new_version_crosses_as_a_delta_and_ends_identical(dr, tmp_path):
     assert 0.025 * v2.stat().st_size < sent < 0.04 * v2.stat().st_size
     assert second["os_hash_value"] == test_migration._sha512(v2)
     stored = _arrived_right(dr, second)
-    # Rebuilt sparse (the hole stayed a hole), with its sidecar.
-    assert os.stat(stored).st_blocks * 512 <= v2.stat().st_size - 8 * MIB
+    # Rebuilt sparse (the hole stayed a hole), with its sidecar.  ext4
+    # counts the blocks of its extent tree too: one more where the copy
+    # came out in more than four extents.
+    assert os.stat(stored).st_blocks * 512 <= v2.stat().st_size - 7 * MIB
     assert meta_cmd.verify(stored) is None
     # The source made the delta against its own copy of the base, whose
     # signature is the destination's; the destination copied the base

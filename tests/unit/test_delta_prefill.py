@@ -219,18 +219,133 @@ def _meta_rebuild(files, monkeypatch, stdin):
                       files["output"]])
 
 
+def _direct_io(directory):
+    """Whether the file system of ``directory`` takes direct I/O."""
+    try:
+        os.close(os.open(os.path.join(directory, "probe"),
+                         os.O_WRONLY | os.O_CREAT | os.O_DIRECT))
+    except OSError:
+        return False
+    return True
+
+
 def test_meta_rebuild_says_the_base_copies_it_and_applies_the_delta(
         files, monkeypatch, capsys):
+    ahead = []
+    real = prefill.Copier.copy
+
+    def recording(copier, offset, length):
+        ahead.append((offset, length))
+        return real(copier, offset, length)
+
+    monkeypatch.setattr(prefill.Copier, "copy", recording)
     copies = _copies(monkeypatch)
     assert _meta_rebuild(files, monkeypatch, files["delta"] + "\n") == 0
     assert capsys.readouterr().out.split() == [
         blocks.cached(files["base"]).identity().hex(),
         blocks.signature_path(files["base"])]
     assert _read(files["output"]) == files["new_data"]
-    # The base copied once whole ahead (no signature of zeros to skip),
-    # and the moved region by the rebuild.
-    assert copies == [(0, 0, os.path.getsize(files["base"])),
-                      (800 * KIB, 600 * KIB, 40 * KIB)]
+    # The base copied once whole ahead (no signature of zeros to skip):
+    # by direct I/O but for its last 300 bytes, where the file system
+    # takes it; then the moved region by the rebuild.
+    size = os.path.getsize(files["base"])
+    assert ahead == [(0, size)]
+    buffered = [(MIB, MIB, 300)] if _direct_io(os.path.dirname(
+        files["output"])) else [(0, 0, size)]
+    assert copies == buffered + [(800 * KIB, 600 * KIB, 40 * KIB)]
+
+
+def _copied(tmp_path, offset, length, times=1):
+    """The Copier that copied a base's ``length`` bytes at ``offset``.
+
+    Into an empty file, ``times`` over; the bytes are checked.
+    """
+    data = os.urandom(offset + length + 7)
+    base = _put(tmp_path / "base.img", data)
+    output = str(tmp_path / "out.img")
+    source = os.open(base, os.O_RDONLY)
+    out = os.open(output, os.O_WRONLY | os.O_CREAT)
+    try:
+        with prefill.Copier(source, out, output) as copier:
+            for _ in range(times):
+                copier.copy(offset, length)
+    finally:
+        os.close(out)
+        os.close(source)
+    expected = bytes(offset) + data[offset:offset + length]
+    assert _read(output) == expected
+    return copier
+
+
+def test_the_copy_goes_by_direct_io_where_the_file_system_takes_it(
+        tmp_path):
+    if not _direct_io(tmp_path):
+        pytest.skip("this file system refuses direct I/O")
+    copier = _copied(tmp_path, 1000, 3 * prefill.READ_SIZE // 2 + 123)
+    assert copier.direct is not None
+
+
+def test_a_file_system_without_reflinks_is_asked_once(tmp_path,
+                                                      monkeypatch):
+    asked = []
+
+    def no_reflinks(fd, request, arg):
+        asked.append(request)
+        raise OSError(errno.EOPNOTSUPP, "no reflinks here")
+
+    monkeypatch.setattr(prefill.fcntl, "ioctl", no_reflinks)
+    copier = _copied(tmp_path, 0, 5 * BLOCK, times=2)
+    assert asked == [prefill._FICLONERANGE]
+    assert not copier.reflinks
+
+
+def test_direct_io_refused_goes_through_the_page_cache(tmp_path,
+                                                       monkeypatch):
+    real = os.open
+
+    def no_direct_io(path, flags, *args):
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "no direct I/O here")
+        return real(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", no_direct_io)
+    copier = _copied(tmp_path, BLOCK, 3 * prefill.READ_SIZE // 2)
+    assert copier.direct is None
+
+
+def test_a_direct_write_refused_midway_goes_on_buffered(tmp_path,
+                                                        monkeypatch):
+    if not _direct_io(tmp_path):
+        pytest.skip("this file system refuses direct I/O")
+    real = os.pwritev
+    writes = []
+
+    def refusing_the_second(fd, buffers, offset):
+        writes.append(offset)
+        if len(writes) == 2:
+            raise OSError(errno.EINVAL, "not this one")
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "pwritev", refusing_the_second)
+    copier = _copied(tmp_path, 0, 3 * prefill.READ_SIZE)
+    assert writes == [0, prefill.READ_SIZE]
+    assert copier.direct is None
+
+
+def test_a_base_shorter_than_its_extents_is_a_changed_base(tmp_path):
+    if not _direct_io(tmp_path):
+        pytest.skip("this file system refuses direct I/O")
+    base = _put(tmp_path / "base.img", os.urandom(2 * BLOCK))
+    output = str(tmp_path / "out.img")
+    source = os.open(base, os.O_RDONLY)
+    out = os.open(output, os.O_WRONLY | os.O_CREAT)
+    try:
+        with prefill.Copier(source, out, output) as copier, \
+                pytest.raises(prefill.BaseChanged):
+            copier.copy(0, 4 * BLOCK)
+    finally:
+        os.close(out)
+        os.close(source)
 
 
 def test_meta_rebuild_without_a_delta_leaves_nothing(files, monkeypatch,
