@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import json
 import os
+import select
 import sys
 import time
 
@@ -179,13 +180,40 @@ def _apply(action, base, delta, output, **kwargs):
     return 0
 
 
+class _DeltaPath:
+    """The delta's path, read from ``stream`` whenever it comes.
+
+    The copy of the base asks :meth:`may_come` between its slices: an
+    end of input then (the conductor gave up on the delta) stops it,
+    instead of a whole copy made for nothing while the whole file waits
+    to be sent.
+    """
+
+    def __init__(self, stream):
+        self.stream = stream
+        #: The line read, "" at the end of input, None before either.
+        self.line = None
+
+    def may_come(self):
+        if self.line is None and select.select([self.stream], [], [],
+                                               0)[0]:
+            self.line = self.stream.readline()
+        return self.line != ""
+
+    def read(self):
+        if self.line is None:
+            self.line = self.stream.readline()
+        return self.line.rstrip("\n")
+
+
 def _rebuild(args):
     """The destination's side of a delta, the base copied meanwhile.
 
     Says the base's signature, copies the base to the output while the
     delta is made and sent, then reads the delta's path on its standard
     input and rebuilds from it (nothing, or end of input: the delta is
-    not coming, and the copy is removed).
+    not coming, and the copy is removed; an end of input during the copy
+    stops it).
     """
     try:
         signature = blocks.ensure(args.base)
@@ -195,13 +223,17 @@ def _rebuild(args):
         return 1
     print(signature.identity().hex(), blocks.signature_path(args.base),
           flush=True)
+    delta_path = _DeltaPath(sys.stdin)
     try:
-        prefilled_from = delta_prefill.prefill(args.base, args.output)
+        prefilled_from = delta_prefill.prefill(
+            args.base, args.output, going_on=delta_path.may_come)
+    except delta_prefill.Stopped:
+        return 0
     except (OSError, delta_prefill.BaseChanged) as e:
         print("gvfs-meta: the base is not copied ahead: %s" % e,
               file=sys.stderr)
         prefilled_from = None
-    delta = sys.stdin.readline().rstrip("\n")
+    delta = delta_path.read()
     if not delta:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(args.output)

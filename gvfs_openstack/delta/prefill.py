@@ -51,8 +51,16 @@ DIRECT_ALIGN = 4096
 _FICLONERANGE = 0x4020940d
 
 
+#: The copy asks whether to go on before each slice this long.
+SLICE = 64 * 1024 * 1024
+
+
 class BaseChanged(Exception):
     """The base changed while it was copied: no prefill is left."""
+
+
+class Stopped(Exception):
+    """The copy was told to stop: no prefill is left."""
 
 
 def identity(st):
@@ -60,12 +68,14 @@ def identity(st):
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-def prefill(base_path, output, mode=0o644):
+def prefill(base_path, output, mode=0o644, going_on=None):
     """Make ``output`` a copy of the base; the base's :func:`identity`.
 
     The rebuild uses the copy only if the base still has that identity.
     Raises :class:`BaseChanged` (leaving no output) if the base changed
-    during the copy, OSError if it could not be made.
+    during the copy, :class:`Stopped` (leaving none either) if
+    ``going_on()`` said False before a slice of it, OSError if it could
+    not be made.
     """
     base = os.open(base_path, os.O_RDONLY)
     try:
@@ -76,8 +86,11 @@ def prefill(base_path, output, mode=0o644):
         out = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             with Copier(base, out, output) as copier:
-                for offset, length in outside(
-                        data_extents(base, before.st_size), zeros):
+                for offset, length in _slices(outside(
+                        data_extents(base, before.st_size), zeros)):
+                    if going_on is not None and not going_on():
+                        raise Stopped("the copy of %s was stopped" %
+                                      base_path)
                     copier.copy(offset, length)
             os.ftruncate(out, before.st_size)
             if identity(os.fstat(base)) != identity(before):
@@ -91,6 +104,15 @@ def prefill(base_path, output, mode=0o644):
     finally:
         os.close(base)
     return identity(before)
+
+
+def _slices(runs):
+    """``runs`` cut into pieces of at most :data:`SLICE` bytes."""
+    for offset, length in runs:
+        end = offset + length
+        while offset < end:
+            yield offset, min(SLICE, end - offset)
+            offset += SLICE
 
 
 class Copier:

@@ -10,7 +10,6 @@ one process, told the delta's path on its standard input.
 
 import errno
 import hashlib
-import io
 import os
 import pathlib
 import random
@@ -213,10 +212,20 @@ def test_copy_without_copy_file_range_goes_through_memory(tmp_path,
     assert _read(tmp_path / "out.img") == data
 
 
+def _pipe(text):
+    """A pipe holding ``text``, then the end of input, as a text file."""
+    read, write = os.pipe()
+    os.write(write, text.encode())
+    os.close(write)
+    return os.fdopen(read)
+
+
 def _meta_rebuild(files, monkeypatch, stdin):
-    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    return meta.main(["rebuild", "--base", files["base"], "--output",
-                      files["output"]])
+    """gvfs-meta rebuild with ``stdin`` already waiting on its input."""
+    with _pipe(stdin) as given:
+        monkeypatch.setattr(sys, "stdin", given)
+        return meta.main(["rebuild", "--base", files["base"], "--output",
+                          files["output"]])
 
 
 def _direct_io(directory):
@@ -350,8 +359,31 @@ def test_a_base_shorter_than_its_extents_is_a_changed_base(tmp_path):
 
 def test_meta_rebuild_without_a_delta_leaves_nothing(files, monkeypatch,
                                                      capsys):
+    copied = []
+    monkeypatch.setattr(prefill.Copier, "copy",
+                        lambda copier, *run: copied.append(run))
     assert _meta_rebuild(files, monkeypatch, "") == 0
     assert not os.path.exists(files["output"])
+    # The end of input was there before the copy began: none was made.
+    assert copied == []
+
+
+def test_a_copy_told_to_stop_midway_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(prefill, "SLICE", 2 * BLOCK)
+    base = _put(tmp_path / "base.img", os.urandom(5 * BLOCK))
+    output = str(tmp_path / "out.img")
+    answers = iter([True, True, False])
+    asked = []
+
+    def going_on():
+        asked.append(os.path.getsize(output))
+        return next(answers)
+
+    with pytest.raises(prefill.Stopped):
+        prefill.prefill(base, output, going_on=going_on)
+    # Asked before each slice: two were copied when it said stop.
+    assert asked == [0, 2 * BLOCK, 4 * BLOCK]
+    assert not os.path.exists(output)
 
 
 def test_meta_rebuild_of_a_damaged_delta_is_rejected(files, monkeypatch,
