@@ -21,6 +21,7 @@ from oslo_log import log as logging
 
 from gvfs_openstack.conf import opts
 from gvfs_openstack import exceptions
+from gvfs_openstack import heap
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.proxy import control
@@ -153,6 +154,8 @@ _ACTIONS = {"serve": _serve,
                                      rate_mib=CONF.action.rate_mib),
             "mount": _mount,
             "tune-mount": _tune_mount}
+#: The actions that relay records for as long as they run.
+_RELAYING = ("serve", "mount")
 
 
 def _add_parsers(subparsers):
@@ -206,6 +209,8 @@ def main(argv=None):
     CONF(sys.argv[1:] if argv is None else argv, project="gvfs-openstack",
          prog="gvfs-proxy")
     logging.setup(CONF, "gvfs-proxy")
+    if CONF.action.name in _RELAYING:
+        heap.retain_freed(CONF.proxy.heap_retain_mb * 1024 * 1024)
     return _ACTIONS[CONF.action.name]()
 
 

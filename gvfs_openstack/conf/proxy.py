@@ -55,6 +55,20 @@ itself.
 Related options:
   max_inflight.
 """),
+    cfg.IntOpt("heap_retain_mb", default=64, min=0, max=1024,
+               help="""MiB of freed memory kept for the next records.
+
+Each READ reply and WRITE call the proxy relays, and each READ a
+``gvfs-proxy mount`` answers, has a buffer of its own. With the C
+library's defaults a freed 1 MiB buffer goes back to the kernel, and the
+next record's pages are faulted in and zeroed again: about a fifth of a
+relaying hop's CPU. The proxy and its mount ask glibc to keep this much
+freed memory (and to serve buffers up to this size, at most 32 MiB, from
+it), which they may then hold after a burst of traffic.
+
+Possible values:
+  0: the C library's own policy; 1-1024: MiB kept (glibc only).
+"""),
     cfg.StrOpt("control_socket",
                help="""Path of the local control socket (mode 0600).
 
