@@ -15,10 +15,14 @@ hop), spent before a byte was copied.
 :func:`retain_freed` asks glibc (``mallopt``) to serve allocations up to
 ``M_MMAP_THRESHOLD`` from the heap and to keep up to
 ``M_TRIM_THRESHOLD`` bytes of freed memory instead of returning it, so
-records reuse pages already mapped.  What it costs is that much memory
-held after a burst.  Elsewhere than glibc it does nothing.
+records reuse pages already mapped.  What it costs is memory held after
+a burst: freed buffers in the middle of the heap are never returned by
+``free`` itself, whatever the threshold, so :func:`trim_when_idle` hands
+them back (``malloc_trim``) once traffic has stopped for a while.
+Elsewhere than glibc both do nothing.
 """
 
+import asyncio
 import ctypes
 import ctypes.util
 
@@ -32,20 +36,32 @@ M_MMAP_THRESHOLD = -3
 #: The largest ``M_MMAP_THRESHOLD`` glibc accepts on 64-bit systems
 #: (half its HEAP_MAX_SIZE); allocations above it are always mapped.
 MAX_MMAP_THRESHOLD = 32 * 1024 * 1024
+#: Seconds without traffic after which freed memory goes back.
+IDLE_TRIM_SECONDS = 30.0
+
+
+def _glibc(name, argtypes):
+    """The C library's ``name``, or None where the library is not glibc.
+
+    The ``mallopt`` parameters and ``malloc_trim`` used here are glibc's.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.gnu_get_libc_version
+        function = getattr(libc, name)
+    except (OSError, AttributeError, TypeError):
+        return None
+    function.argtypes = argtypes
+    function.restype = ctypes.c_int
+    return function
 
 
 def _mallopt():
-    """glibc's ``mallopt``, or None where the C library has none."""
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-        libc.gnu_get_libc_version  # Only glibc's takes these parameters.
-    except (OSError, AttributeError, TypeError):
-        return None
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    mallopt.restype = ctypes.c_int
-    return mallopt
+    return _glibc("mallopt", (ctypes.c_int, ctypes.c_int))
+
+
+def _malloc_trim():
+    return _glibc("malloc_trim", (ctypes.c_size_t,))
 
 
 def retain_freed(retain_bytes, mallopt=None):
@@ -69,3 +85,28 @@ def retain_freed(retain_bytes, mallopt=None):
         LOG.warning("the C library refused to keep %d bytes of freed "
                     "memory for reuse", retain_bytes)
     return taken
+
+
+async def trim_when_idle(activity, interval=IDLE_TRIM_SECONDS, trim=None):
+    """Hand freed memory back once ``activity()`` stops changing.
+
+    ``activity`` returns a figure that moves with traffic (bytes or
+    calls so far).  After each quiet ``interval`` that follows traffic,
+    ``malloc_trim`` returns the free pages of the whole heap, those a
+    burst's buffers left between live allocations too; while traffic
+    goes on, nothing is trimmed and the kept buffers serve it.  Runs
+    until cancelled.
+    """
+    trim = trim or _malloc_trim()
+    if trim is None:
+        return
+    last, trimmed = activity(), True
+    while True:
+        await asyncio.sleep(interval)
+        now = activity()
+        if now != last:
+            trimmed = False
+        elif not trimmed:
+            trim(0)
+            trimmed = True
+        last = now

@@ -96,7 +96,8 @@ def _mount():
             mount.entry_timeout, mount.write_buffer_mb * 1024 * 1024,
             mount.allow_other, mount.max_background,
             mount.dir_entry_timeout, mount.read_cache_mb * 1024 * 1024,
-            mount.identity, mount.read_ahead_kb))
+            mount.identity, mount.read_ahead_kb,
+            trim_when_idle=CONF.proxy.heap_retain_mb > 0))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)

@@ -64,7 +64,8 @@ library's defaults a freed 1 MiB buffer goes back to the kernel, and the
 next record's pages are faulted in and zeroed again: about a fifth of a
 relaying hop's CPU. The proxy and its mount ask glibc to keep this much
 freed memory (and to serve buffers up to this size, at most 32 MiB, from
-it), which they may then hold after a burst of traffic.
+it). After a burst they may hold what its buffers took until their
+traffic has stopped for 30 seconds, when they hand it back.
 
 Possible values:
   0: the C library's own policy; 1-1024: MiB kept (glibc only).

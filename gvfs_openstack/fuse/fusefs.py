@@ -38,6 +38,7 @@ from gvfs_openstack.fuse import nfsattr
 from gvfs_openstack.fuse import readcache
 from gvfs_openstack.fuse import session as nfs_session
 from gvfs_openstack.fuse import unlinked
+from gvfs_openstack import heap
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import LocalProtocolError
 from gvfs_openstack.nfs import nfs3
@@ -588,7 +589,8 @@ def _terminate():
 async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
                 write_buffer_bytes=64 * 1024 * 1024, allow_other=False,
                 max_background=0, dir_entry_timeout=None,
-                read_cache_bytes=0, identity="daemon", read_ahead_kb=0):
+                read_cache_bytes=0, identity="daemon", read_ahead_kb=0,
+                trim_when_idle=False):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
@@ -596,7 +598,9 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     an error at start, not an empty directory.  With ``identity`` "caller"
     requests go as the users who make them, and the kernel checks their
     permissions against the files' modes first (``default_permissions``)
-    as it does for a local file system.
+    as it does for a local file system.  With ``trim_when_idle`` the
+    memory kept for its READs (:func:`heap.retain_freed`) goes back to the
+    kernel once its calls stop.
     """
     await session.start()
     unlinked_files = unlinked.UnlinkedFiles(
@@ -630,6 +634,8 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     tuning = asyncio.ensure_future(
         _tune_read_ahead(ops, mountpoint, read_ahead_kb)) if read_ahead_kb \
         else None
+    trimming = asyncio.ensure_future(heap.trim_when_idle(
+        lambda: session.calls)) if trim_when_idle else None
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _terminate)
@@ -637,8 +643,9 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     try:
         await pyfuse3.main()
     finally:
-        if tuning is not None:
-            tuning.cancel()
+        for task in (tuning, trimming):
+            if task is not None:
+                task.cancel()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         pyfuse3.close(unmount=True)

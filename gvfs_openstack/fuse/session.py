@@ -49,6 +49,8 @@ class ProxySession:
             timeout=io_timeout)
         self.root = None
         self.reconnects = 0
+        #: Calls made so far: how busy the mount has been.
+        self.calls = 0
         self._reconnect_lock = asyncio.Lock()
 
     @property
@@ -76,6 +78,7 @@ class ProxySession:
         """
         loop = asyncio.get_running_loop()
         deadline = self.deadline()
+        self.calls += 1
         while True:
             if not self.client.nfs.connected:
                 await self.reconnect(deadline)

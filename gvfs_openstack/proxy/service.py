@@ -14,6 +14,7 @@ import signal
 from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
+from gvfs_openstack import heap
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy import bulk_server
 from gvfs_openstack.proxy.cache import bulk_fetch
@@ -133,6 +134,8 @@ class ProxyService:
                                             "drop": self._drop,
                                             "warm": self._warm})
         self._stopping = None
+        #: Hands back, once traffic stops, what ``heap_retain_mb`` kept.
+        self._trimmer = None
 
     def _pool(self, connector, size, timeout=300.0, initial=0.05,
               maximum=5.0):
@@ -335,11 +338,21 @@ class ProxyService:
         port = await self.listener.start()
         if self.control is not None:
             await self.control.start()
+        if self.conf.proxy.heap_retain_mb:
+            self._trimmer = asyncio.ensure_future(
+                heap.trim_when_idle(self._traffic))
         LOG.info("gvfs-proxy (%s role) listening on %s:%d", self.role.name,
                  self.listener.host, port)
         return port
 
+    def _traffic(self):
+        """Bytes through the listener so far, both ways."""
+        moved = self.listener.counters
+        return moved.downstream_bytes_in + moved.downstream_bytes_out
+
     async def stop(self):
+        if self._trimmer is not None:
+            self._trimmer.cancel()
         await self.listener.close()
         if self.writeback is not None:
             await self.writeback.close(self.conf.cache.shutdown_flush_timeout)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Freed record buffers kept for reuse (glibc's mallopt)."""
 
+import asyncio
 import subprocess
 import sys
 import textwrap
@@ -111,3 +112,47 @@ def test_the_programs_that_relay_records_keep_freed_buffers(
     done = subprocess.run([sys.executable, "-c", _MAIN, action, *argv],
                           capture_output=True, text=True, check=True)
     assert done.stdout.split() == (["[16777216]"] if relays else ["[]"])
+
+
+def _trimmed_after(activities, interval=0.01):
+    """Trims made while ``activity()`` gives ``activities`` in turn."""
+    figures = iter(activities)
+    trims = []
+    done = asyncio.Event()
+
+    def activity():
+        try:
+            return next(figures)
+        except StopIteration:
+            done.set()
+            return object()  # Unlike any figure: no trim for the end.
+
+    async def watch():
+        task = asyncio.ensure_future(heap.trim_when_idle(
+            activity, interval, trim=trims.append))
+        await done.wait()
+        task.cancel()
+
+    asyncio.run(watch())
+    return len(trims)
+
+
+def test_no_trim_before_any_traffic():
+    assert _trimmed_after([0, 0, 0, 0]) == 0
+
+
+def test_one_trim_after_traffic_stops():
+    assert _trimmed_after([0, 10, 20, 20, 20, 20]) == 1
+
+
+def test_each_quiet_spell_after_traffic_is_trimmed_once():
+    assert _trimmed_after([0, 10, 10, 10, 30, 30, 30]) == 2
+
+
+def test_no_trim_while_traffic_goes_on():
+    assert _trimmed_after([0, 10, 20, 30, 40]) == 0
+
+
+@needs_glibc
+def test_glibc_trims():
+    assert heap._malloc_trim()(0) in (0, 1)
