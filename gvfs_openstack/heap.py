@@ -8,9 +8,9 @@ warm: past 128 KiB an allocation is its own ``mmap``, or, once glibc has
 raised that threshold, its pages return to the kernel as soon as the
 top of the heap holds 128 KiB free.  The next record then takes fresh
 pages, which the kernel faults in and zeroes one by one: measured in a
-cold 1 GiB read through the mount and both proxies, about a fifth of the
-server proxy's and the mount's CPU (0.25-0.45 CPU seconds per GiB a
-hop), spent before a byte was copied.
+cold 1 GiB read through the mount and both proxies, a quarter to a third
+of the server proxy's and the mount's CPU (0.23-0.44 CPU seconds per GiB
+a hop), spent before a byte was copied.
 
 :func:`retain_freed` asks glibc (``mallopt``) to serve allocations up to
 ``M_MMAP_THRESHOLD`` from the heap and to keep up to

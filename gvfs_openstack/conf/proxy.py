@@ -61,7 +61,7 @@ Related options:
 Each READ reply and WRITE call the proxy relays, and each READ a
 ``gvfs-proxy mount`` answers, has a buffer of its own. With the C
 library's defaults a freed 1 MiB buffer goes back to the kernel, and the
-next record's pages are faulted in and zeroed again: about a fifth of a
+next record's pages are faulted in and zeroed again: up to a third of a
 relaying hop's CPU. The proxy and its mount ask glibc to keep this much
 freed memory (and to serve buffers up to this size, at most 32 MiB, from
 it). After a burst they may hold what its buffers took until their
