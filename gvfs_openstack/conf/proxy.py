@@ -70,6 +70,27 @@ traffic has stopped for 30 seconds, when they hand it back.
 Possible values:
   0: the C library's own policy; 1-1024: MiB kept (glibc only).
 """),
+    cfg.IntOpt("write_behind_mb", default=0, min=0, max=1024,
+               help="""MiB of UNSTABLE WRITEs answered ahead of the server.
+
+NFSv3 lets a server answer an UNSTABLE WRITE before the data is on stable
+storage; the client keeps its copy until a COMMIT. The client proxy
+answers such WRITEs once it holds them and sends them on back to back, so
+that a client with one WRITE in flight is not held to one round trip of
+the whole chain per WRITE. A COMMIT, and every other call naming the
+file, waits until the file's WRITEs are answered upstream. A WRITE that
+fails upstream makes the file's next COMMIT answer NFS3ERR_IO and changes
+the write verifier, so no acknowledged byte is lost silently; but the
+error reaches the client at its COMMIT (``fsync``, ``close``), not at the
+WRITE, and the early replies carry no file attributes. Files written
+back (``[cache] write_policy = writeback``) are not concerned.
+
+Possible values:
+  0: every WRITE is answered by the server; 1-1024: MiB in flight at most
+  (16 is plenty for one stream).
+Related options:
+  [cache] write_policy.
+"""),
     cfg.StrOpt("control_socket",
                help="""Path of the local control socket (mode 0600).
 

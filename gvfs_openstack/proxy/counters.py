@@ -130,6 +130,14 @@ class WritebackCounters:
     journal_lost_bytes: int = 0
 
 
+@dataclasses.dataclass(slots=True)
+class WriteBehindCounters:
+    write_behind_answered: int = 0
+    write_behind_bytes: int = 0
+    write_behind_failed: int = 0
+    write_behind_commits_failed: int = 0
+
+
 class Counters:
     """The counters of one proxy: the parts it has, made on demand."""
 

@@ -16,6 +16,7 @@ below after a tunnel failure is executed once.
   calls unchanged to the next proxy (a server proxy or a LAN proxy).
 """
 
+import asyncio
 
 from oslo_log import log as logging
 
@@ -34,6 +35,7 @@ from gvfs_openstack.proxy import handles
 from gvfs_openstack.proxy import limits as hop_limits
 from gvfs_openstack.proxy import streams
 from gvfs_openstack.proxy.upstream import UpstreamError
+from gvfs_openstack.proxy import write_behind
 
 LOG = logging.getLogger(__name__)
 
@@ -96,9 +98,7 @@ class Role:
         calls[name] = calls.get(name, 0) + 1
         try:
             if relay is not None:
-                reply = self._reply(await relay.wait(), call)
-                self.after(call, reply)
-                return reply
+                return await self.relayed(call, relay)
             try:
                 self.limits.clamp_call(call)
             except ProtocolError:
@@ -122,6 +122,12 @@ class Role:
 
     async def dispatch(self, call, record, writer):
         raise NotImplementedError
+
+    async def relayed(self, call, relay):
+        """The reply to ``call``, already sent upstream by ``relay``."""
+        reply = self._reply(await relay.wait(), call)
+        self.after(call, reply)
+        return reply
 
     def after(self, call, reply):
         """See every forwarded reply (None if it was relayed)."""
@@ -203,7 +209,8 @@ class ClientRole(Role):
     name = "client"
 
     def __init__(self, pool, counters, drc=None, cache=None,
-                 writeback=None, observer=None, limits=None):
+                 writeback=None, observer=None, limits=None,
+                 write_behind=None):
         super().__init__(counters, drc, limits)
         self.pool = pool
         #: :class:`CachedReads`, with the :class:`ReplyObserver` that
@@ -211,8 +218,28 @@ class ClientRole(Role):
         self.cache = cache
         self.observer = observer
         self.writeback = writeback
+        #: :class:`write_behind.WriteBehind`, None to leave every WRITE
+        #: to the server.
+        self.write_behind = write_behind
+        self._behind_tasks = set()
 
     async def dispatch(self, call, record, writer):
+        if self.write_behind is not None and \
+                call.prog == const.NFS_PROGRAM:
+            reply = await self._ahead_of_server(call, record)
+            if reply is not None:
+                return reply
+        reply = await self._dispatch(call, record, writer)
+        if self.write_behind is not None and reply is not None and \
+                call.prog == const.NFS_PROGRAM and \
+                call.proc in (const.Nfs3Proc.WRITE,
+                              const.Nfs3Proc.COMMIT) and \
+                not isinstance(reply, tuple):
+            reply = self.write_behind.patch_reply(
+                call.proc, _first_handle(call), reply)
+        return reply
+
+    async def _dispatch(self, call, record, writer):
         if self.cache is not None and call.prog == const.NFS_PROGRAM:
             # Write-back's, else the cache's answer; None from both when
             # not theirs (a directory, an error, too old): forwarded.
@@ -236,6 +263,82 @@ class ClientRole(Role):
             return self.writeback.patch_reply(call, reply)
         return reply
 
+    async def _ahead_of_server(self, call, record):
+        """An UNSTABLE WRITE's early reply, else None to go on.
+
+        Before any other call naming a file goes on, the file's WRITEs
+        answered early are answered upstream.
+        """
+        behind = self.write_behind
+        if call.proc != const.Nfs3Proc.WRITE and behind.idle:
+            return None
+        fhs = _handles(call)
+        if call.proc != const.Nfs3Proc.WRITE or not fhs:
+            await behind.settle(fhs)
+            return None
+        args = self._behind_args(call, fhs[0])
+        if args is None:
+            await behind.settle(fhs)
+            return None
+        while not behind.takes(args):
+            if behind.overlaps(args.file, args.offset, args.count):
+                await behind.settle(fhs)
+            elif not behind.eligible(args):
+                await behind.settle(fhs)
+                return None
+            else:
+                await behind.room(args.count)
+        return self._answer_ahead(call, args, self.forward(
+            self.pool, call, lambda xid: (rpc.set_xid(record, xid),), True))
+
+    def _behind_args(self, call, fh):
+        """The WRITE's head if write-behind may answer it, else None."""
+        if self.writeback is not None and not self.writeback.relays(fh):
+            return None     # Written back: journalled here instead.
+        try:
+            head = write_behind.write_head(call.args)
+        except ProtocolError:
+            return None     # The server answers GARBAGE_ARGS.
+        return head if self.write_behind.eligible(head) else None
+
+    def _answer_ahead(self, call, args, sending):
+        """Count ``sending`` (the WRITE on its way) in flight; the reply."""
+        write, result = self.write_behind.start(args)
+        if self.observer is not None:
+            self.observer.wrote(args.file, args.offset, args.count, None)
+        task = asyncio.get_running_loop().create_task(
+            self._behind(call, args, write, sending))
+        self._behind_tasks.add(task)
+        task.add_done_callback(self._behind_tasks.discard)
+        return rpc.accepted(call.xid, AcceptStat.SUCCESS, result)
+
+    async def _behind(self, call, args, write, sending):
+        reply = None
+        try:
+            reply = await sending
+            if isinstance(reply, tuple):
+                reply = b"".join(reply)
+            self.after(call, reply)
+        except Exception as e:  # Lost: the file's COMMIT says so.
+            LOG.warning("WRITE xid %#x answered early failed upstream: %s",
+                        call.xid, e)
+        finally:
+            self.write_behind.finished(args, write, reply)
+
+    async def relayed(self, call, relay):
+        behind = self.write_behind
+        if behind is not None and call.proc == const.Nfs3Proc.WRITE:
+            fhs = _handles(call)
+            args = self._behind_args(call, fhs[0]) if fhs else None
+            if args is not None and behind.takes(args):
+                return self._answer_ahead(call, args, relay.wait())
+        reply = await super().relayed(call, relay)
+        if behind is not None and reply is not None and \
+                call.proc == const.Nfs3Proc.WRITE:
+            reply = behind.patch_reply(call.proc, _first_handle(call),
+                                       reply)
+        return reply
+
     def after(self, call, reply):
         if self.observer is None or reply is None or \
                 isinstance(reply, tuple):
@@ -248,21 +351,39 @@ class ClientRole(Role):
             self.observer.mount(call, reply)
 
     def _relay(self, call, buffer, args_at, filled, relay_to):
-        if self.writeback is not None and \
-                call.proc == const.Nfs3Proc.WRITE:
+        if call.proc == const.Nfs3Proc.WRITE and (
+                self.writeback is not None or
+                self.write_behind is not None):
             try:
-                fh = Unpacker(memoryview(buffer)[args_at:filled]) \
-                    .unpack_opaque(const.NFS3_FHSIZE)
+                args = Unpacker(memoryview(buffer)[args_at:filled])
+                fh = args.unpack_opaque(const.NFS3_FHSIZE)
+                offset, count = args.unpack_uhyper(), args.unpack_uint()
             except ProtocolError:
                 return None
-            if not self.writeback.relays(fh):
+            if self.writeback is not None and not self.writeback.relays(fh):
                 return None  # Written back: it must arrive whole.
+            if self.write_behind is not None and \
+                    self.write_behind.overlaps(fh, offset, count):
+                return None  # After the WRITE in flight, in order.
 
         def prefix(xid):
             rpc.set_xid(buffer, xid)
             return b""
 
         return self.pool.start_relay(prefix, buffer, 0, filled, relay_to)
+
+
+def _handles(call):
+    """The handles an NFS call names; () if it cannot be read."""
+    try:
+        return handles.named_handles(call.proc, call.args)
+    except ProtocolError:
+        return ()
+
+
+def _first_handle(call):
+    fhs = _handles(call)
+    return fhs[0] if fhs else None
 
 
 class ServerRole(Role):

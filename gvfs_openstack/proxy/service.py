@@ -37,6 +37,7 @@ from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy import tunnel
 from gvfs_openstack.proxy.upstream import UpstreamPool
 from gvfs_openstack.proxy.upstream_calls import UpstreamCalls
+from gvfs_openstack.proxy import write_behind
 
 LOG = logging.getLogger(__name__)
 
@@ -229,15 +230,20 @@ class ProxyService:
                               up.call_timeout, up.reconnect_initial_delay,
                               up.reconnect_max_delay)
             self.cache = self._build_cache(pool)
+            behind = write_behind.WriteBehind(
+                conf.proxy.write_behind_mb * 1024 * 1024,
+                self.counters.part(counters.WriteBehindCounters)) \
+                if conf.proxy.write_behind_mb else None
             if self.cache is None:
                 return roles.ClientRole(
                     pool, self.counters.part(counters.RoleCounters),
-                    limits=self.limits)
+                    limits=self.limits, write_behind=behind)
             self.writeback = self._build_writeback(self.cache)
             return roles.ClientRole(
                 pool, self.counters.part(counters.RoleCounters),
                 cache=self.cache.reads, writeback=self.writeback,
-                observer=self.cache.observer, limits=self.limits)
+                observer=self.cache.observer, limits=self.limits,
+                write_behind=behind)
         server = conf.server
         try:
             exports = policy.ExportAllowlist(server.exports)

@@ -81,9 +81,10 @@ def dr(tmp_path_factory, keystone):
 def lab_factory(tmp_path_factory):
     labs = []
 
-    def make(tunnel, link=False, cache=None, wan=None):
+    def make(tunnel, link=False, cache=None, wan=None, write_behind_mb=0):
         workdir = str(tmp_path_factory.mktemp("lab-%s" % tunnel))
-        lab = Lab(workdir, tunnel=tunnel, link=link, cache=cache, wan=wan)
+        lab = Lab(workdir, tunnel=tunnel, link=link, cache=cache, wan=wan,
+                  write_behind_mb=write_behind_mb)
         labs.append(lab)
         return lab.__enter__()
 

@@ -300,6 +300,64 @@ def test_tunnel_cut_mid_copy_still_gives_identical_bytes(
     assert sha256(back) == expected
 
 
+def test_write_behind_copy_cut_mid_way_still_gives_identical_bytes(
+        lab_factory, tmp_path):
+    """nfs-cp's UNSTABLE WRITEs answered by the client proxy, then cut.
+
+    The WRITEs in flight when the tunnel dies are sent again by the
+    proxy; nfs-cp's COMMIT waits for them, and none is lost.
+    """
+    lab = lab_factory("tcp", link=True, write_behind_mb=16)
+    src = tmp_path / "src"
+    expected = random_file(src, 256 * MIB)
+    before = lab.client_proxy.stats()["upstream_connects"]
+    stats = _cut_while_copying(
+        lab, ["nfs-cp", str(src), lab.client_url("behind.bin")],
+        lab.cut_tunnel)
+    assert stats["upstream_connects"] > before
+    # Nearly every WRITE was answered before the server had it.
+    assert stats["write_behind_answered"] > 200
+    assert stats["write_behind_failed"] == 0
+    assert sha256(os.path.join(lab.export, "behind.bin")) == expected
+
+
+def test_a_write_refused_after_its_early_reply_fails_the_commit(lab_factory):
+    """Ganesha refuses a WRITE the client proxy has already answered.
+
+    A WRITE past the largest file the export's file system holds gets
+    NFS3ERR_FBIG from Ganesha; through a write-behind proxy the client
+    hears it at its COMMIT (NFS3ERR_IO, under a new write verifier), and
+    the same WRITE sent again then gets Ganesha's own answer.
+    """
+    lab = lab_factory("tcp", write_behind_mb=16)
+
+    async def scenario():
+        async with client_for(lab) as nfs:
+            root = await nfs.mount(lab.export)
+            fh = await nfs.create(root, "refused.bin")
+            first = await nfs.write(fh, 0, b"a" * 4096)
+            beyond = 1 << 62
+            early = await nfs.write(fh, beyond, b"b" * 4096)
+            assert early.verf == first.verf
+            with pytest.raises(NfsError) as refused:
+                await nfs.commit(fh)
+            assert refused.value.status == const.NfsStat.NFS3ERR_IO
+            with pytest.raises(NfsError) as again:
+                await nfs.write(fh, beyond, b"b" * 4096)
+            assert again.value.status == const.NfsStat.NFS3ERR_FBIG
+            await nfs.write(fh, 4096, b"c" * 4096)
+            # Committed under a verifier the first WRITE never had: a
+            # client that checks sends it again.
+            assert await nfs.commit(fh) != first.verf
+
+    asyncio.run(scenario())
+    with open(os.path.join(lab.export, "refused.bin"), "rb") as f:
+        assert f.read() == b"a" * 4096 + b"c" * 4096
+    stats = lab.client_proxy.stats()
+    assert stats["write_behind_failed"] == 1
+    assert stats["write_behind_commits_failed"] == 1
+
+
 def test_a_cut_inside_a_relayed_reply_is_invisible_to_the_reader(
         lab_factory, tmp_path):
     """The tunnel dies while a READ reply is being relayed cut-through.

@@ -81,7 +81,8 @@ class Lab:
     """
 
     def __init__(self, workdir, tunnel="tcp", link=False,
-                 upstream_connections=2, cache=None, wan=None):
+                 upstream_connections=2, cache=None, wan=None,
+                 write_behind_mb=0):
         if tunnel not in ("tcp", "tls", "ssh"):
             raise ValueError("unknown tunnel %r" % tunnel)
         self.workdir = workdir
@@ -90,6 +91,8 @@ class Lab:
         self.wan = wan
         self.shared_link = None
         self.upstream_connections = upstream_connections
+        #: The client proxies' ``[proxy] write_behind_mb``.
+        self.write_behind_mb = write_behind_mb
         self.export = os.path.join(workdir, "export")
         #: Options of the client proxy's [cache] section; None: no cache.
         #: String values may name the export as ``{export}``.
@@ -200,7 +203,8 @@ class Lab:
                             ssh_user=self.sshd.user, ssh_key=self.sshd.key,
                             ssh_known_hosts=self.sshd.known_hosts)
         sections = {
-            "proxy": {"role": "client"},
+            "proxy": {"role": "client",
+                      "write_behind_mb": self.write_behind_mb},
             "listen": {"host": "127.0.0.1", "port": process.free_port()},
             "upstream": upstream,
         }
@@ -208,14 +212,16 @@ class Lab:
             sections["cache"] = cache
         return sections
 
-    def add_client(self, name, cache=None):
+    def add_client(self, name, cache=None, **proxy_options):
         """Another client proxy over the tunnel (and link) to the DTN.
 
         Another compute node's proxy; ``cache`` is its ``[cache]`` section
-        (None: none, every read crosses the link, as plain NFS would).
+        (None: none, every read crosses the link, as plain NFS would);
+        ``proxy_options`` go in its ``[proxy]`` section.
         """
-        return self._keep(Proxy(self.workdir, name, self._client_sections(
-            self._own_cache(name, cache))))
+        sections = self._client_sections(self._own_cache(name, cache))
+        sections["proxy"].update(proxy_options)
+        return self._keep(Proxy(self.workdir, name, sections))
 
     def _own_cache(self, name, cache):
         """``cache`` options with a cache directory for proxy ``name``."""
@@ -332,10 +338,13 @@ class Lab:
         return ganesha.nfs_url(self.export, path, self.server_proxy.port,
                                self.server_proxy.port)
 
-    def client_url(self, path):
-        """Through the client proxy, the tunnel and the server proxy."""
-        return ganesha.nfs_url(self.export, path, self.client_proxy.port,
-                               self.client_proxy.port)
+    def client_url(self, path, proxy=None):
+        """Through the client proxy, the tunnel and the server proxy.
+
+        ``proxy``: another client proxy of the lab (:meth:`add_client`).
+        """
+        port = (proxy or self.client_proxy).port
+        return ganesha.nfs_url(self.export, path, port, port)
 
     def stop(self):
         self._stack.close()

@@ -29,6 +29,7 @@ from gvfs_openstack.proxy import control
 from tests.lab import glance_api
 from tests.lab.topology import Lab
 from tools.bench import charts
+from tools.bench import cpu
 from tools.bench import data
 from tools.bench import metadata
 
@@ -109,17 +110,20 @@ def run(quick=False, plot=None):
                     stored[store] = image_id
                 # Cold: read before by nobody, as the first boot of an
                 # image on a node; warm: read again at once.
+                busy = {}
                 for store in ("local", "gvfs"):
                     _drop_caches(lab)
-                    seconds[store, "down"] = _download(api, stored[store],
-                                                       size)
+                    with _Busy(lab) as busy[store]:
+                        seconds[store, "down"] = _download(
+                            api, stored[store], size)
                     seconds[store, "warm"] = _download(api, stored[store],
                                                        size)
                 # The baseline for the gvfs store: the same file read
                 # straight from the export's disk, as cold.
                 _drop_caches(lab)
-                seconds["export", "down"] = _read_file(os.path.join(
-                    lab.export, "images", stored["gvfs"]))
+                with _Busy(lab) as busy["export"]:
+                    seconds["export", "down"] = _read_file(os.path.join(
+                        lab.export, "images", stored["gvfs"]))
                 on_disk = {}
                 for store in ("gvfs", "gvfs-fat"):
                     image_id, seconds[store, "sparse"] = _upload(
@@ -130,10 +134,33 @@ def run(quick=False, plot=None):
             finally:
                 api.stop()
                 mounter.FuseMounter(mounts).unmount_all()
-    return _report(size, sparse_size, seconds, on_disk, plot)
+    return _report(size, sparse_size, seconds, on_disk, busy, plot)
 
 
-def _report(size, sparse_size, seconds, on_disk, plot):
+class _Busy:
+    """CPU seconds of the machine and of the lab's processes in a block."""
+
+    def __init__(self, lab):
+        self._pids = {"client proxy": lab.client_proxy.process.pid,
+                      "server proxy": lab.server_proxy.process.pid,
+                      "NFS-Ganesha": lab.ganesha.process.pid}
+        self.machine = 0.0
+        self.processes = {}
+
+    def __enter__(self):
+        self._before = {name: cpu.process_seconds(pid)
+                        for name, pid in self._pids.items()}
+        self._machine_before = cpu.machine_seconds()
+        return self
+
+    def __exit__(self, *exc):
+        self.machine = cpu.machine_seconds() - self._machine_before
+        self.processes = {name: cpu.process_seconds(pid) -
+                          self._before[name]
+                          for name, pid in self._pids.items()}
+
+
+def _report(size, sparse_size, seconds, on_disk, busy, plot):
     mib = size / MIB
     print("\nglance: %d MiB random image through glance-api (HTTP upload "
           "and download; cold: no cache holds it, warm: read again)" % mib)
@@ -171,9 +198,34 @@ def _report(size, sparse_size, seconds, on_disk, plot):
     }
     for name, value in ratios.items():
         print("%-34s %6.2f" % (name, value))
+    machine = {what: cpu.per_gib(b.machine, size) for what, b in busy.items()}
+    print("\nCPU seconds per GiB of the cold reads (the whole machine, and "
+          "of it the lab's processes), and the rate every one of %d cores "
+          "busy allows:" % os.cpu_count())
+    for what, label in (("local", "file store download"),
+                        ("gvfs", "gvfs store download"),
+                        ("export", "the export's file")):
+        print("  %-22s %5.2f  (%s)  %6.0f MiB/s" % (
+            label, machine[what], ", ".join(
+                "%s %.2f" % (name, cpu.per_gib(value, size))
+                for name, value in busy[what].processes.items()),
+            cpu.ceiling_mib_s(machine[what])))
+    # What cold_download_vs_direct_export can reach while the download
+    # needs every core and the export's read does not.
+    cpu_bound = cpu.ceiling_mib_s(machine["gvfs"]) / (
+        mib / seconds["export", "down"])
+    print("%-34s %6.2f" % ("cold download, CPU-bound x export", cpu_bound))
     metrics = {"image_mib": mib, "sparse_image_mib": sparse_size // MIB,
                "sparse_on_disk_mib": on_disk["gvfs"] / MIB,
-               "fat_on_disk_mib": on_disk["gvfs-fat"] / MIB}
+               "fat_on_disk_mib": on_disk["gvfs-fat"] / MIB,
+               "cores": os.cpu_count(),
+               "cold_download_cpu_bound_vs_direct_export": cpu_bound}
+    metrics.update({"%s_cold_machine_cpu_s_per_gib" % what: value
+                    for what, value in machine.items()})
+    for what, b in busy.items():
+        metrics.update({"%s_cold_%s_cpu_s_per_gib" % (
+            what, name.lower().replace(" ", "_").replace("-", "_")):
+            cpu.per_gib(value, size) for name, value in b.processes.items()})
     metrics.update({"%s_%s_seconds" % (store.replace("-", "_"), what): value
                     for (store, what), value in seconds.items()})
     if plot:

@@ -1,0 +1,279 @@
+# SPDX-License-Identifier: Apache-2.0
+"""UNSTABLE WRITEs answered ahead of the server (client role).
+
+A gated stand-in for the upstream pool holds each call until the test
+lets it go, so that what is answered before the server is seen; real
+forwarding, and a WRITE lost on a cut link, are covered against Ganesha
+in tests/functional/test_proxy_chain.py.
+"""
+
+import asyncio
+
+import pytest
+
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs.const import NfsStat
+from gvfs_openstack.nfs.const import StableHow
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import counters
+from gvfs_openstack.proxy import roles
+from gvfs_openstack.proxy import write_behind
+
+FH = b"handle-of-a-new-image"
+OTHER = b"handle-of-another-file"
+SERVER_VERF = b"srvverf1"
+
+
+class GatedPool:
+    """Answers each call as the server would, once the test says so."""
+
+    def __init__(self):
+        self.sent = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.write_status = {}      # offset -> NFS status of its WRITE
+        self.server_verf = SERVER_VERF
+
+    async def call(self, build_message, replayable, relay_to=None):
+        message = b"".join(bytes(b) for b in build_message(777))
+        call = rpc.decode_message(message)
+        self.sent.append(call)
+        await self.gate.wait()
+        args = nfs3.decode_args(call.proc, call.args)
+        if call.proc == Nfs3Proc.WRITE:
+            status = self.write_status.get(args.offset, 0)
+            res = nfs3.Result(status, nfs3.WriteOk(
+                nfs3.WccData(), args.count, StableHow.FILE_SYNC,
+                self.server_verf) if status == 0 else
+                nfs3.WccBody(nfs3.WccData()))
+        elif call.proc == Nfs3Proc.COMMIT:
+            res = nfs3.Result(0, nfs3.CommitOk(nfs3.WccData(),
+                                               self.server_verf))
+        else:   # GETATTR: the answer does not matter here.
+            res = nfs3.Result(NfsStat.NFS3ERR_STALE, None)
+        return bytearray(rpc.accepted(777, results=nfs3.encode_res(
+            call.proc, res)))
+
+    def procs(self):
+        return [c.proc for c in self.sent]
+
+
+def _call(proc, args, xid=5):
+    cred = rpc.AuthSys(1000, 1000, (1000,)).to_opaque()
+    message = rpc.encode_message(rpc.Call(
+        xid, const.NFS_PROGRAM, 3, proc, cred,
+        args=nfs3.encode_args(proc, args)))
+    return rpc.decode_message(message), bytearray(message)
+
+
+def _write(offset, size=4096, stable=StableHow.UNSTABLE, fh=FH, xid=5):
+    return _call(Nfs3Proc.WRITE, nfs3.WriteArgs(
+        fh, offset, size, stable, b"x" * size), xid)
+
+
+def _commit(fh=FH):
+    return _call(Nfs3Proc.COMMIT, nfs3.CommitArgs(fh, 0, 0))
+
+
+def _result(proc, reply):
+    return nfs3.decode_res(proc, rpc.results_of(reply))
+
+
+def _role(pool, window=1 << 20, epoch=b"epoch--1"):
+    behind = write_behind.WriteBehind(window, counters.WriteBehindCounters(),
+                                      epoch=epoch)
+    return roles.ClientRole(pool, counters.RoleCounters(),
+                            write_behind=behind), behind
+
+
+async def _settled():
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def test_write_head_reads_the_arguments_before_the_data():
+    args = nfs3.encode_args(Nfs3Proc.WRITE, nfs3.WriteArgs(
+        FH, 1 << 40, 3, StableHow.DATA_SYNC, b"abc"))
+    assert write_behind.write_head(args) == (FH, 1 << 40, 3,
+                                             StableHow.DATA_SYNC, 3)
+
+
+def test_first_write_goes_through_then_unstable_writes_are_answered_first():
+    async def scenario():
+        pool = GatedPool()
+        role, behind = _role(pool)
+        first = _result(Nfs3Proc.WRITE, await role.handle(*_write(0)))
+        # The server's verifier is not the client's to see.
+        assert first.body.verf == behind.verifier(SERVER_VERF) != SERVER_VERF
+        pool.gate.clear()
+        early = await asyncio.wait_for(role.handle(*_write(4096, xid=9)), 1)
+        assert rpc.read_xid(early) == 9
+        res = _result(Nfs3Proc.WRITE, early)
+        assert res.ok and res.body.count == 4096
+        assert res.body.committed == StableHow.UNSTABLE
+        assert res.body.verf == first.body.verf
+        assert behind.bytes_in_flight == 4096
+        pool.gate.set()
+        await _settled()
+        assert behind.bytes_in_flight == 0
+        assert behind.counters.write_behind_answered == 1
+        assert pool.procs() == [Nfs3Proc.WRITE, Nfs3Proc.WRITE]
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("stable", [StableHow.DATA_SYNC,
+                                    StableHow.FILE_SYNC])
+def test_stable_writes_wait_for_the_server(stable):
+    async def scenario():
+        pool = GatedPool()
+        role, behind = _role(pool)
+        await role.handle(*_write(0))
+        pool.gate.clear()
+        pending = asyncio.ensure_future(
+            role.handle(*_write(4096, stable=stable)))
+        await _settled()
+        assert not pending.done()
+        pool.gate.set()
+        assert _result(Nfs3Proc.WRITE, await pending).ok
+    asyncio.run(scenario())
+
+
+def test_commit_and_other_calls_wait_for_the_files_writes():
+    async def scenario():
+        pool = GatedPool()
+        role, behind = _role(pool)
+        await role.handle(*_write(0))
+        pool.gate.clear()
+        await role.handle(*_write(4096))
+        commit = asyncio.ensure_future(role.handle(*_commit()))
+        getattr_ = asyncio.ensure_future(role.handle(*_call(
+            Nfs3Proc.GETATTR, nfs3.GetattrArgs(FH))))
+        other = asyncio.ensure_future(role.handle(*_call(
+            Nfs3Proc.GETATTR, nfs3.GetattrArgs(OTHER))))
+        await _settled()
+        # Another file's call goes on; this file's wait for its WRITE.
+        assert pool.procs() == [Nfs3Proc.WRITE, Nfs3Proc.WRITE,
+                                Nfs3Proc.GETATTR]
+        assert not commit.done() and not getattr_.done()
+        pool.gate.set()
+        res = _result(Nfs3Proc.COMMIT, await commit)
+        assert res.ok and res.body.verf == behind.verifier(SERVER_VERF)
+        await getattr_
+        await other
+        assert pool.procs()[3:] == [Nfs3Proc.COMMIT, Nfs3Proc.GETATTR] or \
+            pool.procs()[3:] == [Nfs3Proc.GETATTR, Nfs3Proc.COMMIT]
+    asyncio.run(scenario())
+
+
+def test_an_overlapping_write_waits_for_the_one_in_flight():
+    async def scenario():
+        pool = GatedPool()
+        role, behind = _role(pool)
+        await role.handle(*_write(0))
+        pool.gate.clear()
+        await role.handle(*_write(4096))
+        second = asyncio.ensure_future(role.handle(*_write(6000)))
+        await _settled()
+        assert not second.done() and len(pool.sent) == 2
+        pool.gate.set()
+        assert _result(Nfs3Proc.WRITE, await second).ok
+    asyncio.run(scenario())
+
+
+def test_the_window_bounds_the_bytes_in_flight():
+    async def scenario():
+        pool = GatedPool()
+        role, behind = _role(pool, window=8192)
+        await role.handle(*_write(0))
+        pool.gate.clear()
+        await role.handle(*_write(4096))
+        await role.handle(*_write(8192))
+        third = asyncio.ensure_future(role.handle(*_write(12288)))
+        await _settled()
+        assert not third.done() and behind.bytes_in_flight == 8192
+        pool.gate.set()
+        await asyncio.wait_for(third, 1)
+        await _settled()
+        assert behind.bytes_in_flight == 0
+    asyncio.run(scenario())
+
+
+def test_a_write_that_fails_upstream_is_reported_by_the_next_commit():
+    async def scenario():
+        pool = GatedPool()
+        role, behind = _role(pool)
+        await role.handle(*_write(0))
+        pool.write_status[4096] = NfsStat.NFS3ERR_NOSPC
+        early = _result(Nfs3Proc.WRITE, await role.handle(*_write(4096)))
+        assert early.ok     # Answered before the server said no.
+        await _settled()
+        assert behind.counters.write_behind_failed == 1
+        # A client that checks verifiers sends its WRITEs again ...
+        assert behind.verifier(SERVER_VERF) != early.body.verf
+        # ... one that does not learns it at its COMMIT.
+        commit = _result(Nfs3Proc.COMMIT, await role.handle(*_commit()))
+        assert commit.status == NfsStat.NFS3ERR_IO
+        # WRITEs sent again go through, with their own errors ...
+        again = _result(Nfs3Proc.WRITE, await role.handle(*_write(4096)))
+        assert again.status == NfsStat.NFS3ERR_NOSPC
+        del pool.write_status[4096]
+        assert _result(Nfs3Proc.WRITE, await role.handle(*_write(4096))).ok
+        # ... until a COMMIT succeeds; then they are answered first again.
+        assert _result(Nfs3Proc.COMMIT, await role.handle(*_commit())).ok
+        pool.gate.clear()
+        await asyncio.wait_for(role.handle(*_write(8192)), 1)
+        pool.gate.set()
+        await _settled()
+        # Other files were not held to it.
+        assert behind.counters.write_behind_commits_failed == 1
+    asyncio.run(scenario())
+
+
+def test_a_lost_upstream_connection_counts_as_a_failed_write():
+    class DyingPool(GatedPool):
+        dead = False
+
+        async def call(self, build_message, replayable, relay_to=None):
+            if self.dead:
+                raise ConnectionResetError("tunnel cut")
+            return await super().call(build_message, replayable, relay_to)
+
+    async def scenario():
+        pool = DyingPool()
+        role, behind = _role(pool)
+        await role.handle(*_write(0))
+        pool.dead = True
+        assert _result(Nfs3Proc.WRITE, await role.handle(*_write(4096))).ok
+        await _settled()
+        pool.dead = False
+        commit = _result(Nfs3Proc.COMMIT, await role.handle(*_commit()))
+        assert commit.status == NfsStat.NFS3ERR_IO
+    asyncio.run(scenario())
+
+
+def test_the_verifier_changes_with_the_server_and_with_a_restart():
+    one = write_behind.WriteBehind(1, epoch=b"epoch--1")
+    again = write_behind.WriteBehind(1, epoch=b"epoch--1")
+    restarted = write_behind.WriteBehind(1, epoch=b"epoch--2")
+    assert one.verifier(SERVER_VERF) == again.verifier(SERVER_VERF)
+    assert one.verifier(SERVER_VERF) != one.verifier(b"srvverf2")
+    assert one.verifier(SERVER_VERF) != restarted.verifier(SERVER_VERF)
+    assert write_behind.WriteBehind(1).epoch != \
+        write_behind.WriteBehind(1).epoch
+
+
+def test_without_write_behind_every_write_waits_for_the_server():
+    async def scenario():
+        pool = GatedPool()
+        role = roles.ClientRole(pool, counters.RoleCounters())
+        await role.handle(*_write(0))
+        pool.gate.clear()
+        pending = asyncio.ensure_future(role.handle(*_write(4096)))
+        await _settled()
+        assert not pending.done()
+        pool.gate.set()
+        res = _result(Nfs3Proc.WRITE, await pending)
+        assert res.body.verf == SERVER_VERF
+    asyncio.run(scenario())
