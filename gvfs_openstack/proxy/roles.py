@@ -224,20 +224,38 @@ class ClientRole(Role):
         self._behind_tasks = set()
 
     async def dispatch(self, call, record, writer):
-        if self.write_behind is not None and \
-                call.prog == const.NFS_PROGRAM:
-            reply = await self._ahead_of_server(call, record)
-            if reply is not None:
-                return reply
+        behind = self.write_behind
+        if behind is None or call.prog == const.MOUNT_PROGRAM:
+            return await self._dispatch(call, record, writer)
+        reply = await self._ahead_of_server(call, record)
+        if reply is not None:
+            return reply
         reply = await self._dispatch(call, record, writer)
-        if self.write_behind is not None and reply is not None and \
-                call.prog == const.NFS_PROGRAM and \
-                call.proc in (const.Nfs3Proc.WRITE,
-                              const.Nfs3Proc.COMMIT) and \
+        patch = self._verifier_to_patch(call)
+        if patch is not None and reply is not None and \
                 not isinstance(reply, tuple):
-            reply = self.write_behind.patch_reply(
-                call.proc, _first_handle(call), reply)
+            reply = behind.patch_reply(call.proc, patch[0], reply, patch[1])
         return reply
+
+    def _verifier_to_patch(self, call):
+        """``(fh, codecs)`` of a reply that must carry our verifier.
+
+        WRITE and COMMIT replies, and the bulk channel's WRITE replies
+        (a WRITE3 result too); not those write-back made itself, which
+        carry its own verifier.
+        """
+        if call.prog == bulk.BULK_PROGRAM:
+            if call.proc != bulk.BulkProc.WRITE:
+                return None
+            fhs, codecs = _bulk_handles(call), bulk
+        elif call.proc in (const.Nfs3Proc.WRITE, const.Nfs3Proc.COMMIT):
+            fhs, codecs = _handles(call), nfs3
+        else:
+            return None
+        if not fhs or self.writeback is not None and \
+                not self.writeback.relays(fhs[0]):
+            return None
+        return fhs[0], codecs
 
     async def _dispatch(self, call, record, writer):
         if self.cache is not None and call.prog == const.NFS_PROGRAM:
@@ -266,26 +284,28 @@ class ClientRole(Role):
     async def _ahead_of_server(self, call, record):
         """An UNSTABLE WRITE's early reply, else None to go on.
 
-        Before any other call naming a file goes on, the file's WRITEs
-        answered early are answered upstream.
+        Before any other call naming a file goes on (the bulk channel's
+        too), the file's WRITEs answered early are answered upstream.
         """
         behind = self.write_behind
-        if call.proc != const.Nfs3Proc.WRITE and behind.idle:
+        is_write = call.prog == const.NFS_PROGRAM and \
+            call.proc == const.Nfs3Proc.WRITE
+        if not is_write and behind.idle:
             return None
-        fhs = _handles(call)
-        if call.proc != const.Nfs3Proc.WRITE or not fhs:
-            await behind.settle(fhs)
-            return None
-        args = self._behind_args(call, fhs[0])
+        fhs = _bulk_handles(call) if call.prog == bulk.BULK_PROGRAM \
+            else _handles(call)
+        args = self._behind_args(call, fhs[0]) if is_write and fhs \
+            else None
         if args is None:
             await behind.settle(fhs)
             return None
         while not behind.takes(args):
-            if behind.overlaps(args.file, args.offset, args.count):
-                await behind.settle(fhs)
-            elif not behind.eligible(args):
+            if not behind.eligible(args):
                 await behind.settle(fhs)
                 return None
+            if behind.overlaps(args.file, args.offset, args.count):
+                await behind.settle_overlapping(args.file, args.offset,
+                                                args.count)
             else:
                 await behind.room(args.count)
         return self._answer_ahead(call, args, self.forward(
@@ -304,12 +324,13 @@ class ClientRole(Role):
     def _answer_ahead(self, call, args, sending):
         """Count ``sending`` (the WRITE on its way) in flight; the reply."""
         write, result = self.write_behind.start(args)
-        if self.observer is not None:
-            self.observer.wrote(args.file, args.offset, args.count, None)
+        # At once: whatever happens next, the task ends it (finished()).
         task = asyncio.get_running_loop().create_task(
             self._behind(call, args, write, sending))
         self._behind_tasks.add(task)
         task.add_done_callback(self._behind_tasks.discard)
+        if self.observer is not None:
+            self.observer.wrote(args.file, args.offset, args.count, None)
         return rpc.accepted(call.xid, AcceptStat.SUCCESS, result)
 
     async def _behind(self, call, args, write, sending):
@@ -333,10 +354,10 @@ class ClientRole(Role):
             if args is not None and behind.takes(args):
                 return self._answer_ahead(call, args, relay.wait())
         reply = await super().relayed(call, relay)
-        if behind is not None and reply is not None and \
-                call.proc == const.Nfs3Proc.WRITE:
-            reply = behind.patch_reply(call.proc, _first_handle(call),
-                                       reply)
+        patch = self._verifier_to_patch(call) if behind is not None \
+            else None
+        if patch is not None and reply is not None:
+            reply = behind.patch_reply(call.proc, patch[0], reply, patch[1])
         return reply
 
     def after(self, call, reply):
@@ -381,9 +402,14 @@ def _handles(call):
         return ()
 
 
-def _first_handle(call):
-    fhs = _handles(call)
-    return fhs[0] if fhs else None
+def _bulk_handles(call):
+    """The handle a bulk channel call names; () if it cannot be read."""
+    if call.proc == bulk.BulkProc.NULL:
+        return ()
+    try:
+        return (Unpacker(call.args).unpack_opaque(const.NFS3_FHSIZE),)
+    except ProtocolError:
+        return ()
 
 
 class ServerRole(Role):

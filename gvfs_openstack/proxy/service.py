@@ -360,6 +360,12 @@ class ProxyService:
         if self._trimmer is not None:
             self._trimmer.cancel()
         await self.listener.close()
+        behind = getattr(self.role, "write_behind", None)
+        if behind is not None and not await behind.drain(
+                self.conf.cache.shutdown_flush_timeout):
+            LOG.warning("stopping with %d bytes of WRITEs answered ahead of "
+                        "the server still in flight: their clients send "
+                        "them again at their COMMIT", behind.bytes_in_flight)
         if self.writeback is not None:
             await self.writeback.close(self.conf.cache.shutdown_flush_timeout)
         for pool in self.pools:

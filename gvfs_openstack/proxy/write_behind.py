@@ -54,11 +54,16 @@ class WriteHead(collections.namedtuple(
 def write_head(args):
     """The :class:`WriteHead` of WRITE3args bytes (ProtocolError).
 
-    Reads only the first few dozen bytes: the data is not copied.
+    Reads only the first few dozen bytes: the data is not copied.  The
+    head of a record shorter than its data says has a ``data_length`` of
+    -1: the server must answer that one (GARBAGE_ARGS).
     """
     u = Unpacker(args)
-    return WriteHead(u.unpack_opaque(const.NFS3_FHSIZE), u.unpack_uhyper(),
+    head = WriteHead(u.unpack_opaque(const.NFS3_FHSIZE), u.unpack_uhyper(),
                      u.unpack_uint(), u.unpack_uint(), u.unpack_uint())
+    if u.remaining() < head.data_length:
+        return head._replace(data_length=-1)
+    return head
 
 
 class _InFlight:
@@ -127,9 +132,12 @@ class WriteBehind:
             not self.overlaps(head.file, head.offset, head.count)
 
     def overlaps(self, fh, offset, count):
+        return bool(self._overlapping(fh, offset, count))
+
+    def _overlapping(self, fh, offset, count):
         end = offset + max(count, 1)
-        return any(w.offset < end and offset < w.end
-                   for w in self._in_flight.get(fh, ()))
+        return [w for w in self._in_flight.get(fh, ())
+                if w.offset < end and offset < w.end]
 
     # --- the life of an answered WRITE ----------------------------------
 
@@ -151,7 +159,7 @@ class WriteBehind:
 
     def finished(self, head, write, reply):
         """The upstream ``reply`` (or None: none came) of an early WRITE."""
-        status = self._status(reply)
+        status = self._status(reply, head.count)
         if status != 0:
             self.fail(head.file, status)
         writes = self._in_flight.get(head.file, [])
@@ -164,8 +172,12 @@ class WriteBehind:
         progress, self._progress = self._progress, asyncio.Event()
         progress.set()
 
-    def _status(self, reply):
-        """NFS status of a WRITE reply; the server's verifier is noted."""
+    def _status(self, reply, count):
+        """NFS status of a WRITE reply; the server's verifier is noted.
+
+        A server that took fewer than the ``count`` bytes the client was
+        told it took failed it as much as one that took none.
+        """
         if reply is None:
             return const.NfsStat.NFS3ERR_IO
         try:
@@ -175,9 +187,10 @@ class WriteBehind:
             res = nfs3.decode_res(_WRITE, results)
         except Exception:  # Garbled: as good as lost.
             return const.NfsStat.NFS3ERR_IO
-        if res.ok:
-            self.server_verf = res.body.verf
-        return res.status
+        if not res.ok:
+            return res.status
+        self.server_verf = res.body.verf
+        return 0 if res.body.count >= count else const.NfsStat.NFS3ERR_IO
 
     def fail(self, fh, status):
         """A WRITE answered early did not make it: tell the client."""
@@ -190,15 +203,40 @@ class WriteBehind:
                     "write verifier changed", const.status_name(status))
 
     async def settle(self, fhs):
-        """Wait until no WRITE to any of ``fhs`` is in flight."""
-        for fh in fhs:
-            while self._in_flight.get(fh):
-                await self._in_flight[fh][0].done.wait()
+        """Wait until the WRITEs to ``fhs`` in flight now are answered.
+
+        Not those answered meanwhile: a file written without a pause
+        would keep a COMMIT (or a ``stat``) waiting for ever.
+        """
+        for write in [w for fh in fhs for w in self._in_flight.get(fh, ())]:
+            await write.done.wait()
+
+    async def settle_overlapping(self, fh, offset, count):
+        """Wait until no WRITE in flight overlaps ``[offset, +count)``."""
+        while True:
+            overlapping = self._overlapping(fh, offset, count)
+            if not overlapping:
+                return
+            await overlapping[0].done.wait()
 
     async def room(self, count):
         """Wait until ``count`` more bytes fit in the window."""
         while not self.fits(count):
             await self._progress.wait()
+
+    async def drain(self, timeout):
+        """Wait up to ``timeout`` s for every WRITE in flight; True if done.
+
+        At a clean shutdown: what is still in flight after it dies with
+        the proxy, and its clients send it again (a new epoch).
+        """
+        try:
+            await asyncio.wait_for(self.settle(list(self._in_flight)),
+                                   timeout)
+            # Nothing new comes in once the listener is closed.
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     @property
     def idle(self):
@@ -206,17 +244,19 @@ class WriteBehind:
 
     # --- replies that went through ----------------------------------------
 
-    def patch_reply(self, proc, fh, reply):
+    def patch_reply(self, proc, fh, reply, program=nfs3):
         """A forwarded WRITE or COMMIT reply as the client must see it.
 
         The verifier becomes the proxy's; a COMMIT of a file whose early
-        WRITE failed answers NFS3ERR_IO.
+        WRITE failed answers NFS3ERR_IO.  ``program`` is the module of
+        the call's codecs (:mod:`nfs3`, or :mod:`bulk` for its WRITE,
+        whose result is a WRITE3 result).
         """
         try:
             results = rpc.results_of(reply)
             if results is None:
                 return reply
-            res = nfs3.decode_res(proc, results)
+            res = program.decode_res(proc, results)
         except Exception:
             return reply  # The client judges it as the server sent it.
         xid = rpc.read_xid(reply)
@@ -238,4 +278,4 @@ class WriteBehind:
         body = dataclasses.replace(res.body,
                                    verf=self.verifier(res.body.verf))
         return rpc.accepted(xid, const.AcceptStat.SUCCESS,
-                            nfs3.encode_res(proc, nfs3.Result(0, body)))
+                            program.encode_res(proc, nfs3.Result(0, body)))

@@ -324,7 +324,7 @@ def test_write_behind_copy_cut_mid_way_still_gives_identical_bytes(
 def test_a_write_refused_after_its_early_reply_fails_the_commit(lab_factory):
     """Ganesha refuses a WRITE the client proxy has already answered.
 
-    A WRITE past the largest file the export's file system holds gets
+    A WRITE that would end past the largest file offset (2**63) gets
     NFS3ERR_FBIG from Ganesha; through a write-behind proxy the client
     hears it at its COMMIT (NFS3ERR_IO, under a new write verifier), and
     the same WRITE sent again then gets Ganesha's own answer.
@@ -336,7 +336,7 @@ def test_a_write_refused_after_its_early_reply_fails_the_commit(lab_factory):
             root = await nfs.mount(lab.export)
             fh = await nfs.create(root, "refused.bin")
             first = await nfs.write(fh, 0, b"a" * 4096)
-            beyond = 1 << 62
+            beyond = (1 << 63) - 10
             early = await nfs.write(fh, beyond, b"b" * 4096)
             assert early.verf == first.verf
             with pytest.raises(NfsError) as refused:

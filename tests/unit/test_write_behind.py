@@ -31,21 +31,29 @@ class GatedPool:
 
     def __init__(self):
         self.sent = []
+        #: Bytes of early WRITEs still unanswered when each call was sent.
+        self.behind_then = []
+        self.behind = None
         self.gate = asyncio.Event()
         self.gate.set()
         self.write_status = {}      # offset -> NFS status of its WRITE
+        self.short = set()          # offsets of WRITEs taken only in part
         self.server_verf = SERVER_VERF
 
     async def call(self, build_message, replayable, relay_to=None):
         message = b"".join(bytes(b) for b in build_message(777))
         call = rpc.decode_message(message)
         self.sent.append(call)
+        if self.behind is not None:
+            self.behind_then.append(self.behind.bytes_in_flight)
         await self.gate.wait()
         args = nfs3.decode_args(call.proc, call.args)
         if call.proc == Nfs3Proc.WRITE:
             status = self.write_status.get(args.offset, 0)
+            taken = args.count // 2 if args.offset in self.short \
+                else args.count
             res = nfs3.Result(status, nfs3.WriteOk(
-                nfs3.WccData(), args.count, StableHow.FILE_SYNC,
+                nfs3.WccData(), taken, StableHow.FILE_SYNC,
                 self.server_verf) if status == 0 else
                 nfs3.WccBody(nfs3.WccData()))
         elif call.proc == Nfs3Proc.COMMIT:
@@ -84,6 +92,7 @@ def _result(proc, reply):
 def _role(pool, window=1 << 20, epoch=b"epoch--1"):
     behind = write_behind.WriteBehind(window, counters.WriteBehindCounters(),
                                       epoch=epoch)
+    pool.behind = behind
     return roles.ClientRole(pool, counters.RoleCounters(),
                             write_behind=behind), behind
 
@@ -162,8 +171,32 @@ def test_commit_and_other_calls_wait_for_the_files_writes():
         assert res.ok and res.body.verf == behind.verifier(SERVER_VERF)
         await getattr_
         await other
-        assert pool.procs()[3:] == [Nfs3Proc.COMMIT, Nfs3Proc.GETATTR] or \
-            pool.procs()[3:] == [Nfs3Proc.GETATTR, Nfs3Proc.COMMIT]
+        assert sorted(pool.procs()[3:]) == [Nfs3Proc.GETATTR,
+                                            Nfs3Proc.COMMIT]
+        # The early WRITE counts itself; the other file's GETATTR went
+        # while it was in flight, this file's calls once it was not.
+        assert pool.behind_then == [0, 4096, 4096, 0, 0]
+    asyncio.run(scenario())
+
+
+def test_a_file_written_without_pause_does_not_hold_its_commit_for_ever():
+    async def scenario():
+        pool = GatedPool()
+        role, behind = _role(pool)
+        await role.handle(*_write(0))
+        pool.gate.clear()
+        await role.handle(*_write(4096))
+        commit = asyncio.ensure_future(role.handle(*_commit()))
+        await _settled()
+        pool.gate.set()
+        # More WRITEs keep coming while the COMMIT waits for the first.
+        for n in range(2, 400):
+            await role.handle(*_write(n * 4096))
+            await asyncio.sleep(0)
+            if commit.done():
+                break
+        assert commit.done(), "the COMMIT waits as long as WRITEs come"
+        assert _result(Nfs3Proc.COMMIT, commit.result()).ok
     asyncio.run(scenario())
 
 
@@ -220,14 +253,49 @@ def test_a_write_that_fails_upstream_is_reported_by_the_next_commit():
         assert again.status == NfsStat.NFS3ERR_NOSPC
         del pool.write_status[4096]
         assert _result(Nfs3Proc.WRITE, await role.handle(*_write(4096))).ok
+        # ... while other files' WRITEs are still answered first ...
+        pool.gate.clear()
+        await asyncio.wait_for(role.handle(*_write(0, fh=OTHER)), 1)
+        pool.gate.set()
+        await _settled()
         # ... until a COMMIT succeeds; then they are answered first again.
         assert _result(Nfs3Proc.COMMIT, await role.handle(*_commit())).ok
         pool.gate.clear()
         await asyncio.wait_for(role.handle(*_write(8192)), 1)
         pool.gate.set()
         await _settled()
-        # Other files were not held to it.
         assert behind.counters.write_behind_commits_failed == 1
+    asyncio.run(scenario())
+
+
+def test_a_write_the_server_took_only_in_part_fails_the_commit():
+    async def scenario():
+        pool = GatedPool()
+        role, behind = _role(pool)
+        await role.handle(*_write(0))
+        pool.short.add(4096)
+        assert _result(Nfs3Proc.WRITE, await role.handle(*_write(4096))) \
+            .body.count == 4096
+        await _settled()
+        commit = _result(Nfs3Proc.COMMIT, await role.handle(*_commit()))
+        assert commit.status == NfsStat.NFS3ERR_IO
+    asyncio.run(scenario())
+
+
+def test_a_record_shorter_than_its_data_is_left_to_the_server():
+    async def scenario():
+        pool = GatedPool()
+        role, behind = _role(pool)
+        await role.handle(*_write(0))
+        call, record = _write(4096)
+        # Cut the data short: the server, not the proxy, answers that.
+        call = call.__class__(**{**{f: getattr(call, f) for f in
+                                    call.__dataclass_fields__},
+                                 "args": call.args[:-100]})
+        head = write_behind.write_head(call.args)
+        assert head.data_length == -1 and not behind.eligible(head)
+        await role.handle(call, record)
+        assert behind.counters.write_behind_answered == 0
     asyncio.run(scenario())
 
 
@@ -276,4 +344,18 @@ def test_without_write_behind_every_write_waits_for_the_server():
         pool.gate.set()
         res = _result(Nfs3Proc.WRITE, await pending)
         assert res.body.verf == SERVER_VERF
+    asyncio.run(scenario())
+
+
+def test_a_clean_stop_waits_for_the_writes_in_flight():
+    async def scenario():
+        pool = GatedPool()
+        role, behind = _role(pool)
+        await role.handle(*_write(0))
+        pool.gate.clear()
+        await role.handle(*_write(4096))
+        assert not await behind.drain(0.05)
+        asyncio.get_running_loop().call_later(0.05, pool.gate.set)
+        assert await behind.drain(5)
+        assert behind.idle and behind.bytes_in_flight == 0
     asyncio.run(scenario())

@@ -74,6 +74,8 @@ def run(quick=False, plot=None):
     hop_cpu = collections.defaultdict(float)
     #: path -> op -> CPU seconds the whole machine spent per copy.
     machine = collections.defaultdict(lambda: {"write": [], "read": []})
+    #: path -> bytes it moved (both ways).
+    moved = collections.Counter()
     rss = []
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work, \
             contextlib.ExitStack() as stack:
@@ -101,6 +103,9 @@ def run(quick=False, plot=None):
         paths += [("behind/" + t, functools.partial(
             lab.client_url, proxy=behind[t])) for t, lab in labs.items()]
         lab_of.update(("behind/" + t, lab) for t, lab in labs.items())
+        hops.update(("behind/" + t, {"client": behind[t],
+                                     "server": lab.server_proxy})
+                    for t, lab in labs.items())
         ssh = labs["ssh"]
         remote = "%s@127.0.0.1:%s" % (ssh.sshd.user,
                                       os.path.join(ssh.workdir, "scp.bin"))
@@ -117,6 +122,7 @@ def run(quick=False, plot=None):
                     with cpu.Meter() as meter:
                         times[name][op].append(_timed_copy(src, dst))
                     machine[name][op].append(meter.seconds)
+                    moved[name] += size
                 for hop, proxy in hops.get(name, {}).items():
                     hop_cpu[name, hop] += \
                         cpu.process_seconds(proxy.process.pid) - before[hop]
@@ -134,8 +140,8 @@ def run(quick=False, plot=None):
             os.unlink(back)
             os.unlink(os.path.join(ssh.workdir, "scp.bin"))
             os.sync()
-        for lab in labs.values():
-            for proxy in (lab.client_proxy, lab.server_proxy):
+        for t, lab in labs.items():
+            for proxy in (lab.client_proxy, lab.server_proxy, behind[t]):
                 rss.append(proxy.stats()["peak_rss_kb"] / 1024)
     rows = {name: {op + "_mbps": size / MIB / statistics.median(t[op])
                    for op in ("write", "read") if t[op]}
@@ -155,8 +161,8 @@ def run(quick=False, plot=None):
     print("behind/*: the chain's client proxy with [proxy] write_behind_mb "
           "= %d (UNSTABLE WRITEs answered before the server has them)"
           % WRITE_BEHIND_MB)
-    moved_gib = 2 * repeat * size / (1024 * MIB)
-    per_gib = {key: seconds / moved_gib for key, seconds in hop_cpu.items()}
+    per_gib = {(name, hop): cpu.per_gib(seconds, moved[name])
+               for (name, hop), seconds in hop_cpu.items()}
     print("proxy CPU seconds per GiB moved, per hop (independent of what "
           "else shares the cores):")
     for (name, hop), value in sorted(per_gib.items()):
@@ -164,8 +170,8 @@ def run(quick=False, plot=None):
     print("proxy peak RSS: %.1f MB" % max(rss))
     machine_per_gib = {
         name: {op: cpu.per_gib(statistics.median(seconds), size)
-               for op, seconds in ops.items()}
-        for name, ops in machine.items() if ops["read"]}
+               for op, seconds in ops.items() if seconds}
+        for name, ops in machine.items()}
     _print_ceilings(machine_per_gib)
     ratios = {}
     for name, key in (("chain/tcp", "tcp_chain"), ("chain/tls", "tls_chain"),
@@ -220,9 +226,11 @@ def _print_ceilings(machine_per_gib):
     print("%-14s %10s %10s %12s %12s" % ("path", "write", "read",
                                          "write MB/s", "read MB/s"))
     for name, ops in machine_per_gib.items():
-        print("%-14s %10.2f %10.2f %12.0f %12.0f" % (
-            name, ops["write"], ops["read"],
-            cpu.ceiling_mib_s(ops["write"]), cpu.ceiling_mib_s(ops["read"])))
+        print("%-14s %10s %10s %12s %12s" % ((name,) + tuple(
+            "%.2f" % ops[op] if op in ops else "-"
+            for op in ("write", "read")) + tuple(
+            "%.0f" % cpu.ceiling_mib_s(ops[op]) if op in ops else "-"
+            for op in ("write", "read"))))
 
 
 def _plot(rows, path):
