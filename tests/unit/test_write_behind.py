@@ -11,6 +11,7 @@ import asyncio
 
 import pytest
 
+from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs.const import NfsStat
@@ -47,6 +48,10 @@ class GatedPool:
         if self.behind is not None:
             self.behind_then.append(self.behind.bytes_in_flight)
         await self.gate.wait()
+        if call.prog == bulk.BULK_PROGRAM:     # A READ: no such file.
+            return bytearray(rpc.accepted(777, results=bulk.encode_res(
+                call.proc, nfs3.Result(NfsStat.NFS3ERR_STALE,
+                                       nfs3.AttrBody(None)))))
         args = nfs3.decode_args(call.proc, call.args)
         if call.proc == Nfs3Proc.WRITE:
             status = self.write_status.get(args.offset, 0)
@@ -97,6 +102,15 @@ def _role(pool, window=1 << 20, epoch=b"epoch--1"):
                             write_behind=behind), behind
 
 
+async def _writing(window=1 << 20):
+    """A role that learnt the server's verifier; the upstream held."""
+    pool = GatedPool()
+    role, behind = _role(pool, window)
+    await role.handle(*_write(0))
+    pool.gate.clear()
+    return pool, role, behind
+
+
 async def _settled():
     for _ in range(20):
         await asyncio.sleep(0)
@@ -136,10 +150,7 @@ def test_first_write_goes_through_then_unstable_writes_are_answered_first():
                                     StableHow.FILE_SYNC])
 def test_stable_writes_wait_for_the_server(stable):
     async def scenario():
-        pool = GatedPool()
-        role, behind = _role(pool)
-        await role.handle(*_write(0))
-        pool.gate.clear()
+        pool, role, behind = await _writing()
         pending = asyncio.ensure_future(
             role.handle(*_write(4096, stable=stable)))
         await _settled()
@@ -151,10 +162,7 @@ def test_stable_writes_wait_for_the_server(stable):
 
 def test_commit_and_other_calls_wait_for_the_files_writes():
     async def scenario():
-        pool = GatedPool()
-        role, behind = _role(pool)
-        await role.handle(*_write(0))
-        pool.gate.clear()
+        pool, role, behind = await _writing()
         await role.handle(*_write(4096))
         commit = asyncio.ensure_future(role.handle(*_commit()))
         getattr_ = asyncio.ensure_future(role.handle(*_call(
@@ -181,10 +189,7 @@ def test_commit_and_other_calls_wait_for_the_files_writes():
 
 def test_a_file_written_without_pause_does_not_hold_its_commit_for_ever():
     async def scenario():
-        pool = GatedPool()
-        role, behind = _role(pool)
-        await role.handle(*_write(0))
-        pool.gate.clear()
+        pool, role, behind = await _writing()
         await role.handle(*_write(4096))
         commit = asyncio.ensure_future(role.handle(*_commit()))
         await _settled()
@@ -200,12 +205,28 @@ def test_a_file_written_without_pause_does_not_hold_its_commit_for_ever():
     asyncio.run(scenario())
 
 
+def test_a_bulk_channel_read_of_the_file_waits_for_its_writes():
+    async def scenario():
+        pool, role, behind = await _writing()
+        await role.handle(*_write(4096))
+        message = rpc.encode_message(rpc.Call(
+            6, bulk.BULK_PROGRAM, bulk.BULK_VERSION, bulk.BulkProc.READ,
+            rpc.AuthSys(1000, 1000, (1000,)).to_opaque(),
+            args=bulk.encode_args(bulk.BulkProc.READ, bulk.ReadArgs(
+                FH, 0, 8192, bulk.Codec.ZSTD))))
+        read = asyncio.ensure_future(role.handle(
+            rpc.decode_message(message), bytearray(message)))
+        await _settled()
+        assert not read.done() and len(pool.sent) == 2
+        pool.gate.set()
+        await asyncio.wait_for(read, 1)
+        assert pool.behind_then[-1] == 0
+    asyncio.run(scenario())
+
+
 def test_an_overlapping_write_waits_for_the_one_in_flight():
     async def scenario():
-        pool = GatedPool()
-        role, behind = _role(pool)
-        await role.handle(*_write(0))
-        pool.gate.clear()
+        pool, role, behind = await _writing()
         await role.handle(*_write(4096))
         second = asyncio.ensure_future(role.handle(*_write(6000)))
         await _settled()
@@ -217,10 +238,7 @@ def test_an_overlapping_write_waits_for_the_one_in_flight():
 
 def test_the_window_bounds_the_bytes_in_flight():
     async def scenario():
-        pool = GatedPool()
-        role, behind = _role(pool, window=8192)
-        await role.handle(*_write(0))
-        pool.gate.clear()
+        pool, role, behind = await _writing(window=8192)
         await role.handle(*_write(4096))
         await role.handle(*_write(8192))
         third = asyncio.ensure_future(role.handle(*_write(12288)))
@@ -349,10 +367,7 @@ def test_without_write_behind_every_write_waits_for_the_server():
 
 def test_a_clean_stop_waits_for_the_writes_in_flight():
     async def scenario():
-        pool = GatedPool()
-        role, behind = _role(pool)
-        await role.handle(*_write(0))
-        pool.gate.clear()
+        pool, role, behind = await _writing()
         await role.handle(*_write(4096))
         assert not await behind.drain(0.05)
         asyncio.get_running_loop().call_later(0.05, pool.gate.set)
