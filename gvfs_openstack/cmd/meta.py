@@ -10,6 +10,7 @@
     gvfs-meta rebuild --base golden.img --output new.img < <delta's path>
     gvfs-meta patch --base golden.img --delta new.delta --output new.img \
         [--hash-algo sha512 --hash <hex>]
+    gvfs-meta profile show|record|copy|clear ...
 
 ``generate`` writes ``.gvfs-meta.<name>`` next to each file (zero map,
 digest, action) and the file's block signature; ``verify`` says whether a
@@ -21,6 +22,8 @@ names the signature's identity), and the new version rebuilt at the
 destination -- its base copied there while the delta is on its way --
 and checked against the block signature the delta was made for.
 ``patch`` rebuilds by hand, checked by signature or by the image's hash.
+``profile`` shows, records, copies and clears boot profiles (see
+:mod:`gvfs_openstack.cmd.meta_profile`).
 Both exit with status 3 when the delta is refused.  Run it as the
 account that owns the export's files.
 """
@@ -34,6 +37,7 @@ import select
 import sys
 import time
 
+from gvfs_openstack.cmd import meta_profile
 from gvfs_openstack.delta import apply as delta_apply
 from gvfs_openstack.delta import blocks
 from gvfs_openstack.delta import make as delta_make
@@ -296,10 +300,11 @@ def main(argv=None):
     patch.add_argument("--hash",
                        help="the image's os_hash_value: check the whole "
                        "file's digest too, reading all of it")
+    meta_profile.add_parser(sub)
     args = parser.parse_args(argv)
     return {"generate": _generate, "verify": _verify, "blocks": _blocks,
-            "delta": _delta, "rebuild": _rebuild,
-            "patch": _patch}[args.action](args)
+            "delta": _delta, "rebuild": _rebuild, "patch": _patch,
+            "profile": meta_profile.run}[args.action](args)
 
 
 if __name__ == "__main__":

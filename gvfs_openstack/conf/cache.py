@@ -86,6 +86,41 @@ better. At most half of ``[proxy] max_record_size`` is used.
     cfg.IntOpt("whole_file_window", default=8, min=1, max=64,
                help="Chunks of a whole-file transfer in flight at once "
                     "(the server proxy compresses them in parallel)."),
+    cfg.BoolOpt("boot_profiles", default=True,
+                help="""Record and replay boot profiles of the files read.
+
+A boot profile names the blocks of an image that a boot reads, in the
+order it first read them; it sits on the DTN beside the image as
+``.gvfs-meta.<name>.profile``.  With this on, the proxy writes what its
+readers read there (the union with what was there) once a file has been
+quiet for ``profile_quiet_seconds``, and at the first READ of a file whose
+profile matches it fetches the profile's blocks ahead of the reader,
+``prefetch_window_kb`` in flight.  Needs ``sidecars`` (the proxy finds a
+profile by the file's name).
+Related options: profile_quiet_seconds, prefetch_window_kb.
+"""),
+    cfg.FloatOpt("profile_quiet_seconds", default=30.0, min=1.0,
+                 max=3600.0,
+                 help="""Seconds without a READ of a file that end its recording.
+
+Long enough to span the pause between Nova creating the overlay and the
+guest's first disk read under a slow hypervisor.
+Related options: boot_profiles, profile_max_seconds.
+"""),
+    cfg.FloatOpt("profile_max_seconds", default=600.0, min=1.0,
+                 max=3600.0,
+                 help="Seconds after a file's first READ at which its "
+                      "recording ends however busy the file is."),
+    cfg.IntOpt("prefetch_window_kb", default=4096, min=64,
+               max=1024 * 1024,
+               help="""Bytes (KiB) a boot profile's prefetch keeps in flight.
+
+At least 1.5 times the bandwidth-delay product of the link to the next hop
+(a 50 ms, 200 Mbit/s WAN: 1.25 MB; so 1.9 MB); the default covers up to
+about 100 ms at 300 Mbit/s.  A guest's own misses go out beside the
+prefetch and wait behind at most this much on the link.
+Related options: boot_profiles.
+"""),
     cfg.StrOpt("write_policy", default="writethrough", choices=[
         ("writethrough", "WRITEs go upstream before they are answered"),
         ("writeback", "WRITEs are answered once journalled on local disk "

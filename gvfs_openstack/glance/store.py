@@ -43,6 +43,7 @@ from gvfs_openstack import durable
 from gvfs_openstack import exceptions as gvfs_exceptions
 from gvfs_openstack import golden
 from gvfs_openstack import locations
+from gvfs_openstack.sidecar import profile
 from gvfs_openstack.sidecar import scan
 
 LOG = logging.getLogger(__name__)
@@ -382,9 +383,10 @@ class Store(driver.Store):
         self._remove_beside(path)
 
     def _remove_beside(self, path):
-        """Remove the sidecar and block signature kept beside ``path``."""
+        """Remove the sidecar, block signature and profile beside ``path``."""
         self._remove(scan.sidecar_path(path))
         self._remove(blocks.signature_path(path))
+        self._remove(profile.profile_path(path))
 
 
 class ParallelHashes:

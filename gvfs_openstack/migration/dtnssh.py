@@ -18,6 +18,7 @@ import socket
 import paramiko
 
 from gvfs_openstack.delta import blocks
+from gvfs_openstack.sidecar import profile
 from gvfs_openstack import exceptions
 
 _READ_AHEAD = 1024 * 1024
@@ -159,9 +160,10 @@ class DtnSession:
             pass
 
     def remove_image(self, path):
-        """Remove an image file and the block signature beside it."""
+        """Remove an image file and the signature and profile beside it."""
         self.remove_quietly(path)
         self.remove_quietly(blocks.signature_path(path))
+        self.remove_quietly(profile.profile_path(path))
 
     def rmdir(self, path):
         self.sftp.rmdir(path)

@@ -103,6 +103,20 @@ class SidecarCounters:
 
 
 @dataclasses.dataclass(slots=True)
+class ProfileCounters:
+    profiles_loaded: int = 0
+    profiles_stale: int = 0
+    profiles_invalid: int = 0
+    profiles_recorded: int = 0
+    profiles_write_failed: int = 0
+    prefetches: int = 0
+    prefetch_blocks: int = 0
+    prefetch_bytes: int = 0
+    prefetch_blocks_present: int = 0
+    prefetch_stopped: int = 0
+
+
+@dataclasses.dataclass(slots=True)
 class WholeFileCounters:
     wholefile_transfers: int = 0
     wholefile_chunks: int = 0

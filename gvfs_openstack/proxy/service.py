@@ -21,6 +21,7 @@ from gvfs_openstack.proxy.cache import bulk_fetch
 from gvfs_openstack.proxy.cache import exports
 from gvfs_openstack.proxy.cache import freshness
 from gvfs_openstack.proxy.cache import journal
+from gvfs_openstack.proxy.cache import profiles
 from gvfs_openstack.proxy.cache import reads
 from gvfs_openstack.proxy.cache import sidecars
 from gvfs_openstack.proxy.cache import store
@@ -95,6 +96,8 @@ class _Cache:
     sidecars: sidecars.Sidecars
     reads: reads.CachedReads
     observer: updates.ReplyObserver
+    #: :class:`profiles.BootProfiles`, or None without sidecars.
+    profiles: object = None
 
 
 class ProxyService:
@@ -196,9 +199,20 @@ class ProxyService:
             whole_files, opts.readahead_kb * 1024,
             max_fetch=self.conf.proxy.max_record_size // 4,
             max_read=max_read)
+        boot_profiles = None
+        if side is not None and opts.boot_profiles:
+            # A profile's prefetch may take half the cache: the rest
+            # keeps what other images' readers use.
+            boot_profiles = cached_reads.profiles = profiles.BootProfiles(
+                cached_reads, side, upstream,
+                self.counters.part(counters.ProfileCounters),
+                quiet_seconds=opts.profile_quiet_seconds,
+                max_seconds=opts.profile_max_seconds,
+                window=opts.prefetch_window_kb * 1024,
+                max_bytes=geometry.capacity // 2, max_write=max_read)
         return _Cache(block_store, upstream, policies, side, cached_reads,
                       updates.ReplyObserver(cached_reads, files, policies,
-                                            side))
+                                            side), boot_profiles)
 
     def _build_writeback(self, cache):
         opts = self.conf.cache
@@ -331,7 +345,8 @@ class ProxyService:
         return await warm.Warmer(
             cache.reads, cache.upstream, cache.policies, cache.sidecars,
             cache.store.geometry.block_size,
-            self.conf.cache.warm_rate_mib).warm(path,
+            self.conf.cache.warm_rate_mib, cache.profiles,
+            self.conf.cache.prefetch_window_kb * 1024).warm(path,
                                                 request.get("rate_mib"))
 
     async def start(self):
@@ -368,6 +383,8 @@ class ProxyService:
                         "them again at their COMMIT", behind.bytes_in_flight)
         if self.writeback is not None:
             await self.writeback.close(self.conf.cache.shutdown_flush_timeout)
+        if self.cache is not None and self.cache.profiles is not None:
+            await self.cache.profiles.stop()
         for pool in self.pools:
             await pool.close()
         if self.cache is not None:

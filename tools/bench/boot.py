@@ -14,17 +14,24 @@ compute host's GVFS mount.  The time is from ``openstack server create``
 to the marker in the instance's console log:
 
 * Nova's own path: first boot (download to ``_base``) and a later boot;
-* ``gvfs``: first boot on a cold host, a later boot, a fresh host (new
-  mount, new empty proxy) behind the first host's proxy as its warm LAN
-  cache;
+* ``gvfs``: the first boot ever (a cold host, no boot profile anywhere),
+  a later boot, a fresh host (new mount, new empty proxy) behind the
+  first host's proxy as its warm LAN cache, and a first boot on another
+  cold host once the first host's proxy has written the image's boot
+  profile beside it on the DTN (the profile's blocks fetched ahead of
+  the guest);
 * 4 servers created at once from the golden image on a cold host (a new
-  proxy with an empty cache across the link), and, as that case's floor,
+  proxy with an empty cache across the link, the profile on the DTN),
+  and, as that case's floor,
   4 at once by Nova's own path with the image already in ``_base``
   (nothing to fetch: four TCG guests and Nova's control path sharing
   the machine's cores).
 
 Every boot runs under TCG on the machine's cores: the guest's own boot
-(its uptime at the marker) is the floor of every figure, and is shown.
+(its uptime at the marker) is the floor of every figure, and is shown;
+Nova's later boot (everything local) is the floor the ratios name.  The
+bytes the DTN's server proxy sent per boot are shown against the boot
+set's size.
 """
 
 import json
@@ -34,6 +41,7 @@ import tempfile
 import time
 
 from gvfs_openstack.mount import mounter
+from gvfs_openstack.sidecar import profile
 from tests.lab import bootset
 from tests.lab import fusemount
 from tests.lab import glance_api
@@ -194,6 +202,8 @@ def _gvfs(proxy, export, work, host):
 def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
     golden = guest.golden()
     rows = []
+    #: label -> bytes across the WAN per boot
+    wan = {}
     with tempfile.TemporaryDirectory(prefix="gvfs-bench-") as work:
         parts = []
         try:
@@ -240,6 +250,7 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
             def measure(label, image, count=1, runs=1):
                 """Boot ``count`` at once, ``runs`` times; the median."""
                 taken = []
+                sent = _wan_bytes(lab)
                 for run in range(runs):
                     seconds, markers = boot(cloud, image, "b%d-%d" % (
                         len(rows), run), count)
@@ -254,16 +265,25 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
                           % (label, *taken[-1]), flush=True)
                 rows.append((label, statistics.median(t[0] for t in taken),
                              statistics.median(t[1] for t in taken)))
+                wan[label] = (_wan_bytes(lab) - sent) / runs
 
             later = 1 if quick else LATER_RUNS
 
             _drop_page_cache()
-            measure("gvfs, first boot on a cold host", on_dtn)
+            measure(FIRST_EVER, on_dtn)
             measure("gvfs, later boot", on_dtn, runs=later)
             fresh = lab.add_leaf("fresh-host", cache=CACHE)
             cloud.restart_compute(_gvfs(fresh, lab.export, work,
                                         "nova-fresh"), "nova-fresh")
             measure("gvfs, fresh host behind a warm LAN proxy", on_dtn)
+            # The first host's proxy writes the profile once the image
+            # has been quiet for profile_quiet_seconds.
+            boot_profile = _await_profile(lab, on_dtn)
+            profiled = lab.add_client("profiled-host", cache=CACHE)
+            cloud.restart_compute(_gvfs(profiled, lab.export, work,
+                                        "nova-profiled"), "nova-profiled")
+            _drop_page_cache()
+            measure(FIRST, on_dtn)
             if not quick:
                 cold = lab.add_client("cold-host", cache=CACHE)
                 cloud.restart_compute(_gvfs(cold, lab.export, work,
@@ -281,10 +301,36 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
         finally:
             for part in reversed(parts):
                 part.stop()
-    return _report(rows, rtt_ms, rate_mbit, plot)
+    boot_set = len(golden.boot_set) * bootset.BLOCK
+    return _report(rows, wan, boot_set, boot_profile, rtt_ms, rate_mbit,
+                   plot)
 
 
-def _report(rows, rtt_ms, rate_mbit, plot):
+def _wan_bytes(lab):
+    """Bytes the DTN's server proxy has sent across the WAN so far."""
+    return lab.server_proxy.stats()["downstream_bytes_out"]
+
+
+def _await_profile(lab, image_id, timeout=180.0):
+    """The golden image's boot profile, once the first host wrote it."""
+    images = os.path.join(lab.export, "images")
+    path = profile.profile_path(os.path.join(images, image_id))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(path, "rb") as f:
+                return profile.parse(f.read())
+        except (FileNotFoundError, profile.ProfileError):
+            time.sleep(1)
+    raise process.LabError("no boot profile of %s within %d s"
+                           % (image_id, timeout))
+
+
+FIRST_EVER = "gvfs, first boot ever (no profile anywhere)"
+FIRST = "gvfs, first boot on a cold host, with a profile"
+
+
+def _report(rows, wan, boot_set, boot_profile, rtt_ms, rate_mbit, plot):
     seconds = {label: s for label, s, _ in rows}
     nova_first = seconds["Nova's own path, first boot"]
     nova_later = seconds["Nova's own path, later boot"]
@@ -292,34 +338,44 @@ def _report(rows, rtt_ms, rate_mbit, plot):
     print("\nboot: the lab's test guest (1 GiB golden disk, 5%% of its "
           "blocks read at boot), QEMU TCG; WAN link %d ms RTT, %d Mbit/s"
           % (rtt_ms, rate_mbit))
-    print("%-44s %9s %12s" % ("server create to the guest's marker",
-                              "seconds", "guest boot"))
+    print("boot set %.1f MiB; the recorded profile names %d blocks (%.1f "
+          "MiB)" % (boot_set / MIB, len(boot_profile.blocks),
+                    len(boot_profile.blocks) * boot_profile.block_size
+                    / MIB))
+    print("%-48s %9s %12s %10s" % ("server create to the guest's marker",
+                                   "seconds", "guest boot",
+                                   "WAN/boot set"))
     for label, s, uptime in rows:
-        print("%-44s %9.1f %12.1f" % (label, s, uptime))
+        print("%-48s %9.1f %12.1f %10.2f" % (label, s, uptime,
+                                             wan[label] / boot_set))
     ratios = {
-        "gvfs_first_vs_nova_first":
-            seconds["gvfs, first boot on a cold host"] / nova_first,
+        "gvfs_first_vs_nova_later": seconds[FIRST] / nova_later,
+        "gvfs_first_ever_vs_nova_later": seconds[FIRST_EVER] / nova_later,
+        "gvfs_fresh_lan_vs_nova_later":
+            seconds["gvfs, fresh host behind a warm LAN proxy"]
+            / nova_later,
         "gvfs_later_vs_nova_later":
             seconds["gvfs, later boot"] / nova_later,
-        "gvfs_fresh_lan_vs_nova_first":
-            seconds["gvfs, fresh host behind a warm LAN proxy"] / nova_first,
+        "gvfs_first_vs_nova_first": seconds[FIRST] / nova_first,
+        "gvfs_first_ever_vs_nova_first": seconds[FIRST_EVER] / nova_first,
         # What no backend can go below here: the guest's own boot.
-        "guest_boot_floor_vs_nova_first": floor / nova_first,
+        "guest_boot_floor_vs_nova_later": floor / nova_later,
     }
     four = seconds.get("gvfs, 4 servers at once on a cold host")
-    if four is not None:
-        ratios["gvfs_four_at_once_vs_nova_first"] = four / nova_first
     four_local = seconds.get("Nova's own path, 4 at once, image in _base")
-    if four_local is not None:
-        # The four-at-once case with nothing to fetch: no backend can
-        # boot four guests on these cores in less.
-        ratios["nova_four_local_vs_nova_first"] = four_local / nova_first
+    if four is not None and four_local is not None:
+        # Nova's four with nothing to fetch: no backend can boot four
+        # guests on these cores in less.
+        ratios["gvfs_four_at_once_vs_nova_four_local"] = four / four_local
     for name, value in ratios.items():
         print("%-34s %6.2f" % (name, value))
     if plot:
         _plot(rows, plot)
     return {"scenario": "boot", "ratios": ratios, "metrics": {
         "rtt_ms": rtt_ms, "rate_mbit": rate_mbit,
+        "boot_set_bytes": boot_set,
+        "profile_blocks": len(boot_profile.blocks),
+        "wan_bytes": wan,
         "seconds": seconds, "guest_boot_seconds": {
             label: uptime for label, _, uptime in rows}}}
 

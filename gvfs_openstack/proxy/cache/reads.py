@@ -88,6 +88,8 @@ class CachedReads:
         #: Zeros to send: never written, so calloc's pages stay shared.
         self._zeros = memoryview(bytes(max(max_read, self.block_size)))
         self._zero_block = self._zeros[:self.block_size]
+        #: :class:`profiles.BootProfiles` told of every READ, if any.
+        self.profiles = None
 
     # --- file state ---------------------------------------------------------
 
@@ -273,6 +275,9 @@ class CachedReads:
             return None
         await self.load_zeros(call, state)
         size = state.fattr.size
+        if self.profiles is not None:
+            self.profiles.on_read(call, state, args.offset,
+                                  min(args.offset + args.count, size))
         # A short read is always allowed (RFC 1813 section 3.3.6): a
         # hostile count cannot make the proxy fetch a whole file at once.
         end = min(args.offset + min(args.count, self.max_read), size)

@@ -72,6 +72,10 @@ class Sidecars:
         self._names.pop(fh, None)
         self._loaded.pop(fh, None)
 
+    def where(self, fh):
+        """``(dir_fh, name)`` a LOOKUP gave for ``fh``, or None."""
+        return self._names.get(bytes(fh))
+
     async def sidecar_of(self, call, state):
         """The sidecar that describes the file of ``state`` now, or None."""
         fh = state.fh
@@ -98,8 +102,9 @@ class Sidecars:
     async def _load(self, call, where, key):
         dir_fh, name = where
         try:
-            data = await self._read(call, dir_fh,
-                                    meta_format.sidecar_name(name))
+            data = await self.read_beside(call, dir_fh,
+                                          meta_format.sidecar_name(name),
+                                          meta_format.MAX_BYTES)
             if data is None:
                 return None
             sidecar = meta_format.parse(data)
@@ -117,11 +122,12 @@ class Sidecars:
         self.counters.sidecars_loaded += 1
         return sidecar
 
-    async def _read(self, call, dir_fh, sidecar_name):
-        """The sidecar's bytes, or None if there is none to read now.
+    async def read_beside(self, call, dir_fh, sidecar_name, max_bytes):
+        """A sidecar's bytes, or None if there is none to read now.
 
         With the reader's credential: a sidecar is read only by those
-        who may read its directory.
+        who may read its directory.  A file that is not regular or is
+        larger than ``max_bytes`` raises SidecarError.
         """
         res = await self.upstream.nfs(
             Nfs3Proc.LOOKUP, nfs3.LookupArgs(nfs3.DirOpArgs(
@@ -130,13 +136,12 @@ class Sidecars:
             return None  # None there (NOENT), or not for this reader.
         attrs = res.body.obj_attributes
         if attrs is not None and (attrs.type != const.FileType.NF3REG or
-                                  attrs.size > meta_format.MAX_BYTES):
+                                  attrs.size > max_bytes):
             raise meta_format.SidecarError(
-                "not a regular file of at most %d bytes"
-                % meta_format.MAX_BYTES)
+                "not a regular file of at most %d bytes" % max_bytes)
         fh = res.body.object
         data = bytearray()
-        while len(data) <= meta_format.MAX_BYTES:
+        while len(data) <= max_bytes:
             read = await self.upstream.nfs(
                 Nfs3Proc.READ, nfs3.ReadArgs(fh, len(data), self.max_read),
                 call.cred, call.verf)
@@ -145,5 +150,4 @@ class Sidecars:
             data += read.body.data
             if read.body.eof or not read.body.data:
                 return bytes(data)
-        raise meta_format.SidecarError("larger than %d bytes"
-                                       % meta_format.MAX_BYTES)
+        raise meta_format.SidecarError("larger than %d bytes" % max_bytes)

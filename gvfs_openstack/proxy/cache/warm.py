@@ -19,6 +19,7 @@ from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.cache.reads import FetchError
+from gvfs_openstack.proxy.cache.window import FetchWindow
 from gvfs_openstack.proxy.upstream_calls import ReplyError
 
 MIB = 1024 * 1024
@@ -36,8 +37,12 @@ class Warmer:
     """
 
     def __init__(self, reads, upstream, policies, sidecars, block_size,
-                 default_rate_mib):
+                 default_rate_mib, profiles=None, window=4 * MIB):
         self.reads = reads
+        #: :class:`profiles.BootProfiles`: its blocks are fetched first.
+        self.profiles = profiles
+        #: Bytes of READs kept in flight.
+        self.window = window
         self.upstream = upstream
         self.policies = policies
         self.sidecars = sidecars
@@ -105,20 +110,44 @@ class Warmer:
         missing = [b for b in range(-(-size // bs))
                    if not reads.in_flight(state, b) and
                    not reads.present(state, b, min(bs, size - b * bs))]
+        missing = await self._boot_set_first(call, state, missing)
         start = time.monotonic()
-        fetched = 0
-        for first, count in reads.runs(missing):
-            futures = reads.fetch(call, state, first, count)
-            try:
-                for future in futures.values():
-                    chunk, _ = await future
-                    fetched += len(chunk)
-            except FetchError as e:
-                raise WarmError(path=path, reason=str(e)) from e
-            # Keep the average at or under the cap.
-            ahead = fetched / rate - (time.monotonic() - start)
-            if ahead > 0:
-                await asyncio.sleep(ahead)
+        window = FetchWindow(self.window)
+        try:
+            for first, count in reads.runs(missing):
+                run_bytes = min(count * bs, size - first * bs)
+                await window.make_room(run_bytes)
+                # Keep the average under the cap.
+                ahead = (window.arrived + window.in_flight + run_bytes) / \
+                    rate - (time.monotonic() - start)
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
+                window.add(reads.fetch(call, state, first, count),
+                           run_bytes)
+            await window.drain()
+        except FetchError as e:
+            raise WarmError(path=path, reason=str(e)) from e
+        finally:
+            window.cancel()
+        fetched = window.arrived
         return {"path": path, "size": size, "fetched": fetched,
                 "already_cached": size - fetched,
                 "seconds": round(time.monotonic() - start, 3)}
+
+    async def _boot_set_first(self, call, state, missing):
+        """``missing`` with the blocks of the file's boot profile first.
+
+        In the profile's order: a warm that a boot overtakes has
+        fetched what the boot reads first.
+        """
+        if self.profiles is None:
+            return missing
+        found = await self.profiles.profile_of(call, state)
+        if found is None:
+            return missing
+        wanted = set(missing)
+        first = [b for b in self.profiles.cache_blocks(found)
+                 if b in wanted]
+        chosen = set(first)
+        return first + [b for b in missing if b not in chosen]
+

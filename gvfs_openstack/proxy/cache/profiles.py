@@ -1,0 +1,351 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Boot profiles in the client proxy: recorded from readers, replayed ahead.
+
+A guest booting from a golden image reads a few hundred scattered blocks
+one at a time; across a WAN each is a round trip, and nothing in their
+offsets predicts the next (read-ahead needs a sequence).  What predicts
+them is the last boot of the same image.
+
+* **Recording.**  The proxy notes, per file, the blocks its readers
+  touch in first-touch order (hits and misses alike: it sees the reads
+  before its cache does), from the first READ until the file has been
+  quiet for ``quiet_seconds`` or ``max_seconds`` have passed.  If that
+  adds blocks to the image's profile on the DTN it writes the union
+  back beside the image (a temporary name, then RENAME, so that readers
+  see a whole profile or the old one).  A reader of more than
+  :data:`profile.MAX_BLOCKS` blocks is copying the file, and is not
+  recorded.
+* **Prefetch.**  At the first READ of a file whose profile matches it,
+  one task per file and proxy fetches the profile's blocks in profile
+  order, ``window`` bytes in flight: concurrent clones share it, and the
+  guest's own misses join a fetch in flight (collapsed forwarding in
+  :class:`reads.CachedReads`) or go out at once beside it, behind at
+  most ``window`` bytes on the link.  It stops when the file changes,
+  a fetch fails, or it has fetched ``max_bytes`` (a share of the cache:
+  a profile can never flush the cache it fills).
+
+The recording is done here rather than on the DTN's server proxy: only
+the first proxy sees what the guest reads (a server proxy sees each
+cache's misses, shifted by read-ahead and hidden entirely behind a warm
+LAN proxy), and it knows each file's name from its own LOOKUPs.  The
+profile still lives on the DTN, written through the server proxy with
+the reader's mapped identity like any other file, so every host that
+boots the image later finds it.
+"""
+
+import asyncio
+import time
+import uuid
+
+from oslo_log import log as logging
+
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.proxy.cache.freshness import version_key
+from gvfs_openstack.proxy.cache.reads import FetchError
+from gvfs_openstack.proxy.cache.window import FetchWindow
+from gvfs_openstack.proxy.upstream_calls import ReplyError
+from gvfs_openstack.sidecar import profile as profile_format
+
+LOG = logging.getLogger(__name__)
+
+#: Files whose profile (or its absence) is remembered.
+MAX_FILES = 4096
+#: Mode of a profile written on the DTN: that of the images beside it.
+PROFILE_MODE = 0o640
+
+
+class BootProfiles:
+    """Records and replays the boot profiles of the files ``reads`` serves.
+
+    ``sidecars`` (:class:`sidecars.Sidecars`) knows where each file is
+    and reads files beside it; ``upstream`` is the
+    :class:`~gvfs_openstack.proxy.upstream_calls.UpstreamCalls` a
+    profile is written through.
+    """
+
+    def __init__(self, reads, sidecars, upstream, counters, record=True,
+                 prefetch=True, quiet_seconds=30.0, max_seconds=600.0,
+                 window=4 * 1024 * 1024, max_bytes=None,
+                 max_write=1024 * 1024, clock=time.monotonic):
+        self.reads = reads
+        self.sidecars = sidecars
+        self.upstream = upstream
+        #: :class:`counters.ProfileCounters`
+        self.counters = counters
+        self.record = record
+        self.prefetch = prefetch
+        self.quiet_seconds = quiet_seconds
+        self.max_seconds = max_seconds
+        self.window = max(window, reads.block_size)
+        self.max_bytes = max_bytes
+        self.max_write = max_write
+        self.clock = clock
+        #: fh -> (version key, Recording)
+        self._recordings = {}
+        #: fh -> version key the prefetch ran (or runs) for.
+        self._prefetched = {}
+        #: fh -> (version key, Profile or None)
+        self._loaded = {}
+        self._tasks = set()
+
+    # --- the READ hook -------------------------------------------------------
+
+    def on_read(self, call, state, start, end):
+        """A reader read [start, end) of the regular file of ``state``."""
+        fh = state.fh
+        key = version_key(state.fattr)
+        if self.record:
+            self._touch(call, state, key, start, end)
+        if self.prefetch and self._prefetched.get(fh) != key and \
+                self.sidecars.where(fh) is not None:
+            self._remember(self._prefetched, fh, key)
+            self._spawn(self._prefetch(call, state, key))
+
+    def _spawn(self, coro):
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    @staticmethod
+    def _remember(table, key, value):
+        table.pop(key, None)
+        table[key] = value
+        while len(table) > MAX_FILES:
+            table.pop(next(iter(table)))
+
+    async def stop(self):
+        """Cancel the prefetches and recordings under way."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- loading -------------------------------------------------------------
+
+    async def profile_of(self, call, state):
+        """The file's profile if one matches the file as it is, else None."""
+        fh = state.fh
+        key = version_key(state.fattr)
+        found = self._loaded.get(fh)
+        if found is not None and found[0] == key:
+            return found[1]
+        where = self.sidecars.where(fh)
+        if where is None:
+            return None
+        dir_fh, name = where
+        loaded = None
+        try:
+            data = await self.sidecars.read_beside(
+                call, dir_fh, profile_format.profile_name(name),
+                profile_format.MAX_BYTES)
+            if data is not None:
+                loaded = profile_format.parse(data)
+        except profile_format.meta_format.SidecarError as e:
+            self.counters.profiles_invalid += 1
+            LOG.warning("ignoring the boot profile of %r: %s", name, e)
+        except ReplyError:
+            return None     # Unreadable now: look again at the next boot.
+        if loaded is not None and not loaded.matches(*key):
+            self.counters.profiles_stale += 1
+            LOG.warning("ignoring the stale boot profile of %r (made for "
+                        "another size or mtime)", name)
+            loaded = None
+        elif loaded is not None:
+            self.counters.profiles_loaded += 1
+        self._remember(self._loaded, fh, (key, loaded))
+        return loaded
+
+    # --- prefetch ------------------------------------------------------------
+
+    async def _prefetch(self, call, state, key):
+        try:
+            found = await self.profile_of(call, state)
+            if found is None or not found.blocks:
+                return
+            self.counters.prefetches += 1
+            await self._fetch_in_order(call, state, key, found)
+        except asyncio.CancelledError:
+            raise
+        except FetchError as e:
+            self.counters.prefetch_stopped += 1
+            LOG.info("boot prefetch stopped: %s", e)
+        except Exception:
+            self.counters.prefetch_stopped += 1
+            LOG.exception("boot prefetch failed")
+
+    def cache_blocks(self, found):
+        """The cache's blocks the profile names, in its order, once each."""
+        bs = self.reads.block_size
+        order, seen = [], set()
+        for start, end in found.byte_ranges():
+            if end <= start:
+                continue
+            for block in range(start // bs, (end - 1) // bs + 1):
+                if block not in seen:
+                    seen.add(block)
+                    order.append(block)
+        return order
+
+    def _current(self, state, key):
+        """Whether the file is still the version the prefetch is for."""
+        now = self.reads.files.get(state.fh)
+        return now is not None and version_key(now.fattr) == key
+
+    async def _fetch_in_order(self, call, state, key, found):
+        reads = self.reads
+        bs = reads.block_size
+        size = state.fattr.size
+        budget = self.max_bytes
+        window = FetchWindow(self.window)
+        order = self.cache_blocks(found)
+        i = 0
+        while i < len(order):
+            if not self._current(state, key):
+                self.counters.prefetch_stopped += 1
+                break
+            # A run: blocks next in the profile that are also next on
+            # disk, none of them cached or on their way already.
+            first = order[i]
+            i += 1
+            if not self._wanted(state, first):
+                self.counters.prefetch_blocks_present += 1
+                continue
+            count = 1
+            while i < len(order) and order[i] == first + count and \
+                    count < reads.max_fetch_blocks and \
+                    self._wanted(state, order[i]):
+                count += 1
+                i += 1
+            run_bytes = min(count * bs, size - first * bs)
+            if budget is not None:
+                if budget < run_bytes:
+                    self.counters.prefetch_stopped += 1
+                    LOG.info("boot prefetch stopped at its share of the "
+                             "cache")
+                    break
+                budget -= run_bytes
+            try:
+                await window.make_room(run_bytes)
+            finally:
+                self.counters.prefetch_bytes += window.arrived
+                window.arrived = 0
+            window.add(reads.fetch(call, state, first, count), run_bytes)
+            self.counters.prefetch_blocks += count
+        try:
+            await window.drain()
+        finally:
+            self.counters.prefetch_bytes += window.arrived
+            window.cancel()
+
+    def _wanted(self, state, block):
+        """Whether ``block`` is neither cached nor on its way."""
+        reads = self.reads
+        bs = reads.block_size
+        return not reads.in_flight(state, block) and not reads.present(
+            state, block, min(bs, state.fattr.size - block * bs))
+
+    # --- recording -----------------------------------------------------------
+
+    def _touch(self, call, state, key, start, end):
+        fh = state.fh
+        now = self.clock()
+        found = self._recordings.get(fh)
+        if found is not None and found[0] != key:
+            # The file changed under the recording: it is of no version.
+            self._recordings.pop(fh)
+            found = None
+        if found is None:
+            if self.sidecars.where(fh) is None:
+                return      # No name to write a profile beside.
+            recording = profile_format.Recording(self.reads.block_size,
+                                                 now)
+            self._remember(self._recordings, fh, (key, recording))
+            self._spawn(self._record(call, state, key, recording))
+        else:
+            recording = found[1]
+        recording.touch(start, end, now)
+
+    async def _record(self, call, state, key, recording):
+        """Wait for the end of the recording, then keep what it adds."""
+        fh = state.fh
+        try:
+            while True:
+                now = self.clock()
+                ends = min(recording.last + self.quiet_seconds,
+                           recording.started + self.max_seconds)
+                if now >= ends:
+                    break
+                await asyncio.sleep(ends - now)
+        finally:
+            if self._recordings.get(fh, (None, None))[1] is recording:
+                self._recordings.pop(fh)
+        if recording.overflowed or not len(recording) or \
+                not self._current(state, key):
+            return
+        try:
+            await self._keep(call, state, key, recording)
+        except (ReplyError, OSError) as e:
+            self.counters.profiles_write_failed += 1
+            LOG.warning("could not write a boot profile: %s", e)
+
+    async def _keep(self, call, state, key, recording):
+        new = recording.profile(*key)
+        old = await self.profile_of(call, state)
+        if not profile_format.adds_to(old, new):
+            return
+        merged = profile_format.merge(old, new)
+        where = self.sidecars.where(state.fh)
+        if where is None:
+            return
+        dir_fh, name = where
+        if await self._write(call, dir_fh, profile_format.profile_name(name),
+                             merged.to_bytes()):
+            self.counters.profiles_recorded += 1
+            self._remember(self._loaded, state.fh, (key, merged))
+            LOG.info("boot profile of %r: %d blocks from %d boots",
+                     name, len(merged.blocks), merged.boots)
+
+    async def _nfs(self, call, proc, args):
+        return await self.upstream.nfs(proc, args, call.cred, call.verf)
+
+    async def _write(self, call, dir_fh, final, data):
+        """Write ``data`` as ``final`` in ``dir_fh``: temp name, RENAME.
+
+        False (and logged) when the next hop refused a step; the
+        temporary file is removed then.
+        """
+        temp = "%s.%s.tmp" % (final, uuid.uuid4().hex[:12])
+        res = await self._nfs(call, Nfs3Proc.CREATE, nfs3.CreateArgs(
+            nfs3.DirOpArgs(dir_fh, temp), nfs3.CreateHow(
+                const.CreateMode.GUARDED,
+                nfs3.Sattr(mode=PROFILE_MODE, size=0))))
+        if not res.ok or not res.body.obj:
+            return self._refused("CREATE", res.status)
+        fh = res.body.obj
+        try:
+            for offset in range(0, len(data), self.max_write):
+                piece = data[offset:offset + self.max_write]
+                res = await self._nfs(call, Nfs3Proc.WRITE, nfs3.WriteArgs(
+                    fh, offset, len(piece), const.StableHow.FILE_SYNC,
+                    piece))
+                if not res.ok or res.body.count != len(piece):
+                    return self._refused("WRITE", res.status)
+            res = await self._nfs(call, Nfs3Proc.RENAME, nfs3.RenameArgs(
+                nfs3.DirOpArgs(dir_fh, temp), nfs3.DirOpArgs(dir_fh, final)))
+            if not res.ok:
+                return self._refused("RENAME", res.status)
+            temp = None
+            return True
+        finally:
+            if temp is not None:
+                await self._nfs(call, Nfs3Proc.REMOVE, nfs3.RemoveArgs(
+                    nfs3.DirOpArgs(dir_fh, temp)))
+
+    def _refused(self, what, status):
+        self.counters.profiles_write_failed += 1
+        LOG.warning("could not write a boot profile: %s answered %s", what,
+                    const.status_name(status))
+        return False
+
