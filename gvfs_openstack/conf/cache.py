@@ -101,7 +101,7 @@ Related options: profile_quiet_seconds, prefetch_window_kb.
 """),
     cfg.FloatOpt("profile_quiet_seconds", default=30.0, min=1.0,
                  max=3600.0,
-                 help="""Seconds without a READ of a file that end its recording.
+                 help="""Seconds without a READ of a file that end its record.
 
 Long enough to span the pause between Nova creating the overlay and the
 guest's first disk read under a slow hypervisor.

@@ -18,8 +18,8 @@ import socket
 import paramiko
 
 from gvfs_openstack.delta import blocks
-from gvfs_openstack.sidecar import profile
 from gvfs_openstack import exceptions
+from gvfs_openstack.sidecar import profile
 
 _READ_AHEAD = 1024 * 1024
 

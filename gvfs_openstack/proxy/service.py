@@ -342,12 +342,12 @@ class ProxyService:
         if not isinstance(path, str):
             raise ValueError("warm needs a path")
         cache = self.cache
-        return await warm.Warmer(
+        warmer = warm.Warmer(
             cache.reads, cache.upstream, cache.policies, cache.sidecars,
             cache.store.geometry.block_size,
             self.conf.cache.warm_rate_mib, cache.profiles,
-            self.conf.cache.prefetch_window_kb * 1024).warm(path,
-                                                request.get("rate_mib"))
+            self.conf.cache.prefetch_window_kb * 1024)
+        return await warmer.warm(path, request.get("rate_mib"))
 
     async def start(self):
         if self.writeback is not None:

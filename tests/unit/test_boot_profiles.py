@@ -121,7 +121,7 @@ def test_a_recording_of_a_copy_overflows_and_keeps_nothing():
     assert rec.overflowed and len(rec) == 0
 
 
-# --- an NFS directory in memory -----------------------------------------------
+# --- an NFS directory in memory ---------------------------------------------
 
 def fattr(size, mtime=100):
     return nfs3.Fattr(const.FileType.NF3REG, 0o644, 1, 1, 1, size, size,

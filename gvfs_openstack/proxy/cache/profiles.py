@@ -348,4 +348,3 @@ class BootProfiles:
         LOG.warning("could not write a boot profile: %s answered %s", what,
                     const.status_name(status))
         return False
-

@@ -150,4 +150,3 @@ class Warmer:
                  if b in wanted]
         chosen = set(first)
         return first + [b for b in missing if b not in chosen]
-
