@@ -242,8 +242,18 @@ def _rebuild(args):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(args.output)
         return 0
-    return _apply("rebuild", args.base, delta, args.output,
-                  prefilled_from=prefilled_from)
+    status = _apply("rebuild", args.base, delta, args.output,
+                    prefilled_from=prefilled_from)
+    if status == 0:
+        # The new version boots much as its base did: its first boot
+        # anywhere is prefetched too.
+        try:
+            meta_profile.inherit(args.base, args.output)
+        except (OSError, blocks.SignatureError,
+                meta_format.SidecarError) as e:
+            print("gvfs-meta: the base's boot profile is not inherited: "
+                  "%s" % e, file=sys.stderr)
+    return status
 
 
 def main(argv=None):

@@ -4,15 +4,19 @@
     gvfs-meta profile show /srv/images/golden.img
     gvfs-meta profile record --trace boot.trace /srv/images/golden.img
     gvfs-meta profile copy /srv/images/old.img /srv/images/new.img
+    gvfs-meta profile inherit --base old.img new.img
     gvfs-meta profile clear /srv/images/golden.img
 
 A profile (``.gvfs-meta.<name>.profile`` beside the image) is what the
 client proxies record from boots and prefetch ahead of the next ones;
 these make one ahead of any boot (from a trace of a boot's reads: one
 ``OFFSET LENGTH [SECONDS]`` per line, in the order read), carry one to a
-new version of an image, show one, or remove one.  A profile is bound to
-its image's size and mtime: ``copy`` and ``record`` bind it to the image
-named, ``show`` says whether it still matches.
+new version of an image (whole, or ``inherit``: only where the two
+versions' block signatures match), show one, or remove one.  ``gvfs-meta
+rebuild`` inherits the base's profile for the version it rebuilt.  A
+profile is bound to its image's size and mtime: ``copy``, ``inherit``
+and ``record`` bind it to the image named, ``show`` says whether it
+still matches.
 """
 
 import json
@@ -20,6 +24,7 @@ import os
 import stat
 import sys
 
+from gvfs_openstack.delta import blocks
 from gvfs_openstack import durable
 from gvfs_openstack.sidecar import profile
 
@@ -118,6 +123,48 @@ def _copy(args):
     return 0
 
 
+def inherit(base, image):
+    """Give ``image`` the profile of ``base`` where their blocks match.
+
+    The path of the profile written; None if ``base`` has none or none
+    of its blocks are the same in ``image``.  Signatures are read from
+    their caches beside the files, or computed.
+    """
+    found = load(base)
+    if found is None:
+        return None
+    base_signature = blocks.ensure(base)
+    signature = blocks.ensure(image)
+    if signature.block_size != base_signature.block_size:
+        return None
+    grain = signature.block_size
+
+    def same(start, end):
+        first, last = start // grain, -(-end // grain)
+        return base_signature.digests[first * blocks.DIGEST_SIZE:
+                                      last * blocks.DIGEST_SIZE] == \
+            signature.digests[first * blocks.DIGEST_SIZE:
+                              last * blocks.DIGEST_SIZE] and \
+            last <= base_signature.count
+    made = profile.inherit(found, same, signature.size, signature.mtime_ns)
+    if made is None:
+        return None
+    save(image, made)
+    return profile.profile_path(image)
+
+
+def _inherit(args):
+    try:
+        written = inherit(args.base, args.image)
+    except blocks.SignatureError as e:
+        raise profile.ProfileError(str(e)) from e
+    if written is None:
+        print("nothing to inherit from %s" % args.base, file=sys.stderr)
+        return 1
+    print(written)
+    return 0
+
+
 def _clear(args):
     try:
         os.unlink(profile.profile_path(args.image))
@@ -144,6 +191,11 @@ def add_parser(sub):
                                "SOURCE (a new version of the image)")
     copy.add_argument("source")
     copy.add_argument("target")
+    inherit_cmd = commands.add_parser(
+        "inherit", help="give IMAGE the profile of its predecessor BASE "
+        "where their block signatures match (exit 1: nothing to inherit)")
+    inherit_cmd.add_argument("--base", required=True)
+    inherit_cmd.add_argument("image")
     clear = commands.add_parser("clear", help="remove the profile")
     clear.add_argument("image")
 
@@ -151,6 +203,7 @@ def add_parser(sub):
 def run(args):
     try:
         return {"show": _show, "record": _record, "copy": _copy,
+                "inherit": _inherit,
                 "clear": _clear}[args.profile_action](args)
     except profile.ProfileError as e:
         print("gvfs-meta profile: %s" % e, file=sys.stderr)

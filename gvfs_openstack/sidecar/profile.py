@@ -181,6 +181,26 @@ def merge(old, new):
         blocks=tuple(ordered[:MAX_BLOCKS]))
 
 
+def inherit(old, same, size, mtime_ns):
+    """``old``'s profile for a new version of its file, where they match.
+
+    ``same(start, end)`` says whether the new version holds the same
+    bytes as the old one in [start, end) (the delta transfer's block
+    signatures say it without reading either file).  A boot of the new
+    version reads where the old one's did wherever nothing changed
+    there; elsewhere it may read anything, and a block not kept is only
+    fetched on demand.  None if nothing is kept.
+    """
+    last = -(-size // old.block_size)
+    kept = tuple((block, ms) for block, ms in old.blocks
+                 if block < last and same(
+                     block * old.block_size,
+                     min((block + 1) * old.block_size, size)))
+    if not kept:
+        return None
+    return Profile(size, mtime_ns, old.block_size, old.boots, kept)
+
+
 def adds_to(old, new):
     """Whether merging ``new`` into ``old`` would name blocks ``old`` lacks."""
     if old is None or old.block_size != new.block_size or \

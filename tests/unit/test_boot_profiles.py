@@ -234,6 +234,15 @@ def image(blocks):
     return b"".join(bytes([i % 251 + 1]) * BS for i in range(blocks))
 
 
+def golden_with_profile(entries):
+    """A 64-block image "golden" and its profile naming ``entries``."""
+    d = Directory()
+    d.add("golden", image(64))
+    d.add(profile.profile_name("golden"), profile.Profile(
+        64 * BS, 100 * 10 ** 9, BS, 1, entries).to_bytes())
+    return d
+
+
 def test_a_boot_is_recorded_beside_the_image_and_refined_later(tmp_path):
     async def scenario():
         d = Directory()
@@ -310,11 +319,7 @@ def test_a_profile_is_fetched_ahead_in_its_order_with_a_window(tmp_path):
 def test_a_demand_miss_goes_out_beside_the_prefetch(tmp_path):
     """The guest's own miss is not queued behind the profile's blocks."""
     async def scenario():
-        d = Directory()
-        d.add("golden", image(64))
-        d.add(profile.profile_name("golden"), profile.Profile(
-            64 * BS, 100 * 10 ** 9, BS, 1,
-            tuple((b, 0) for b in range(10, 50))).to_bytes())
+        d = golden_with_profile(tuple((b, 0) for b in range(10, 50)))
         cached = make(tmp_path, d, window=4 * BS)
         await open_file(cached, d, "golden")
         d.gate = asyncio.Event()
@@ -357,11 +362,7 @@ def test_stale_and_hostile_profiles_are_ignored_and_reads_go_on(tmp_path):
 
 def test_a_prefetch_stops_at_its_share_of_the_cache(tmp_path):
     async def scenario():
-        d = Directory()
-        d.add("golden", image(64))
-        d.add(profile.profile_name("golden"), profile.Profile(
-            64 * BS, 100 * 10 ** 9, BS, 1,
-            tuple((b, 0) for b in range(0, 64, 2))).to_bytes())
+        d = golden_with_profile(tuple((b, 0) for b in range(0, 64, 2)))
         cached = make(tmp_path, d, max_bytes=5 * BS, record=False)
         await open_file(cached, d, "golden")
         await cached.read(read_call("golden", BS, 10))
@@ -373,11 +374,7 @@ def test_a_prefetch_stops_at_its_share_of_the_cache(tmp_path):
 
 def test_a_prefetch_stops_when_the_image_is_deleted(tmp_path):
     async def scenario():
-        d = Directory()
-        d.add("golden", image(64))
-        d.add(profile.profile_name("golden"), profile.Profile(
-            64 * BS, 100 * 10 ** 9, BS, 1,
-            tuple((b, 0) for b in range(1, 64, 2))).to_bytes())
+        d = golden_with_profile(tuple((b, 0) for b in range(1, 64, 2)))
         cached = make(tmp_path, d, window=BS, record=False)
         await open_file(cached, d, "golden")
         d.gate = asyncio.Event()
@@ -453,3 +450,57 @@ def test_gvfs_meta_refuses_bad_traces_and_planted_links(tmp_path, capsys):
     (tmp_path / profile.profile_name("golden.img")).symlink_to(secret)
     assert meta.main(["profile", "show", str(image)]) == 2
     assert "cannot open" in capsys.readouterr().err
+
+
+def test_a_rebuilt_version_inherits_the_profile_where_blocks_match(
+        tmp_path, monkeypatch, capsys):
+    """gvfs-meta rebuild: the new version's first boot is prefetched too."""
+    import os
+    import random
+    import sys
+
+    from gvfs_openstack.cmd import meta
+    from gvfs_openstack.delta import blocks
+    from gvfs_openstack.delta import make as delta_make
+
+    big = 64 * 1024
+    rng = random.Random(44)
+    base_data = rng.randbytes(16 * big)
+    new_data = bytearray(base_data)
+    new_data[big + 100:big + 200] = rng.randbytes(100)     # block 1
+    new_data[4 * big:5 * big] = bytes(big)                  # block 4
+    base = tmp_path / "base.img"
+    base.write_bytes(base_data)
+    new = tmp_path / "new.img"
+    new.write_bytes(bytes(new_data))
+    delta = str(tmp_path / "new.delta")
+    delta_make.make(str(new), blocks.ensure(str(base)), delta)
+    st = base.stat()
+    (tmp_path / profile.profile_name("base.img")).write_bytes(
+        profile.Profile(st.st_size, st.st_mtime_ns, big, 3, (
+            (0, 0), (1, 5), (4, 9), (10, 20), (15, 30))).to_bytes())
+    output = tmp_path / "staged.img"
+    read, write = os.pipe()
+    os.write(write, (delta + "\n").encode())
+    os.close(write)
+    with os.fdopen(read) as given:
+        monkeypatch.setattr(sys, "stdin", given)
+        assert meta.main(["rebuild", "--base", str(base), "--output",
+                          str(output)]) == 0
+    assert output.read_bytes() == bytes(new_data)
+    inherited = profile.parse((tmp_path / profile.profile_name(
+        "staged.img")).read_bytes())
+    st = output.stat()
+    assert inherited.matches(st.st_size, st.st_mtime_ns)
+    assert inherited.blocks == ((0, 0), (10, 20), (15, 30))
+    assert inherited.boots == 3
+    # By hand, for a version made otherwise; a base with no profile
+    # leaves nothing to inherit.
+    capsys.readouterr()
+    assert meta.main(["profile", "inherit", "--base", str(base),
+                      str(new)]) == 0
+    assert meta.main(["profile", "inherit", "--base", str(new),
+                      str(base)]) == 0
+    assert meta.main(["profile", "clear", str(new)]) == 0
+    assert meta.main(["profile", "inherit", "--base", str(new),
+                      str(output)]) == 1

@@ -196,17 +196,42 @@ def test_runs_are_contiguous_and_bounded():
 def test_read_ahead_waits_for_a_run_of_three_reads(tmp_path):
     """Two READs that touch by chance get little; a stream gets it all."""
     cache = make(tmp_path)  # 4 MiB of read-ahead by default
-    state = cache.files.observe(b"fh", fattr(64 << 20, 1))
+    stream = freshness.ReadStream()
     windows = []
     for streak in range(1, 9):
-        state.streak = streak
-        windows.append(cache._window(state, 64 * 1024) // 1024)
+        stream.streak = streak
+        windows.append(cache._window(stream, 64 * 1024) // 1024)
     assert windows == [128, 128, 4096, 4096, 4096, 4096, 4096, 4096]
-    state.streak = 1
-    assert cache._window(state, 1 << 20) == 2 << 20
-    assert cache._window(state, 4 << 20) == 4 << 20
+    stream.streak = 1
+    assert cache._window(stream, 1 << 20) == 2 << 20
+    assert cache._window(stream, 4 << 20) == 4 << 20
     off = make(tmp_path, readahead=0)
-    assert off._window(state, 1 << 20) == 0
+    assert off._window(stream, 1 << 20) == 0
+
+
+def test_each_sequential_reader_keeps_its_own_stream(tmp_path):
+    """Four readers of one image, interleaved, and scattered reads."""
+    cache = make(tmp_path)
+    state = cache.files.observe(b"fh", fattr(64 << 20, 1))
+    mib = 1 << 20
+    starts = [0, 16 * mib, 32 * mib, 48 * mib]
+    assert freshness.stream_for(state, 0, mib).streak == 1
+    # The others start mid-file: their first READ starts no read-ahead.
+    for start in starts[1:]:
+        assert freshness.stream_for(state, start, start + mib) is None
+    for step in range(1, 4):
+        for start in starts:
+            stream = freshness.stream_for(state, start + step * mib,
+                                          start + (step + 1) * mib)
+            assert stream is not None
+            assert stream.streak == step + (start == 0)
+        # Scattered reads in between push out none of the four.
+        for k in range(freshness.MAX_STREAMS * 2):
+            assert freshness.stream_for(state, (7 + k) * 4096 + 1,
+                                        (7 + k) * 4096 + 100) is None
+    assert len(state.streams) == freshness.MAX_STREAMS
+    # A READ at offset 0 starts its reader afresh.
+    assert freshness.stream_for(state, 0, mib).streak == 1
 
 
 def getattr_call(fh, xid=9):

@@ -23,6 +23,7 @@ from tools.bench import proxy_throughput
 from tools.bench import replicate
 from tools.bench import segments
 from tools.bench import wan_link
+from tools.bench import warm
 
 SCENARIOS = {
     "boot": boot.run,
@@ -37,6 +38,7 @@ SCENARIOS = {
     "replicate": replicate.run,
     "segments": segments.run,
     "wan-link": wan_link.run,
+    "warm": warm.run,
 }
 
 

@@ -60,12 +60,15 @@ def _is_older(attrs, than):
 
 
 @dataclasses.dataclass(slots=True)
-class FileState:
-    fh: bytes
-    fattr: nfs3.Fattr
-    checked: float
-    current: list
-    digest: bytes
+class ReadStream:
+    """One reader of a file as its READs show it: where it goes next.
+
+    NFS has no open files to hang read-ahead on, so a READ that starts
+    where an earlier one ended continues that one's stream; several
+    readers of one image (four ``qemu-img convert``, four downloads)
+    each keep their own.
+    """
+
     next_offset: int = -1
     #: READs in a row that each started where the one before ended.
     streak: int = 0
@@ -73,6 +76,46 @@ class FileState:
     ahead: int = 0
     #: Where a read-ahead guided by the zero map last looked from.
     ahead_from: int = 0
+
+
+#: Readers of one file whose read-ahead is followed.
+MAX_STREAMS = 8
+
+
+def stream_for(state, offset, end):
+    """The :class:`ReadStream` the READ of [offset, end) continues.
+
+    None for a READ that continues none (a scattered read); it may start
+    one, which its next READ then continues.  A READ at offset 0 starts
+    a stream afresh.  Past :data:`MAX_STREAMS` the least recent stream
+    of the least established is dropped: scattered reads replace each
+    other before they push out a reader in full flow.
+    """
+    streams = state.streams
+    for i, stream in enumerate(streams):
+        if stream.next_offset == offset and offset:
+            streams.append(streams.pop(i))
+            stream.streak += 1
+            stream.next_offset = end
+            return stream
+    stream = ReadStream(end, 1 if offset == 0 else 0)
+    if len(streams) >= MAX_STREAMS:
+        streams.pop(min(range(len(streams)),
+                        key=lambda i: (streams[i].streak > 0, i)))
+    streams.append(stream)
+    return stream if offset == 0 else None
+
+
+@dataclasses.dataclass(slots=True)
+class FileState:
+    fh: bytes
+    fattr: nfs3.Fattr
+    checked: float
+    current: list
+    digest: bytes
+    #: The :class:`ReadStream` of each reader of the file, least
+    #: recently read first.
+    streams: list = dataclasses.field(default_factory=list)
     #: The file's sidecar, its zero map, and the (size, mtime) they are
     #: valid for.
     sidecar: object = None

@@ -36,6 +36,7 @@ from gvfs_openstack.nfs import rpc
 from gvfs_openstack.nfs.xdr import Packer
 from gvfs_openstack.proxy.cache.freshness import attrs_of
 from gvfs_openstack.proxy.cache.freshness import cached_block
+from gvfs_openstack.proxy.cache.freshness import stream_for
 from gvfs_openstack.proxy.cache.freshness import version_key
 from gvfs_openstack.proxy.cache.store import fh_digest
 from gvfs_openstack.proxy.upstream_calls import GarbledReply
@@ -290,16 +291,10 @@ class CachedReads:
         # Read ahead before waiting for this READ's own blocks: a client
         # keeps several READs in flight, and each must see the one before
         # it as its predecessor.
-        if not whole_file and (args.offset == state.next_offset or
-                               args.offset == 0):
-            if args.offset == 0:
-                state.ahead = state.streak = 0
-            state.streak += 1
-            self._read_ahead(call, state, end, size,
-                             self._window(state, end - args.offset))
-        else:
-            state.streak = 0
-        state.next_offset = end
+        stream = None if whole_file else stream_for(state, args.offset, end)
+        if stream is not None:
+            self._read_ahead(call, state, stream, end, size,
+                             self._window(stream, end - args.offset))
         count = max(0, end - args.offset)
         if all_zero:
             # The whole READ is zeros by the sidecar: no blocks to look at.
@@ -388,20 +383,20 @@ class CachedReads:
         return found is not None and found[0] == expected_len and \
             found[1] in state.current
 
-    def _window(self, state, count):
-        """Bytes to read ahead of a reader ``state.streak`` READs in a row.
+    def _window(self, stream, count):
+        """Bytes to read ahead of a reader ``stream.streak`` READs in a row.
 
         Twice the READ for the first two, the whole ``readahead`` from
         the third: two scattered READs that happen to touch (a guest's
         boot) cost little, a stream gets everything at once.
         """
         full = self.readahead_blocks * self.block_size
-        return full if state.streak >= 3 else min(full, 2 * count)
+        return full if stream.streak >= 3 else min(full, 2 * count)
 
-    def _read_ahead(self, call, state, end, size, window):
+    def _read_ahead(self, call, state, stream, end, size, window):
         bs = self.block_size
-        # Blocks before state.ahead were looked at by an earlier call.
-        first = max(-(-end // bs), state.ahead)
+        # Blocks before stream.ahead were looked at by an earlier call.
+        first = max(-(-end // bs), stream.ahead)
         horizon = -(-end // bs) * bs + window
         zeros = self.zeros_of(state)
         if zeros is not None:
@@ -409,15 +404,15 @@ class CachedReads:
             # keep the same amount of data on its way (a sparse image
             # otherwise has little in flight and waits on the latency).
             # Worked out again after every quarter window of progress.
-            if state.ahead and end < state.ahead_from + window // 4:
+            if stream.ahead and end < stream.ahead_from + window // 4:
                 return
-            state.ahead_from = end
+            stream.ahead_from = end
             horizon = zeros.data_horizon(
                 -(-end // bs) * bs, window, horizon + 15 * window)
         last = min(-(-horizon // bs), -(-size // bs))
         if first >= last:
             return
-        state.ahead = last
+        stream.ahead = last
         missing = [b for b in range(first, last)
                    if (state.digest, b) not in self._inflight
                    and not self.present(state, b, min(bs, size - b * bs))]
