@@ -50,6 +50,13 @@ MAX_BYTES = 1024 * 1024
 MAX_MS = 3600 * 1000
 MIN_BLOCK_SIZE = 4096
 MAX_BLOCK_SIZE = 4 * 1024 * 1024
+#: A recording that read more than this share of a file larger than
+#: :data:`SMALL_FILE` was a copy -- ``qemu-img convert`` of a snapshot,
+#: a download, a checksum -- not a boot: a boot reads a few per cent of
+#: an image.  A small image's boot may read most of it, and prefetching
+#: all of a small image costs little.
+COPY_SHARE = 0.5
+SMALL_FILE = 64 * 1024 * 1024
 #: Boots a merged profile counts at the most: the weight of history in a
 #: merge stays bounded, so a changed boot moves the order within a few
 #: boots.
@@ -215,8 +222,9 @@ class Recording:
 
     ``touch`` is given each read's byte range and the clock; the
     recording ends when its caller says (a quiet period, a cap).  It
-    gives up (``overflowed``) past :data:`MAX_BLOCKS`: a reader of that
-    much is copying the file, not booting from it.
+    gives up (``overflowed``) past :data:`MAX_BLOCKS`; :meth:`is_copy`
+    also says so of a recording of most of a large file: a reader of
+    that much is copying the file, not booting from it.
     """
 
     def __init__(self, block_size, started):
@@ -242,6 +250,12 @@ class Recording:
                     self._first.clear()
                     return
                 self._first[block] = ms
+
+    def is_copy(self, size):
+        """Whether what was read of a file of ``size`` bytes was a copy."""
+        return self.overflowed or (
+            size > SMALL_FILE and
+            len(self._first) * self.block_size > size * COPY_SHARE)
 
     def profile(self, size, mtime_ns):
         """The recording as a one-boot :class:`Profile` of that file."""

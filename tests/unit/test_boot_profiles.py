@@ -388,6 +388,43 @@ def test_a_prefetch_stops_when_the_image_is_deleted(tmp_path):
     asyncio.run(scenario())
 
 
+def test_reading_most_of_a_large_file_is_a_copy_not_a_boot():
+    size = 80 * 1024 * 1024
+    rec = profile.Recording(64 * 1024, started=0.0)
+    rec.touch(0, size // 10, 1.0)
+    assert not rec.is_copy(size)
+    rec.touch(size // 10, size * 6 // 10, 2.0)
+    assert rec.is_copy(size) and not rec.overflowed
+    # All of a small image is a boot's to read.
+    small = profile.Recording(64 * 1024, started=0.0)
+    small.touch(0, 16 * 1024 * 1024, 1.0)
+    assert not small.is_copy(16 * 1024 * 1024)
+
+
+def test_a_snapshot_read_after_a_boot_does_not_join_its_profile(tmp_path):
+    """qemu-img convert reads the whole golden image: not a boot."""
+    async def scenario():
+        size = 80 * 1024 * 1024
+        d = Directory()
+        d.add("golden", bytes(size))
+        cached = make(tmp_path, d, prefetch=False)
+        await open_file(cached, d, "golden")
+        state = await cached.state_of(CALL, b"fh:golden")
+        for block in (700, 3, 9000):
+            cached.profiles.on_read(CALL, state, block * BS,
+                                    (block + 1) * BS)
+        await until(lambda: cached.profiles.counters.profiles_recorded)
+        for offset in range(0, size * 6 // 10, 256 * BS):
+            cached.profiles.on_read(CALL, state, offset, offset + 256 * BS)
+        await asyncio.sleep(0.3)
+        assert cached.profiles.counters.profiles_recorded == 1
+        kept = profile.parse(bytes(d.files[profile.profile_name(
+            "golden")]))
+        assert [b for b, _ in kept.blocks] == [700, 3, 9000]
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
 def test_a_copy_of_the_whole_file_is_not_a_profile(tmp_path):
     async def scenario():
         d = Directory()

@@ -12,9 +12,9 @@ them is the last boot of the same image.
   quiet for ``quiet_seconds`` or ``max_seconds`` have passed.  If that
   adds blocks to the image's profile on the DTN it writes the union
   back beside the image (a temporary name, then RENAME, so that readers
-  see a whole profile or the old one).  A reader of more than
-  :data:`profile.MAX_BLOCKS` blocks is copying the file, and is not
-  recorded.
+  see a whole profile or the old one).  What reads more than half of a
+  large file, or more than :data:`profile.MAX_BLOCKS` blocks, is copying
+  it (a snapshot's ``qemu-img convert``, a download), and is not kept.
 * **Prefetch.**  At the first READ of a file whose profile matches it,
   one task per file and proxy fetches the profile's blocks in profile
   order, ``window`` bytes in flight: concurrent clones share it, and the
@@ -281,8 +281,12 @@ class BootProfiles:
         finally:
             if self._recordings.get(fh, (None, None))[1] is recording:
                 self._recordings.pop(fh)
-        if recording.overflowed or not len(recording) or \
-                not self._current(state, key):
+        if not len(recording) or not self._current(state, key):
+            return
+        if recording.is_copy(key[0]):
+            LOG.info("not keeping a boot profile of a file read through "
+                     "(%d blocks of %d bytes): a copy, not a boot",
+                     len(recording), key[0])
             return
         try:
             await self._keep(call, state, key, recording)
