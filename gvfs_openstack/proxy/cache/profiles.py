@@ -209,13 +209,13 @@ class BootProfiles:
             # disk, none of them cached or on their way already.
             first = order[i]
             i += 1
-            if not self._wanted(state, first):
+            if not reads.wanted(state, first):
                 self.counters.prefetch_blocks_present += 1
                 continue
             count = 1
             while i < len(order) and order[i] == first + count and \
                     count < reads.max_fetch_blocks and \
-                    self._wanted(state, order[i]):
+                    reads.wanted(state, order[i]):
                 count += 1
                 i += 1
             run_bytes = min(count * bs, size - first * bs)
@@ -238,13 +238,6 @@ class BootProfiles:
         finally:
             self.counters.prefetch_bytes += window.arrived
             window.cancel()
-
-    def _wanted(self, state, block):
-        """Whether ``block`` is neither cached nor on its way."""
-        reads = self.reads
-        bs = reads.block_size
-        return not reads.in_flight(state, block) and not reads.present(
-            state, block, min(bs, state.fattr.size - block * bs))
 
     # --- recording -----------------------------------------------------------
 

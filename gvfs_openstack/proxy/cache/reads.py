@@ -383,6 +383,12 @@ class CachedReads:
         return found is not None and found[0] == expected_len and \
             found[1] in state.current
 
+    def wanted(self, state, block):
+        """Whether ``block`` needs a fetch: not cached, zero or on its way."""
+        return (state.digest, block) not in self._inflight and \
+            not self.present(state, block, min(
+                self.block_size, state.fattr.size - block * self.block_size))
+
     def _window(self, stream, count):
         """Bytes to read ahead of a reader ``stream.streak`` READs in a row.
 
@@ -413,9 +419,7 @@ class CachedReads:
         if first >= last:
             return
         stream.ahead = last
-        missing = [b for b in range(first, last)
-                   if (state.digest, b) not in self._inflight
-                   and not self.present(state, b, min(bs, size - b * bs))]
+        missing = [b for b in range(first, last) if self.wanted(state, b)]
         for run_start, run_len in _runs(missing, self.max_fetch_blocks):
             self.counters.cache_readahead_blocks += run_len
             self.fetch(call, state, run_start, run_len)
@@ -423,9 +427,6 @@ class CachedReads:
     def runs(self, blocks):
         """Contiguous runs of ``blocks``, each one upstream READ."""
         return _runs(blocks, self.max_fetch_blocks)
-
-    def in_flight(self, state, block):
-        return (state.digest, block) in self._inflight
 
     def forget(self, fh):
         """Ask the server about ``fh`` again before trusting it."""

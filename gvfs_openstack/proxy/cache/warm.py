@@ -108,8 +108,7 @@ class Warmer:
         bs = self.block_size
         size = state.fattr.size
         missing = [b for b in range(-(-size // bs))
-                   if not reads.in_flight(state, b) and
-                   not reads.present(state, b, min(bs, size - b * bs))]
+                   if reads.wanted(state, b)]
         missing = await self._boot_set_first(call, state, missing)
         start = time.monotonic()
         window = FetchWindow(self.window)
