@@ -15,6 +15,7 @@ import time
 
 from nova import conf as nova_conf
 from nova import exception
+import nova.privsep
 from nova.virt.libvirt import driver as libvirt_driver
 from nova.virt.libvirt import utils as libvirt_utils
 from oslo_log import log as logging
@@ -53,6 +54,29 @@ class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
             raise exception.InvalidConfiguration(str(e)) from e
         self.image_backend = imagebackend.GvfsBackend(
             CONF.use_cow_images, self.image_export)
+
+    def init_host(self, host):
+        super().init_host(host)
+        # What the first server on a fresh host would otherwise wait for:
+        # about 1.1 s each on the lab's cloud (the mount across the WAN,
+        # the privsep helper under rootwrap).
+        self._mount_export()
+        _start_privsep()
+
+    def _mount_export(self):
+        """Mount the export as nova-compute starts, not at the first clone.
+
+        Mounting starts the mount's process and asks the DTN across the
+        WAN for the export's root.  A DTN that does not answer yet is no
+        reason to keep the host from serving: the first clone mounts it
+        then (and says why it cannot), and images Nova downloads never
+        need it.
+        """
+        try:
+            self.image_export.datadir()
+        except gvfs_export.ExportUnavailable as e:
+            LOG.warning("Not mounting the GVFS export yet: %s; the first "
+                        "clone will", e)
 
     # --- references follow the disks ----------------------------------------
 
@@ -146,3 +170,20 @@ class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
                          dict(result, id=image_id))
                 return result["fetched"] > 0
         return super().cache_image(context, image_id)
+
+
+def _start_privsep():
+    """Start Nova's privsep daemon now rather than inside the first spawn.
+
+    Every spawn calls into it (Nova's kernel and ramdisk cache marks its
+    files used through it), and Nova starts it at the first call.  If it
+    cannot start now, Nova tries again at that call and reports it there.
+    """
+    context = nova.privsep.sys_admin_pctxt
+    if not context.client_mode or context.channel is not None:
+        return
+    try:
+        context.start()
+    except Exception as e:
+        LOG.warning("Cannot start Nova's privsep daemon yet: %s; the first "
+                    "call that needs it will", e)

@@ -120,6 +120,20 @@ def server(cloud, images, golden):
     cloud.openstack("server", "delete", "--wait", created["id"])
 
 
+def _mounts_under(base):
+    """The mount points in ``base`` (a compute host's mount base)."""
+    try:
+        names = os.listdir(base)
+    except FileNotFoundError:
+        return []
+    return [n for n in names if os.path.ismount(os.path.join(base, n))]
+
+
+def test_nova_compute_mounts_the_export_as_it_starts(cloud):
+    # Before any server: the first clone does not wait for the mount.
+    assert _mounts_under(cloud.mount_base)
+
+
 def test_a_member_boots_a_server_from_the_gvfs_store(server, golden):
     assert server["status"] == "ACTIVE"
     assert server["marker"].digest == golden.expected_digest
@@ -417,6 +431,8 @@ def test_a_second_host_boots_the_golden_image_from_its_lan_cache(
     node, leaf = second_host["node"], second_host["proxy"]
     boot_bytes = len(golden.boot_set) * bootset.BLOCK
     lan_before = lab.client_proxy.stats()["cache_bytes_fetched"]
+    # Mounted as its nova-compute started, before its first clone.
+    assert _mounts_under(node.mount_base)
     ids, markers = _boot_on(cloud, HOST_2, "lab-second-host",
                             images["disk"])
     try:

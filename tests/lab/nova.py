@@ -248,7 +248,7 @@ class Nova:
 
     def _start_service(self, name, config_file=None, label=None,
                        timeout=120.0):
-        """Start ``name`` and wait until it says it starts its node.
+        """Start ``name`` and wait until its node takes requests.
 
         One after another: each logs in to Keystone while it starts, and
         the lab's Keystone (sqlite) answers 500 "database is locked" to
@@ -258,15 +258,26 @@ class Nova:
         """
         label = label or name
         log = os.path.join(self.workdir, label + ".log")
+        try:
+            # A restarted service appends to its log: only what it
+            # writes from now on says it is up.
+            written = os.path.getsize(log)
+        except FileNotFoundError:
+            written = 0
         proc = self.services[label] = process.ManagedProcess(
             label, [service.program(name), "--config-file",
                     config_file or self.config_file, "--log-file", log],
             os.path.join(self.workdir, label + ".out"))
-        started = "Starting %s node" % name.split("-", 1)[1]
+        # nova.service.Service.start logs this once init_host and the
+        # RPC servers are done: from then on the node takes requests
+        # (its "Starting ... node" line comes before all of that).
+        started = ("Join ServiceGroup membership for this service %s"
+                   % name.split("-", 1)[1]).encode()
 
         def starting():
             try:
-                with open(log, errors="replace") as f:
+                with open(log, "rb") as f:
+                    f.seek(written)
                     return started in f.read()
             except FileNotFoundError:
                 return False

@@ -645,3 +645,19 @@ def test_pre_caching_warms_the_proxy_instead_of_downloading(
     assert asked == [{"command": "warm", "rate_mib": 40,
                       "path": "/srv/dtn/images/" + GOLDEN}]
     assert not os.path.exists(node.base_dir())
+
+
+def test_nova_compute_starts_while_the_dtn_does_not_answer(
+        nova_fixtures, tmp_path, caplog):
+    # init_host mounts the export so that the first clone need not; a
+    # proxy that is not there yet must not keep the host from serving.
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    node = compute.ComputeNode(
+        str(tmp_path / "instances"), mount_type="nfs",
+        proxy="127.0.0.1:%d" % port, export="/export", image_dir="images",
+        mount_point_base=str(tmp_path / "mounts"), io_timeout=2.0,
+        glance_stores=["dtn"]).activate()
+    node.driver.init_host(node.host)
+    assert "Not mounting the GVFS export yet" in caplog.text

@@ -36,6 +36,7 @@ set's size.
 
 import json
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -252,6 +253,7 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
                 taken = []
                 sent = _wan_bytes(lab)
                 for run in range(runs):
+                    started_at = time.strftime("%H:%M:%S")
                     seconds, markers = boot(cloud, image, "b%d-%d" % (
                         len(rows), run), count)
                     for marker in markers:
@@ -261,8 +263,9 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
                                 % (label, marker.digest))
                     taken.append((max(seconds),
                                   max(m.uptime for m in markers)))
-                    print("%-44s %7.1f s (guest's own boot %.1f s)"
-                          % (label, *taken[-1]), flush=True)
+                    print("%-44s %7.1f s (guest's own boot %.1f s, "
+                          "started at %s)" % (label, *taken[-1],
+                                              started_at), flush=True)
                 rows.append((label, statistics.median(t[0] for t in taken),
                              statistics.median(t[1] for t in taken)))
                 wan[label] = (_wan_bytes(lab) - sent) / runs
@@ -300,11 +303,30 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200):
                 measure("Nova's own path, 4 at once, image in _base",
                         in_file_store, count=4)
         finally:
+            if plot:
+                _keep_logs(work, os.path.join(os.path.dirname(plot),
+                                              "boot-logs"))
             for part in reversed(parts):
                 part.stop()
     boot_set = len(golden.boot_set) * bootset.BLOCK
     return _report(rows, wan, boot_set, boot_profile, ahead, rtt_ms,
                    rate_mbit, plot)
+
+
+def _keep_logs(work, target):
+    """The services' logs beside the plot, to itemise a row afterwards.
+
+    Each run's line says when its boot started (``started at``), in the
+    logs' clock.
+    """
+    shutil.rmtree(target, ignore_errors=True)
+    for directory, _, names in os.walk(work):
+        for name in names:
+            if name.endswith(".log"):
+                source = os.path.join(directory, name)
+                kept = os.path.join(target, os.path.relpath(source, work))
+                os.makedirs(os.path.dirname(kept), exist_ok=True)
+                shutil.copyfile(source, kept)
 
 
 def _prefetch_counters(proxy):
