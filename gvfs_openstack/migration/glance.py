@@ -10,7 +10,9 @@ server a transient one.
 """
 
 import json
+import re
 import time
+import urllib.parse
 
 from keystoneauth1 import adapter
 from keystoneauth1 import exceptions as ks_exceptions
@@ -29,6 +31,34 @@ _NOT_COPIED = frozenset((
     "direct_url", "locations", "stores", "owner", "os_glance_failed_import",
     "os_glance_importing_to_stores",
 ))
+
+
+#: What Glance's image schema allows as an id: nothing else names an
+#: image, and nothing else is ever put into a URL path as one.
+_IMAGE_ID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                       r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def is_image_id(value):
+    return isinstance(value, str) and bool(_IMAGE_ID.match(value))
+
+
+def images_path(image_id, *more):
+    """``/v2/images/<id>/...``, every segment quoted.
+
+    A user's string (an image "named" ``../../v3/users``) must never
+    reach another API on Glance's host with the conductor's token: the
+    id must be one, and the other segments (member ids) are quoted whole
+    and may not be dot segments, which HTTP libraries resolve.
+    """
+    if not is_image_id(image_id):
+        raise ValueError("%r is not an image id" % (image_id,))
+    segments = [image_id]
+    for segment in more:
+        if not isinstance(segment, str) or segment in ("", ".", ".."):
+            raise ValueError("%r is not a path segment" % (segment,))
+        segments.append(urllib.parse.quote(segment, safe=""))
+    return "/v2/images/" + "/".join(segments)
 
 
 #: Attributes every image has, which a patch may change but not remove.
@@ -125,10 +155,21 @@ class GlanceClient:
                 transient=reply.status_code >= 500)
         return reply
 
+    def _path(self, what, image_id, *more):
+        try:
+            return images_path(image_id, *more)
+        except ValueError as e:
+            raise exceptions.StageFailed(stage=what, image=image_id,
+                                         reason=str(e),
+                                         transient=False) from e
+
     def image(self, image_id):
         what = "reading the image"
+        if not is_image_id(image_id):
+            # What Glance answers for it, without asking.
+            raise exceptions.ImageNotFound(image=image_id, site=self.site)
         return self._check(self._api.request(
-            "GET", "/v2/images/%s" % image_id, image_id, what),
+            "GET", self._path(what, image_id), image_id, what),
             image_id, what).json()
 
     def find(self, name_or_id):
@@ -171,7 +212,7 @@ class GlanceClient:
         """Apply JSON-patch ``operations`` to the image's attributes."""
         what = "updating the image"
         self._check(self._api.request(
-            "PATCH", "/v2/images/%s" % image_id, image_id, what,
+            "PATCH", self._path(what, image_id), image_id, what,
             data=json.dumps(operations),
             headers={"Content-Type": JSON_PATCH}), image_id, what)
 
@@ -179,8 +220,8 @@ class GlanceClient:
         """Yield the image's bytes from ``offset``, CHUNK at a time."""
         headers = {"Range": "bytes=%d-" % offset} if offset else {}
         reply = self._check(self._api.request(
-            "GET", "/v2/images/%s/file" % image_id, image_id, "download",
-            headers=headers, stream=True), image_id, "download")
+            "GET", self._path("download", image_id, "file"), image_id,
+            "download", headers=headers, stream=True), image_id, "download")
         if offset and reply.status_code != 206:
             raise exceptions.StageFailed(
                 stage="download", image=image_id,
@@ -211,7 +252,7 @@ class GlanceClient:
         """
         what = "reading the image's members"
         reply = self._check(self._api.request(
-            "GET", "/v2/images/%s/members" % image_id, image_id, what),
+            "GET", self._path(what, image_id, "members"), image_id, what),
             image_id, what)
         return [(m["member_id"], m["status"])
                 for m in reply.json()["members"]]
@@ -224,15 +265,16 @@ class GlanceClient:
         (Glance's ``modify_member``), as the conductor has.
         """
         what = "sharing the image"
-        reply = self._api.request(
-            "POST", "/v2/images/%s/members" % image_id, image_id, what,
-            json={"member": member_id})
+        members = self._path(what, image_id, "members")
+        member = self._path(what, image_id, "members", member_id)
+        reply = self._api.request("POST", members, image_id, what,
+                                  json={"member": member_id})
         if reply.status_code != 409:    # 409: a member already.
             self._check(reply, image_id, what)
         if status != "pending":
             self._check(self._api.request(
-                "PUT", "/v2/images/%s/members/%s" % (image_id, member_id),
-                image_id, what, json={"status": status}), image_id, what)
+                "PUT", member, image_id, what, json={"status": status}),
+                image_id, what)
 
     def upload(self, image_id, chunks):
         """PUT the bytes of the iterable ``chunks``.
@@ -241,8 +283,8 @@ class GlanceClient:
         the image queued: nothing half-written is ever activated.
         """
         self._check(self._api.request(
-            "PUT", "/v2/images/%s/file" % image_id, image_id, "upload",
-            data=chunks,
+            "PUT", self._path("upload", image_id, "file"), image_id,
+            "upload", data=chunks,
             headers={"Content-Type": "application/octet-stream"}),
             image_id, "upload")
 
@@ -255,7 +297,7 @@ class GlanceClient:
         """
         what = "registering the location"
         self._check(self._api.request(
-            "POST", "/v2/images/%s/locations" % image_id, image_id, what,
+            "POST", self._path(what, image_id, "locations"), image_id, what,
             data=json.dumps({"url": url, "validation_data": {
                 "os_hash_algo": algo, "os_hash_value": digest}}),
             headers={"Content-Type": "application/json"}),
@@ -303,10 +345,11 @@ class GlanceClient:
         the import down and refuse (409, 400): asked again for up to
         ``patience`` seconds.
         """
+        what = "deleting the image"
+        path = self._path(what, image_id)
         deadline = time.monotonic() + patience
         while True:
-            reply = self._api.request("DELETE", "/v2/images/%s" % image_id,
-                                      image_id, "deleting the image")
+            reply = self._api.request("DELETE", path, image_id, what)
             if reply.status_code in (204, 404):
                 return
             if reply.status_code not in (400, 409) or \

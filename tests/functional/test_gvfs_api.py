@@ -339,6 +339,13 @@ def test_malformed_bodies_are_refused_naming_the_field(
      "Unknown site north (configured sites: east, west)"),
     (["gvfs", "migrate", "no-such-image", "--to", "west"],
      "Image no-such-image not found at site east"),
+    # Names that are paths reach no other API on Glance's host.
+    (["gvfs", "migrate", "../../v3/users", "--to", "west"],
+     "Image ../../v3/users not found at site east"),
+    (["gvfs", "migrate", "../../healthcheck", "--to", "west"],
+     "Image ../../healthcheck not found at site east"),
+    (["gvfs", "migrate", "%2e%2e/%2e%2e/versions", "--to", "west"],
+     "Image %2e%2e/%2e%2e/versions not found at site east"),
     (["gvfs", "migration", "show", "no-such-job"],
      "No migration job no-such-job"),
     (["gvfs", "migration", "cancel", "no-such-job"],

@@ -92,7 +92,7 @@ def test_a_keystone_that_does_not_answer_is_a_transient_stage_failure(
                                      sites.load(conf, "west"))
     with pytest.raises(exceptions.StageFailed,
                        match="site west: cannot reach") as failed:
-        client.image("some-image")
+        client.image("0f4a8c2e-7d3b-4e8a-9c6f-0b1d2e3f4a5b")
     assert failed.value.transient
 
 
