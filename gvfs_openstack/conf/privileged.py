@@ -14,6 +14,7 @@ it mount another share, or mount over another directory.
 """
 
 from oslo_config import cfg
+from oslo_config import types
 from oslo_privsep import priv_context
 
 GROUP = "gvfs_openstack_privileged"
@@ -32,6 +33,14 @@ them.
     cfg.ListOpt("proxy_hosts", default=["127.0.0.1", "::1", "localhost"],
                 help="""Hosts whose NFS shares may be mounted: the node's
 own GVFS client proxy, which the kernel NFS client reaches on loopback.
+"""),
+    cfg.ListOpt("proxy_ports", item_type=types.Port(), default=[],
+                help="""Ports of the node's GVFS client proxy that may be
+mounted: a mount must name one as both ``port`` and ``mountport``.
+
+Empty, the default: no kernel NFS mount is allowed.  Without it a
+service could point the kernel at any NFS server on the proxy host (a
+DTN's own NFS server on loopback, say).
 """),
     cfg.ListOpt("exports", default=[],
                 help="""Export paths (on the DTN) that may be mounted, as

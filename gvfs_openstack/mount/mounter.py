@@ -214,7 +214,7 @@ class NfsMounter(Mounter):
         retrans = 2
         options = ["vers=3", "proto=tcp", "port=%d" % share.proxy_port,
                    "mountport=%d" % share.proxy_port, "mountproto=tcp",
-                   "nolock", "rsize=%d" % self.rsize,
+                   "nolock", "nosuid", "nodev", "rsize=%d" % self.rsize,
                    "wsize=%d" % self.wsize]
         if "hard" not in self.extra_options:
             deciseconds = max(int(self.io_timeout * 10 / (retrans + 1)), 1)

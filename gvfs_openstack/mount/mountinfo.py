@@ -21,7 +21,7 @@ def resolved(path):
                         os.path.basename(path))
 
 
-def _unescape(field):
+def unescape(field):
     """The kernel escapes space, tab, newline and backslash in paths."""
     return field.replace("\\040", " ").replace("\\011", "\t") \
         .replace("\\012", "\n").replace("\\134", "\\")
@@ -37,7 +37,7 @@ def fields_of(path, mountinfo=PROC):
     with open(mountinfo) as f:
         for line in f:
             fields = line.split()
-            if len(fields) > 4 and _unescape(fields[4]) == path:
+            if len(fields) > 4 and unescape(fields[4]) == path:
                 found = fields
     return found
 

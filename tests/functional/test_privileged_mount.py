@@ -43,6 +43,7 @@ def configs(tmp_path):
     daemon.write_text(
         "[gvfs_openstack_privileged]\n"
         "mount_bases = %s\n"
+        "proxy_ports = 1\n"
         "exports = /srv/images\n" % allowed)
     helper = os.path.join(os.path.dirname(sys.executable), "privsep-helper")
     caller = tmp_path / "caller.conf"
@@ -51,9 +52,10 @@ def configs(tmp_path):
         "[gvfs_openstack_privileged]\n"
         "helper_command = %s --config-file %s\n"
         "mount_bases = %s,%s\n"
+        "proxy_ports = 1,111,2049\n"
         "exports = /srv/images,/etc\n" % (helper, daemon, allowed, other))
     return {"allowed": str(allowed), "other": str(other),
-            "caller": str(caller)}
+            "caller": str(caller), "daemon": str(daemon)}
 
 
 def _ask(configs, calls):
@@ -66,9 +68,28 @@ def _ask(configs, calls):
 
 def test_the_daemon_refuses_what_its_own_configuration_does_not_allow(
         configs):
-    options = "vers=3,proto=tcp,port=1,mountport=1,nolock,retry=0"
+    options = ("vers=3,proto=tcp,port=1,mountport=1,nolock,nosuid,nodev,"
+               "retry=0")
     share = "127.0.0.1:/srv/images"
+    os.mkdir(os.path.join(configs["allowed"], "m"))
+    # Planted in the base by the service: a mount or unmount through it
+    # would land on /etc or /proc.
+    os.symlink("/etc", os.path.join(configs["allowed"], "etc"))
+    os.symlink("/proc", os.path.join(configs["allowed"], "proc"))
     results = _ask(configs, {
+        "through a link": ["mount_nfs", share,
+                           os.path.join(configs["allowed"], "etc"),
+                           options],
+        "unmount through a link": ["unmount",
+                                   os.path.join(configs["allowed"],
+                                                "proc")],
+        "another port": ["mount_nfs", share,
+                         os.path.join(configs["allowed"], "m"),
+                         options.replace("port=1,mountport=1",
+                                         "port=2049,mountport=2049")],
+        "setuid files": ["mount_nfs", share,
+                         os.path.join(configs["allowed"], "m"),
+                         options.replace("nosuid,", "")],
         "other base": ["mount_nfs", share,
                        os.path.join(configs["other"], "m"), options],
         "other export": ["mount_nfs", "127.0.0.1:/etc",
@@ -86,9 +107,36 @@ def test_the_daemon_refuses_what_its_own_configuration_does_not_allow(
     assert results["remote host"][0] == "ValueError"
     assert "proxy_hosts" in results["remote host"][1]
     assert results["unmount elsewhere"][0] == "ValueError"
+    assert results["through a link"] == [
+        "ValueError", "%r is not a directory (a link is refused)"
+        % os.path.join(configs["allowed"], "etc")]
+    assert results["unmount through a link"][0] == "ValueError"
+    assert "nothing is mounted" in results["unmount through a link"][1]
+    assert results["another port"][0] == "ValueError"
+    assert "proxy_ports [\'1\']" in results["another port"][1]
+    assert results["setuid files"] == [
+        "ValueError", "mount option nosuid is required: %r"
+        % options.replace("nosuid,", "")]
+    assert os.path.ismount("/proc") and not os.path.ismount(
+        os.path.join(configs["allowed"], "m"))
     # Allowed: the daemon ran mount with exactly these arguments, and
     # the kernel's NFS (absent here, or no server on port 1) failed it.
     kind, message = results["allowed"]
     assert kind == "ProcessExecutionError", results["allowed"]
     assert "mount -t nfs -o %s %s %s" % (
         options, share, os.path.join(configs["allowed"], "m")) in message
+
+
+def test_limits_only_root_may_write(configs):
+    # The caller picks the daemon's --config-file (helper_command): one
+    # it can write would set the daemon's limits.
+    os.chown(configs["daemon"], 65534, 65534)
+    share = "127.0.0.1:/srv/images"
+    results = _ask(configs, {"own limits": [
+        "mount_nfs", share, os.path.join(configs["allowed"], "m"),
+        "vers=3,port=1,mountport=1,nosuid,nodev"]})
+    kind, message = results["own limits"]
+    assert kind == "ValueError"
+    assert message == ("%s, which the privileged daemon read its limits "
+                       "from, is not owned and only writable by root"
+                       % configs["daemon"])

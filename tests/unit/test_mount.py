@@ -128,16 +128,26 @@ def test_setattr_sends_only_what_changes():
 # --- the kernel NFS mount, parsed back --------------------------------------
 
 def _daemon_conf(base, exports=("/srv/images",),
-                 hosts=("127.0.0.1", "192.0.2.1")):
+                 hosts=("127.0.0.1", "192.0.2.1"), ports=(2049, 20490),
+                 config_files=()):
     """The privileged daemon's own configuration."""
     conf = cfg.ConfigOpts()
     privileged_conf.register(conf)
-    conf([], project="test")
+    args = []
+    for path in config_files:
+        args += ["--config-file", str(path)]
+    conf(args, project="test", default_config_files=[],
+         default_config_dirs=[])
     group = privileged_conf.GROUP
     conf.set_override("mount_bases", [str(base)], group)
     conf.set_override("exports", list(exports), group)
     conf.set_override("proxy_hosts", list(hosts), group)
+    conf.set_override("proxy_ports", list(ports), group)
     return conf
+
+
+#: The options a mount must have, whatever else a test varies.
+OPTIONS = "vers=3,port=2049,mountport=2049,nosuid,nodev"
 
 
 class Recorder:
@@ -221,23 +231,67 @@ def test_brick_mount_errors_become_mount_failed(tmp_path):
 
 
 @pytest.mark.parametrize("share,path,options", [
-    ("h:/e", "/elsewhere/x", "vers=3"),              # outside the base
-    ("h:/e", "{base}/a/b", "vers=3"),                # not directly under
-    ("h:/e", "{base}/x", "vers=4"),                  # not NFSv3
-    ("h:/e", "{base}/x", "vers=3,exec;rm -rf /"),    # shell junk
-    ("h:/e", "{base}/x", "vers=3,remount,bind=/"),   # odd values
-    ("h:/e; reboot", "{base}/x", "vers=3"),          # not a share
-    ("h:/e/../../etc", "{base}/x", "vers=3"),        # escapes
-    ("-o:/e", "{base}/x", "vers=3,,"),               # empty option
-    ("h:/other", "{base}/x", "vers=3"),              # another export
-    ("dtn.example:/e", "{base}/x", "vers=3"),        # not a local proxy
+    ("h:/e", "/elsewhere/x", OPTIONS),               # outside the base
+    ("h:/e", "{base}/a/b", OPTIONS),                 # not directly under
+    ("h:/e", "{base}/x", OPTIONS.replace("3", "4")),     # not NFSv3
+    ("h:/e", "{base}/x", OPTIONS + ",exec;rm -rf /"),    # shell junk
+    ("h:/e", "{base}/x", OPTIONS + ",remount,bind=/"),   # odd values
+    ("h:/e; reboot", "{base}/x", OPTIONS),           # not a share
+    ("h:/e/../../etc", "{base}/x", OPTIONS),         # escapes
+    ("-o:/e", "{base}/x", OPTIONS + ",,"),           # empty option
+    ("h:/other", "{base}/x", OPTIONS),               # another export
+    ("dtn.example:/e", "{base}/x", OPTIONS),         # not a local proxy
+    # Another NFS server on the proxy's host, or the portmapper's choice.
+    ("h:/e", "{base}/x", OPTIONS.replace("port=2049,m", "port=2050,m")),
+    ("h:/e", "{base}/x", OPTIONS.replace("mountport=2049", "mountport=1")),
+    ("h:/e", "{base}/x", "vers=3,mountport=2049,nosuid,nodev"),
+    ("h:/e", "{base}/x", "vers=3,port=2049,nosuid,nodev"),
+    ("h:/e", "{base}/x", OPTIONS + ",port=111"),     # the last one wins
+    # Files on the mount may not raise privileges.
+    ("h:/e", "{base}/x", OPTIONS.replace(",nosuid", "")),
+    ("h:/e", "{base}/x", OPTIONS.replace(",nodev", "")),
 ])
 def test_the_privileged_mount_refuses_anything_else(tmp_path, share, path,
                                                     options):
-    conf = _daemon_conf(tmp_path, exports=["/e"], hosts=["h"])
+    conf = _daemon_conf(tmp_path, exports=["/e"], hosts=["h"],
+                        ports=[2049])
     with pytest.raises(ValueError):
         privileged.check_mount_args(share, path.format(base=tmp_path),
                                     options, conf)
+
+
+@pytest.mark.parametrize("mode,owner", [(0o644, 65534), (0o664, 0),
+                                        (0o646, 0)])
+def test_limits_from_a_file_others_may_write_are_refused(tmp_path, mode,
+                                                         owner):
+    # The service names the daemon's --config-file: only root's own
+    # files may set its limits.
+    written = tmp_path / "limits.conf"
+    written.write_text("[%s]\n" % privileged_conf.GROUP)
+    os.chown(written, owner, 0)
+    os.chmod(written, mode)
+    conf = _daemon_conf(tmp_path, config_files=[written])
+    with pytest.raises(ValueError) as e:
+        privileged.check_mount_args("127.0.0.1:/srv/images",
+                                    str(tmp_path / "m"), OPTIONS, conf)
+    assert "only writable by root" in str(e.value)
+    os.chmod(written, 0o640)
+    os.chown(written, 0, 0)
+    privileged.check_mount_args("127.0.0.1:/srv/images",
+                                str(tmp_path / "m"), OPTIONS, conf)
+
+
+def test_a_link_in_the_base_is_no_mount_point(tmp_path):
+    (tmp_path / "m").symlink_to("/etc")
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ValueError, match="link is refused"):
+        privileged._check_mount_point(str(tmp_path / "m"))
+    with pytest.raises(ValueError, match="not a directory"):
+        privileged._check_mount_point(str(tmp_path / "f"))
+    with pytest.raises(ValueError, match="does not exist"):
+        privileged._check_mount_point(str(tmp_path / "gone"))
+    (tmp_path / "d").mkdir()
+    privileged._check_mount_point(str(tmp_path / "d"))
 
 
 def test_the_privileged_mount_accepts_what_the_mounter_builds(recorded):
@@ -257,9 +311,9 @@ def test_the_mount_base_comes_from_the_daemons_configuration(tmp_path):
     other.mkdir()
     conf = _daemon_conf(allowed)
     share = "127.0.0.1:/srv/images"
-    privileged.check_mount_args(share, str(allowed / "m"), "vers=3", conf)
+    privileged.check_mount_args(share, str(allowed / "m"), OPTIONS, conf)
     with pytest.raises(ValueError) as e:
-        privileged.check_mount_args(share, str(other / "m"), "vers=3",
+        privileged.check_mount_args(share, str(other / "m"), OPTIONS,
                                     conf)
     assert "mount_bases" in str(e.value)
 
@@ -268,7 +322,7 @@ def test_no_export_is_mounted_unless_listed(tmp_path):
     conf = _daemon_conf(tmp_path, exports=[])
     with pytest.raises(ValueError) as e:
         privileged.check_mount_args("127.0.0.1:/srv/images",
-                                    str(tmp_path / "m"), "vers=3", conf)
+                                    str(tmp_path / "m"), OPTIONS, conf)
     assert "exports" in str(e.value)
 
 
