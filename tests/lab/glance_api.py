@@ -100,6 +100,8 @@ class GlanceApi:
             "glance-api", [gunicorn, "--bind", "127.0.0.1:%d" % self.port,
                            "--workers", str(self.workers), "--timeout", "600",
                            "--worker-class", "gthread", "--threads", "4",
+                           "--keep-alive",
+                           str(process.HTTP_KEEPALIVE_SECONDS),
                            "--control-socket",
                            os.path.join(self.workdir, "gunicorn.ctl"),
                            "glance.wsgi.api:application"],

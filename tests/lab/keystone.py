@@ -202,8 +202,10 @@ class Keystone:
         with open(path, "w") as f:
             f.write("wsgi_app = %r\nbind = %r\nworkers = %d\n"
                     "worker_class = 'gthread'\nthreads = 4\ntimeout = 120\n"
+                    "keepalive = %d\n"
                     % ("keystone.wsgi.api:application",
-                       "127.0.0.1:%d" % self.port, self.workers))
+                       "127.0.0.1:%d" % self.port, self.workers,
+                       process.HTTP_KEEPALIVE_SECONDS))
         return path
 
     def _key_setup(self, command):

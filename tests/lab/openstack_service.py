@@ -93,8 +93,9 @@ class WsgiApp:
         with open(conf, "w") as f:
             f.write("wsgi_app = %r\nbind = %r\nworkers = %d\n"
                     "worker_class = 'gthread'\nthreads = %d\n"
-                    "timeout = 300\n" % (app, "127.0.0.1:%d" % self.port,
-                                         workers, threads))
+                    "timeout = 300\nkeepalive = %d\n"
+                    % (app, "127.0.0.1:%d" % self.port, workers, threads,
+                       process.HTTP_KEEPALIVE_SECONDS))
         self.process = process.ManagedProcess(
             name, [program("gunicorn")],
             os.path.join(workdir, name + ".log"),

@@ -18,6 +18,13 @@ import time
 #: The checkout the lab runs from.  The lab is not installed with the
 #: package: its Python children (the compute process, glance-api's paste
 #: filter) import ``tests.lab`` from here, whatever their working directory.
+#: How long the lab's gunicorn servers keep an idle connection open.
+#: gunicorn's default (2 s) equals the interval at which ``openstack ...
+#: --wait`` polls: a poll sent on a kept connection just as the server
+#: closes it fails with "Remote end closed connection without response"
+#: (seen once, on ``server delete --wait``).  Longer than any client's
+#: pause between calls, as Apache's default keep-alive is.
+HTTP_KEEPALIVE_SECONDS = 75
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
