@@ -169,7 +169,7 @@ class GlanceClient:
             # What Glance answers for it, without asking.
             raise exceptions.ImageNotFound(image=image_id, site=self.site)
         return self._check(self._api.request(
-            "GET", self._path(what, image_id), image_id, what),
+            "GET", images_path(image_id), image_id, what),
             image_id, what).json()
 
     def find(self, name_or_id):

@@ -21,7 +21,7 @@ def resolved(path):
                         os.path.basename(path))
 
 
-def unescape(field):
+def _unescape(field):
     """The kernel escapes space, tab, newline and backslash in paths."""
     return field.replace("\\040", " ").replace("\\011", "\t") \
         .replace("\\012", "\n").replace("\\134", "\\")
@@ -37,8 +37,22 @@ def fields_of(path, mountinfo=PROC):
     with open(mountinfo) as f:
         for line in f:
             fields = line.split()
-            if len(fields) > 4 and unescape(fields[4]) == path:
+            if len(fields) > 4 and _unescape(fields[4]) == path:
                 found = fields
+    return found
+
+
+def mounts_of(source, mountinfo=PROC):
+    """``(mount id, mount point)`` of every mount of ``source``."""
+    found = set()
+    with open(mountinfo) as f:
+        for line in f:
+            fields = line.split()
+            if "-" not in fields:
+                continue
+            at = fields.index("-") + 2      # fstype, then the source
+            if at < len(fields) and fields[at] == source:
+                found.add((fields[0], _unescape(fields[4])))
     return found
 
 

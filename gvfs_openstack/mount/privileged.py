@@ -123,11 +123,11 @@ def _files_in(config_dir):
 
 
 def _check_path(mount_path, bases):
-    """Directly inside a base, and no link anywhere on the way.
+    """Directly inside a base, whose path may hold no link.
 
-    The parent is resolved; the mount point itself is looked at with
-    ``lstat`` only: a symlink planted in the base would have the kernel
-    mount over (or unmount) wherever it points.
+    Only the parent is looked at: the mount point itself may hang when
+    stat'ed (:func:`_check_mount_point` looks at it before a mount, and
+    an unmount asks mountinfo).
     """
     parent, name = os.path.split(mount_path)
     if name in ("", ".", "..") or os.path.islink(parent) or \
@@ -157,27 +157,16 @@ def _check_mount_point(mount_path):
 def mount_nfs(share, mount_path, options):
     check_mount_args(share, mount_path, options)
     _check_mount_point(mount_path)
-    before = _mounts_of(share)
+    before = mountinfo.mounts_of(share)
     processutils.execute("mount", "-t", "nfs", "-o", options, share,
                          mount_path)
     if mountinfo.fields_of(mount_path) is None:
         # The directory was swapped for a link between the check and
         # the mount: take away what landed elsewhere.
-        for _, path in _mounts_of(share) - before:
+        for _, path in mountinfo.mounts_of(share) - before:
             processutils.execute("umount", "-l", path,
                                  check_exit_code=False)
         raise ValueError("%r changed while it was mounted" % mount_path)
-
-
-def _mounts_of(share):
-    """``(mount id, mount point)`` of every mount of ``share``."""
-    found = set()
-    with open(mountinfo.PROC) as f:
-        for line in f:
-            fields = line.split()
-            if "-" in fields and fields[fields.index("-") + 2] == share:
-                found.add((fields[0], mountinfo.unescape(fields[4])))
-    return found
 
 
 @context.entrypoint

@@ -35,6 +35,15 @@ def test_the_connection_is_the_kernels_device_number(proc_file):
     assert mountinfo.fuse_connection("/nowhere", proc_file) is None
 
 
+def test_the_mounts_of_a_source_are_found_by_it(proc_file):
+    # What the privileged mount takes away if a mount landed elsewhere.
+    assert mountinfo.mounts_of("gvfs:/x", proc_file) == {
+        ("40", "/srv/gvfs mnt")}
+    assert mountinfo.mounts_of("/dev/sda1", proc_file) == {
+        ("42", "/srv/disk")}
+    assert mountinfo.mounts_of("gvfs:/nothing", proc_file) == set()
+
+
 def _connection(root, name):
     directory = root / name
     directory.mkdir()
