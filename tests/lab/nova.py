@@ -23,6 +23,7 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +40,9 @@ HOST = "lab-compute"
 SERVICES = ("nova-conductor", "nova-scheduler", "nova-compute")
 #: nova-api's paste pipeline, as the nova wheel installs it.
 PASTE = os.path.join(sys.prefix, "etc", "nova", "api-paste.ini")
+#: How long a stopping nova-compute may take to finish its tasks: Nova's
+#: own ``graceful_shutdown_timeout`` (180 s) bounds it the same way.
+COMPUTE_SHUTDOWN_SECONDS = 180.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +71,23 @@ class ComputeHost:
         """Its name among the lab's services and logs."""
         return "nova-compute" if self.host == HOST else \
             "nova-compute-" + self.host
+
+
+def _log_size(path):
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+
+
+def _log_since(path, offset):
+    """What a service wrote to its log past ``offset`` (bytes)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+    except FileNotFoundError:
+        return b""
 
 
 def _make_host_directories(workdir):
@@ -170,6 +191,11 @@ class Nova:
                 # One machine: a resize stays on its host.
                 "allow_resize_to_same_host": "true",
                 "ram_allocation_ratio": "4.0",
+                # The test guest (busybox init, no acpid) ignores the
+                # power button, so a clean shutdown could only time out;
+                # Nova destroys the domain at once instead of after the
+                # default 60 s (stop, rebuild, rescue, resize, snapshot).
+                "shutdown_timeout": "0",
                 "debug": "true",
             },
             "api": {"auth_strategy": "keystone"},
@@ -210,7 +236,7 @@ class Nova:
         (nothing mounted or cached by the GVFS backend before) and Nova's
         own ``_base`` cache emptied.
         """
-        self.services.pop("nova-compute").stop(timeout=60.0)
+        self._stop_compute("nova-compute")
         self.mount_base = os.path.join(self.libvirt.mounts_dir, name)
         self._mount_bases.append(self.mount_base)
         shutil.rmtree(os.path.join(self.instances_path, "_base"),
@@ -240,11 +266,38 @@ class Nova:
 
     def remove_compute(self, node):
         """Stop ``node``'s nova-compute and unmount what it mounted."""
-        proc = self.services.pop(node.service, None)
-        if proc is not None:
-            proc.stop(timeout=60.0)
+        self._stop_compute(node.service)
         if os.path.isdir(node.mount_base):
             mounter.FuseMounter(node.mount_base).unmount_all()
+
+    def _stop_compute(self, label):
+        """Stop nova-compute ``label`` once Nova's shutdown has done its part.
+
+        In Nova's threading mode, nova-compute's graceful shutdown waits
+        for its in-progress tasks, then shuts its default thread pool
+        down waiting for every thread in it -- and libvirt's event
+        dispatch threads run there until the process ends.  So it never
+        exits by itself and would be killed only at the lab's timeout,
+        a minute per compute host.  Once it logs that it shuts that pool
+        down, its own work is done: then it is killed.  A nova-compute
+        that exits by itself (eventlet mode) is simply waited for.
+        """
+        proc = self.services.pop(label, None)
+        if proc is None:
+            return
+        log = os.path.join(self.workdir, label + ".log")
+        written = _log_size(log)
+        proc.signal(signal.SIGTERM)
+        shut_down = b"The thread pool MainProcess.default is shutting down"
+        try:
+            process.wait_until(
+                lambda: proc.poll() is not None or shut_down in _log_since(
+                    log, written), "%s's graceful shutdown" % label,
+                COMPUTE_SHUTDOWN_SECONDS, interval=0.2)
+        except process.LabError:
+            pass    # Killed below all the same; its log says why.
+        proc.signal(signal.SIGKILL)
+        proc.stop()
 
     def _start_service(self, name, config_file=None, label=None,
                        timeout=120.0):
@@ -258,12 +311,9 @@ class Nova:
         """
         label = label or name
         log = os.path.join(self.workdir, label + ".log")
-        try:
-            # A restarted service appends to its log: only what it
-            # writes from now on says it is up.
-            written = os.path.getsize(log)
-        except FileNotFoundError:
-            written = 0
+        # A restarted service appends to its log: only what it writes
+        # from now on says it is up.
+        written = _log_size(log)
         proc = self.services[label] = process.ManagedProcess(
             label, [service.program(name), "--config-file",
                     config_file or self.config_file, "--log-file", log],
@@ -274,16 +324,8 @@ class Nova:
         started = ("Join ServiceGroup membership for this service %s"
                    % name.split("-", 1)[1]).encode()
 
-        def starting():
-            try:
-                with open(log, "rb") as f:
-                    f.seek(written)
-                    return started in f.read()
-            except FileNotFoundError:
-                return False
-
-        process.wait_until(starting, "%r in %s" % (started, log), timeout,
-                           proc, 0.5)
+        process.wait_until(lambda: started in _log_since(log, written),
+                           "%r in %s" % (started, log), timeout, proc, 0.5)
 
     def _make_cells(self, databases, transport_url):
         """The API database, cell0 and cell1, as a deployment makes them."""
@@ -383,6 +425,8 @@ class Nova:
         # Further compute hosts first, then the cell's own services.
         for name in [n for n in self.services if n not in SERVICES] + \
                 list(reversed(SERVICES)):
+            if name.startswith("nova-compute"):
+                self._stop_compute(name)
             proc = self.services.pop(name, None)
             if proc is not None:
                 proc.stop(timeout=60.0)
