@@ -11,17 +11,25 @@ import pytest
 
 from gvfs_openstack.mount import mounter
 from tests.lab import drlab
-from tests.lab import fusemount
 from tests.lab import glance_api
 from tests.lab import keystone as keystone_lab
 from tests.lab import libvirt
 from tests.lab import postgres
 from tests.lab import process
 from tests.lab.topology import Lab
+from tests.lab import workers
 
 REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen",
             "globus-url-copy", "globus-gridftp-server", "rabbitmq-server",
             "epmd", "iptables", "ip", "tc", "mariadbd")
+
+
+#: The modules that take longest, longest first (from the run's
+#: ``--durations`` and module times): each worker starts on one, so the
+#: run does not end on one of them alone.  Others follow in file order.
+LONGEST_MODULES = ("test_nova_cloud", "test_server_migration",
+                   "test_gvfs_api", "test_migration", "test_proxy_chain",
+                   "test_glance_api", "test_delta_transfer")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,12 +41,27 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             "functional tests need root and %s; run tools/install-deps.sh"
             % ", ".join(missing or ["root"]))
+    workers.longest_first(items, LONGEST_MODULES)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def fusectl():
-    with fusemount.fusectl_mounted():
-        yield
+def pytest_configure(config):
+    """The controller holds what the machine has one of, for all workers.
+
+    With pytest-xdist, a session fixture runs once per worker: a worker
+    that started rpcbind or mounted fusectl would take them away from
+    the others when it ends.  The controller (or a run without workers)
+    holds them instead, from before the first worker starts to after
+    the last one ends; the labs then find them there and leave them be.
+    """
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    config.stash[workers.MACHINE_PARTS] = workers.hold_machine_parts()
+
+
+def pytest_unconfigure(config):
+    held = config.stash.get(workers.MACHINE_PARTS, None)
+    if held is not None:
+        held.close()
 
 
 @pytest.fixture(scope="session")

@@ -23,9 +23,9 @@ class Redirect:
                      "gvfs-lab-%d" % os.getpid(),
                      "-j", "DNAT", "--to-destination",
                      "%s:%d" % (to_host, to_port)]
-        subprocess.run(["iptables", "-t", "nat", "-A"] + self.rule,
+        subprocess.run(["iptables", "-w", "-t", "nat", "-A"] + self.rule,
                        check=True, capture_output=True)
 
     def stop(self):
-        subprocess.run(["iptables", "-t", "nat", "-D"] + self.rule,
+        subprocess.run(["iptables", "-w", "-t", "nat", "-D"] + self.rule,
                        check=False, capture_output=True)

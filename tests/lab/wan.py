@@ -131,7 +131,7 @@ class SharedLink:
                     "-m", "comment", "--comment",
                     "gvfs-lab-%d" % os.getpid(), "-j", "DNAT",
                     "--to-destination", "127.0.0.1:%d" % upstream_port]
-            _run("iptables", "-t", "nat", "-A", *rule)
+            _run("iptables", "-w", "-t", "nat", "-A", *rule)
             self._rules.append(rule)
         elif upstream_host != self.gateway:
             raise ValueError("a server on %s cannot be reached from the "
@@ -156,7 +156,7 @@ class SharedLink:
         if toxi is not None:
             toxi.stop()
         for rule in self._rules:
-            subprocess.run(["iptables", "-t", "nat", "-D"] + rule,
+            subprocess.run(["iptables", "-w", "-t", "nat", "-D"] + rule,
                            capture_output=True, check=False)
         self._rules = []
         # Deleting one end of a veth pair deletes the other (and its
