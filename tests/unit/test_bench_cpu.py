@@ -22,16 +22,24 @@ def test_process_seconds_counts_this_process_cpu():
     assert 0.25 <= spent <= 0.5
 
 
-def test_machine_meter_counts_busy_time_not_sleep():
+def test_machine_meter_counts_a_spin():
     with cpu.Meter() as busy:
         _spin(0.3)
-    with cpu.Meter() as idle:
-        time.sleep(0.3)
-    # Other processes may add to either; the spin is on top of them.
+    # Other processes may add to it; the spin is on top of them.
     assert busy.seconds >= 0.25
-    # Counting idle time would give every core's 0.3 s; an otherwise
-    # quiet machine spends next to nothing while this one sleeps.
-    assert idle.seconds < 0.5 * os.cpu_count() * 0.3
+
+
+def test_machine_seconds_leave_out_idle_iowait_and_steal(tmp_path):
+    # The machine's own idle time depends on whatever else runs (the
+    # README's test command runs other tox environments beside the unit
+    # tests), so the fields are checked on a /proc/stat of known values.
+    stat = tmp_path / "stat"
+    ticks = os.sysconf("SC_CLK_TCK")
+    #              user nice system idle     iowait irq softirq steal
+    stat.write_text("cpu  %d %d %d %d %d %d %d %d 0 0\ncpu0 0 0 0 0\n" % (
+        3 * ticks, ticks, 2 * ticks, 1000 * ticks, 50 * ticks, ticks,
+        ticks, 70 * ticks))
+    assert cpu.machine_seconds(str(stat)) == pytest.approx(8.0)
 
 
 def test_meter_sums_its_blocks():

@@ -23,14 +23,14 @@ def process_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
-def machine_seconds():
+def machine_seconds(stat_path="/proc/stat"):
     """CPU seconds every core of the machine spent busy so far.
 
     User, nice, system, interrupts and softirqs (a loopback socket's
     receive work is often done there); not idle, I/O wait or the time a
     hypervisor took (steal).
     """
-    with open("/proc/stat") as f:
+    with open(stat_path) as f:
         fields = f.readline().split()
     user, nice, system, _idle, _iowait, irq, softirq = (
         int(v) for v in fields[1:8])
