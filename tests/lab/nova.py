@@ -427,6 +427,7 @@ class Nova:
                 list(reversed(SERVICES)):
             if name.startswith("nova-compute"):
                 self._stop_compute(name)
+                continue
             proc = self.services.pop(name, None)
             if proc is not None:
                 proc.stop(timeout=60.0)

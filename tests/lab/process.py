@@ -18,15 +18,16 @@ import time
 #: The checkout the lab runs from.  The lab is not installed with the
 #: package: its Python children (the compute process, glance-api's paste
 #: filter) import ``tests.lab`` from here, whatever their working directory.
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
 #: How long the lab's gunicorn servers keep an idle connection open.
 #: gunicorn's default (2 s) equals the interval at which ``openstack ...
 #: --wait`` polls: a poll sent on a kept connection just as the server
 #: closes it fails with "Remote end closed connection without response"
 #: (seen once, on ``server delete --wait``).  Longer than any client's
-#: pause between calls, as Apache's default keep-alive is.
+#: pause between calls, as nginx's default keep-alive (75 s) is.
 HTTP_KEEPALIVE_SECONDS = 75
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
 
 
 def child_env(env=None):
