@@ -121,6 +121,36 @@ about 100 ms at 300 Mbit/s.  A guest's own misses go out beside the
 prefetch and wait behind at most this much on the link.
 Related options: boot_profiles.
 """),
+    cfg.BoolOpt("stream_images", default=True,
+                help="""Stream the rest of a golden image into the cache.
+
+After a file's boot profile has been fetched (or at its first READ when it
+has none), the proxy fetches every non-zero block of it the cache lacks, in
+file order, as zstd-compressed bulk READs in the background, until its
+share of the cache (half of it, with the profile's) is spent.  The first
+boot of an image no host has booted then finds most of its blocks here, and
+later boots read nothing across the link.  Only files with a metadata
+sidecar (golden images) are streamed.  Needs ``sidecars``.
+Related options: stream_window_kb, stream_chunk_kb.
+"""),
+    cfg.IntOpt("stream_window_kb", default=1024, min=64, max=1024 * 1024,
+               help="""Compressed bytes (KiB) the image stream keeps in flight.
+
+Below the bandwidth-delay product of the link to the next hop (a 50 ms,
+200 Mbit/s WAN: 1.25 MB), so that the stream leaves the link's queue short:
+a guest's own miss goes out at once beside it and waits behind at most this
+much.  Larger streams the image sooner on long, fast links; smaller leaves
+more of the link to readers.
+Related options: stream_images.
+"""),
+    cfg.IntOpt("stream_chunk_kb", default=1024, min=64, max=16 * 1024,
+               help="""Bytes (KiB) of the image per bulk READ of the stream.
+
+A chunk is compressed as one piece on the DTN: larger compresses a little
+better, smaller leaves less ahead of a guest's miss on the link.  At most a
+quarter of ``[proxy] max_record_size`` is used.
+Related options: stream_images.
+"""),
     cfg.StrOpt("write_policy", default="writethrough", choices=[
         ("writethrough", "WRITEs go upstream before they are answered"),
         ("writeback", "WRITEs are answered once journalled on local disk "

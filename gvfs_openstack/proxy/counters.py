@@ -83,6 +83,8 @@ class CacheCounters:
     cache_collapsed: int = 0
     cache_revalidations: int = 0
     cache_stale_replies: int = 0
+    #: Bulk READs (a LAN host's image stream) answered from the cache.
+    cache_bulk_reads_answered: int = 0
     #: Export path (``?`` when unknown) -> {name in EXPORT_COUNTERS: n}.
     cache_exports: dict = dataclasses.field(default_factory=dict)
 
@@ -114,6 +116,18 @@ class ProfileCounters:
     prefetch_bytes: int = 0
     prefetch_blocks_present: int = 0
     prefetch_stopped: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class StreamCounters:
+    streams: int = 0
+    streams_done: int = 0
+    streams_stopped: int = 0
+    #: Streams that found no bulk channel and went on with plain READs.
+    streams_plain: int = 0
+    stream_blocks: int = 0
+    stream_raw_bytes: int = 0
+    stream_wire_bytes: int = 0
 
 
 @dataclasses.dataclass(slots=True)

@@ -270,6 +270,11 @@ class ClientRole(Role):
                 reply = self.cache.attributes(call)
             if reply is not None:
                 return reply
+        elif self.cache is not None and call.prog == bulk.BULK_PROGRAM \
+                and call.proc == bulk.BulkProc.READ:
+            reply = await self.cache.bulk_read(call)
+            if reply is not None:
+                return reply
         # The next hop is a proxy with its own duplicate request cache, so
         # every call may be re-sent with its XID after a tunnel failure.
         reply = await self.forward(self.pool, call,

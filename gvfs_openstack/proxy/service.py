@@ -25,6 +25,7 @@ from gvfs_openstack.proxy.cache import profiles
 from gvfs_openstack.proxy.cache import reads
 from gvfs_openstack.proxy.cache import sidecars
 from gvfs_openstack.proxy.cache import store
+from gvfs_openstack.proxy.cache import stream
 from gvfs_openstack.proxy.cache import updates
 from gvfs_openstack.proxy.cache import warm
 from gvfs_openstack.proxy.cache import writeback
@@ -200,16 +201,25 @@ class ProxyService:
             max_fetch=self.conf.proxy.max_record_size // 4,
             max_read=max_read)
         boot_profiles = None
-        if side is not None and opts.boot_profiles:
-            # A profile's prefetch may take half the cache: the rest
-            # keeps what other images' readers use.
+        if side is not None and (opts.boot_profiles or opts.stream_images):
+            # A profile's prefetch and the stream after it may take half
+            # the cache: the rest keeps what other images' readers use.
+            share = geometry.capacity // 2
+            image_stream = None
+            if opts.stream_images:
+                image_stream = stream.ImageStreams(
+                    cached_reads, upstream,
+                    self.counters.part(counters.StreamCounters),
+                    chunk_size=opts.stream_chunk_kb * 1024,
+                    window=opts.stream_window_kb * 1024, max_bytes=share)
             boot_profiles = cached_reads.profiles = profiles.BootProfiles(
                 cached_reads, side, upstream,
                 self.counters.part(counters.ProfileCounters),
+                record=opts.boot_profiles, prefetch=opts.boot_profiles,
                 quiet_seconds=opts.profile_quiet_seconds,
                 max_seconds=opts.profile_max_seconds,
                 window=opts.prefetch_window_kb * 1024,
-                max_bytes=geometry.capacity // 2, max_write=max_read)
+                max_bytes=share, max_write=max_read, stream=image_stream)
         return _Cache(block_store, upstream, policies, side, cached_reads,
                       updates.ReplyObserver(cached_reads, files, policies,
                                             side), boot_profiles)

@@ -22,8 +22,11 @@ PAGE = 4096
 
 @pytest.fixture(scope="module")
 def lab(lab_factory):
+    # What a reader's own fetches cost is counted here: no image stream
+    # beside them (tests/functional/test_boot_profiles.py has it).
     return lab_factory("tcp", cache={"capacity_mb": 256,
-                                     "coherence_window": 0})
+                                     "coherence_window": 0,
+                                     "stream_images": False})
 
 
 def memory_image(path, size, nonzero_fraction, seed):

@@ -244,15 +244,8 @@ class WholeFiles:
         if cached is not None:
             return cached
         reports = state.reports
-        res = await self._bulk_read(call, state.fh, start, end - start)
-        raw = res.data
-        if res.codec == Codec.ZSTD:
-            try:
-                raw = await asyncio.get_running_loop().run_in_executor(
-                    None, zstd_chunks.decompress, res.data, res.raw_count)
-            except zstandard.ZstdError as e:
-                raise TransferError("chunk at %d does not decompress: %s"
-                                    % (start, e)) from e
+        res, raw = await read_chunk(self.upstream, call, state.fh, start,
+                                    end - start)
         if len(raw) != end - start:
             raise TransferError("chunk at %d has %d bytes, not %d" % (
                 start, len(raw), end - start))
@@ -287,17 +280,32 @@ class WholeFiles:
             pieces.append(data)
         return b"".join(pieces)
 
-    async def _bulk_read(self, call, fh, offset, count):
+
+async def read_chunk(upstream, call, fh, offset, count):
+    """``(reply body, raw bytes)`` of one bulk READ, decompressed.
+
+    Raises :class:`BulkUnavailable` if the next hop does not serve the
+    bulk channel, :class:`TransferError` for any other failure.
+    """
+    try:
+        res = await upstream.bulk(BulkProc.READ, bulk.ReadArgs(
+            fh, offset, count, Codec.ZSTD), call.cred, call.verf)
+    except CallRefused as e:
+        if e.program_unavailable:
+            raise BulkUnavailable(const.AcceptStat(
+                e.reply.accept_stat).name) from e
+        raise TransferError("the next hop refused a bulk READ") from e
+    except ReplyError as e:
+        raise TransferError(str(e)) from e
+    if not res.ok:
+        raise TransferError(const.status_name(res.status))
+    body = res.body
+    raw = body.data
+    if body.codec == Codec.ZSTD:
         try:
-            res = await self.upstream.bulk(BulkProc.READ, bulk.ReadArgs(
-                fh, offset, count, Codec.ZSTD), call.cred, call.verf)
-        except CallRefused as e:
-            if e.program_unavailable:
-                raise BulkUnavailable(const.AcceptStat(
-                    e.reply.accept_stat).name) from e
-            raise TransferError("the next hop refused a bulk READ") from e
-        except ReplyError as e:
-            raise TransferError(str(e)) from e
-        if not res.ok:
-            raise TransferError(const.status_name(res.status))
-        return res.body
+            raw = await asyncio.get_running_loop().run_in_executor(
+                None, zstd_chunks.decompress, body.data, body.raw_count)
+        except zstandard.ZstdError as e:
+            raise TransferError("chunk at %d does not decompress: %s"
+                                % (offset, e)) from e
+    return body, raw

@@ -68,7 +68,7 @@ class BootProfiles:
     def __init__(self, reads, sidecars, upstream, counters, record=True,
                  prefetch=True, quiet_seconds=30.0, max_seconds=600.0,
                  window=4 * 1024 * 1024, max_bytes=None,
-                 max_write=1024 * 1024, clock=time.monotonic):
+                 max_write=1024 * 1024, clock=time.monotonic, stream=None):
         self.reads = reads
         self.sidecars = sidecars
         self.upstream = upstream
@@ -82,6 +82,9 @@ class BootProfiles:
         self.max_bytes = max_bytes
         self.max_write = max_write
         self.clock = clock
+        #: :class:`stream.ImageStreams` that go on after the profile, or
+        #: None.
+        self.stream = stream
         #: fh -> (version key, Recording)
         self._recordings = {}
         #: fh -> version key the prefetch ran (or runs) for.
@@ -98,10 +101,11 @@ class BootProfiles:
         key = version_key(state.fattr)
         if self.record:
             self._touch(call, state, key, start, end)
-        if self.prefetch and self._prefetched.get(fh) != key and \
+        if (self.prefetch or self.stream is not None) and \
+                self._prefetched.get(fh) != key and \
                 self.sidecars.where(fh) is not None:
             self._remember(self._prefetched, fh, key)
-            self._spawn(self._prefetch(call, state, key))
+            self._spawn(self._ahead(call, state, key))
 
     def _spawn(self, coro):
         task = asyncio.get_running_loop().create_task(coro)
@@ -159,19 +163,39 @@ class BootProfiles:
 
     # --- prefetch ------------------------------------------------------------
 
+    async def _ahead(self, call, state, key):
+        """The profile's blocks first, then (if on) the image stream."""
+        spent = 0
+        if self.prefetch:
+            spent = await self._prefetch(call, state, key)
+        if spent is None or self.stream is None:
+            return
+        try:
+            await self.stream.run(call, state, key, spent)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            LOG.exception("image stream failed")
+
     async def _prefetch(self, call, state, key):
+        """Fetch the profile's blocks; the bytes fetched, None if it
+        stopped early (the cache's share is spent, a fetch failed)."""
         try:
             found = await self.profile_of(call, state)
             if found is None or not found.blocks:
-                return
+                return 0
             self.counters.prefetches += 1
             started = time.monotonic()
+            stopped = self.counters.prefetch_stopped
             fetched = await self._fetch_in_order(call, state, key, found)
             # When it ended against when the guest began tells whether
             # the guest had to wait for it.
             LOG.info("boot prefetch: %d of the profile's %d blocks "
                      "fetched in %.2f s", fetched, len(found.blocks),
                      time.monotonic() - started)
+            if self.counters.prefetch_stopped != stopped:
+                return None
+            return fetched * self.reads.block_size
         except asyncio.CancelledError:
             raise
         except FetchError as e:
@@ -180,6 +204,7 @@ class BootProfiles:
         except Exception:
             self.counters.prefetch_stopped += 1
             LOG.exception("boot prefetch failed")
+        return None
 
     def cache_blocks(self, found):
         """The cache's blocks the profile names, in its order, once each."""

@@ -28,6 +28,7 @@ import time
 
 from oslo_log import log as logging
 
+from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs.errors import ProtocolError
@@ -157,17 +158,22 @@ class CachedReads:
             pass  # Forwarded, the call gets the same answer.
         return None
 
-    def fetch(self, call, state, first, count):
+    def fetch(self, call, state, first, count, reader=None):
         """Start fetching ``count`` blocks from ``first`` upstream.
 
-        One READ, or with a zero map one READ per non-zero part.
+        One READ, or with a zero map one READ per non-zero part; or one
+        call of ``reader(call, state, start, end)``, which returns
+        ``(data, fattr, eof)`` like :meth:`_read_range` (the image
+        stream's bulk READs).  Readers of these blocks meanwhile wait
+        for this fetch instead of sending their own.
         """
         loop = asyncio.get_running_loop()
         futures = {}
         for block in range(first, first + count):
             futures[block] = self._inflight[(state.digest, block)] = \
                 loop.create_future()
-        loop.create_task(self._fill(call, state, first, count, futures))
+        loop.create_task(self._fill(call, state, first, count, futures,
+                                    reader))
         return futures
 
     async def _read_range(self, call, fh, start, end):
@@ -200,7 +206,7 @@ class CachedReads:
             e - s for s, e in parts)
         return data, fattr
 
-    async def _fill(self, call, state, first, count, futures):
+    async def _fill(self, call, state, first, count, futures, reader):
         bs = self.block_size
         fh = state.fh
         reports = state.reports
@@ -209,7 +215,9 @@ class CachedReads:
             end = min((first + count) * bs, state.fattr.size)
             zeros = self.zeros_of(state)
             data = None
-            if zeros is not None and end > start:
+            if reader is not None:
+                data, fattr, eof = await reader(call, state, start, end)
+            elif zeros is not None and end > start:
                 data, fattr = await self._fetch_nonzero(call, state, zeros,
                                                         start, end)
                 eof = True if data is None else end >= fattr.size
@@ -308,6 +316,46 @@ class CachedReads:
                 return None
         return read_reply(call.xid, state.fattr, count,
                           args.offset + count >= size, pieces)
+
+    async def bulk_read(self, call):
+        """A bulk READ's reply from the cache, None to forward it.
+
+        A LAN proxy answers what it holds whole (uncompressed: the LAN
+        is not the bottleneck, the two cores are), so that a host behind
+        it streams an image from the LAN, not across the WAN again.  A
+        range with a block it lacks goes on to the next hop unchanged.
+        """
+        try:
+            args = bulk.decode_args(bulk.BulkProc.READ, call.args)
+        except ProtocolError:
+            return None
+        state = await self.state_of(call, bytes(args.file))
+        if state is None or state.fattr.type != const.FileType.NF3REG:
+            return None
+        size = state.fattr.size
+        end = min(args.offset + min(args.count, self.max_read), size)
+        bs = self.block_size
+        zeros = self.zeros_of(state)
+        pieces = []
+        for block in range(args.offset // bs, -(-end // bs)):
+            expected = min(bs, size - block * bs)
+            if zeros is not None and zeros.covers(block * bs,
+                                                  block * bs + expected):
+                data = self._zero_block[:expected]
+            else:
+                data = cached_block(self.store, state, block, expected)
+                if data is None:
+                    return None
+            pieces.append(data)
+        count = max(0, end - args.offset)
+        skip = args.offset % bs
+        data = b"".join(pieces)[skip:skip + count]
+        self.counters.cache_bulk_reads_answered += 1
+        self.counters.cache_bytes_local += count
+        return rpc.accepted(call.xid, results=bulk.encode_res(
+            bulk.BulkProc.READ, nfs3.Result(0, bulk.ReadOk(
+                state.fattr, args.offset + count >= size, count,
+                bulk.Codec.NONE, data))))
 
     async def blocks(self, call, state, start, end):
         """The bytes of [start, end) as views, None if a fetch failed."""

@@ -1,0 +1,209 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The image stream: the rest of a golden image, paced, in the background.
+
+A boot profile covers what earlier boots read.  The very first boot of
+an image has none, and a later boot may read a block no boot read
+before; each such block is a round trip across the WAN, one at a time.
+The stream removes them: after the profile's prefetch (or at the first
+READ of an image that has no profile), one task per image and proxy
+fetches every non-zero block the cache lacks, in file order, as
+zstd-compressed bulk READs of ``chunk_size`` bytes (a golden image's
+file system compresses to about a third).  Later boots on the host then
+read nothing across the link.
+
+It must never slow the reader it works for:
+
+* it keeps at most ``window`` bytes *on the wire* in flight (counted
+  from the compression seen so far), below the link's bandwidth-delay
+  product, so the link's queue stays short and a guest's own miss,
+  sent at once beside the stream, waits behind at most one window;
+* a guest that wants a block the stream is fetching joins that fetch
+  (collapsed forwarding in :class:`reads.CachedReads`) instead of
+  asking again;
+* it stops at its share of the cache (what the profile's prefetch took
+  counts against it), when the file changes or is deleted, when a fetch
+  fails, and when the proxy stops.
+
+A next hop that does not serve the bulk channel (an NFS server, a proxy
+of an older release) gets plain READs instead, uncompressed.  A LAN
+proxy answers the bulk READs it can from its own cache (see
+:meth:`reads.CachedReads.bulk_read`), so a host behind it streams from
+the LAN.
+"""
+
+import time
+
+from oslo_log import log as logging
+
+from gvfs_openstack.proxy.cache import bulk_fetch
+from gvfs_openstack.proxy.cache.freshness import version_key
+from gvfs_openstack.proxy.cache.reads import FetchError
+from gvfs_openstack.proxy.cache.window import FetchWindow
+
+LOG = logging.getLogger(__name__)
+
+#: The wire-to-raw ratio assumed of a chunk before any has arrived, and
+#: the least one assumed after (so that a window of zeros stays bounded).
+FIRST_RATIO = 1.0
+MIN_RATIO = 1.0 / 16
+
+
+class _StreamStopped(Exception):
+    """The stream ends early; the message says why (logged)."""
+
+
+class ImageStreams:
+    """Streams whole images into the cache that ``reads`` serves.
+
+    ``upstream`` is the :class:`UpstreamCalls` of the bulk READs,
+    ``counters`` a :class:`counters.StreamCounters`.
+    """
+
+    def __init__(self, reads, upstream, counters, chunk_size=1024 * 1024,
+                 window=1024 * 1024, max_bytes=None):
+        self.reads = reads
+        self.upstream = upstream
+        self.counters = counters
+        bs = reads.block_size
+        self.chunk_blocks = max(1, min(chunk_size // bs,
+                                       reads.max_fetch_blocks))
+        self.window = max(window, bs)
+        self.max_bytes = max_bytes
+        #: Until when the next hop is known not to serve the bulk channel.
+        self._plain_until = 0.0
+
+    def _current(self, state, key):
+        now = self.reads.files.get(state.fh)
+        return now is not None and version_key(now.fattr) == key
+
+    async def run(self, call, state, key, spent=0):
+        """Stream the file of ``state`` (version ``key``) into the cache.
+
+        ``spent`` bytes of its share of the cache went to its profile.
+        Returns the blocks it fetched.  Only files with a zero map (a
+        metadata sidecar: golden images) are streamed, and not those
+        whose sidecar says ``whole_file`` (:mod:`bulk_fetch` has them).
+        """
+        if self.reads.zeros_of(state) is None or \
+                state.sidecar.action == "whole_file":
+            return 0    # Not a golden image, or one that comes whole.
+        self.counters.streams += 1
+        started = time.monotonic()
+        budget = None if self.max_bytes is None else self.max_bytes - spent
+        plain = time.monotonic() < self._plain_until
+        fetched = 0
+        try:
+            while True:
+                try:
+                    fetched += await self._stream(call, state, key, budget,
+                                                  plain)
+                    break
+                except _BulkUnavailable as e:
+                    if plain:
+                        raise _StreamStopped(str(e)) from e
+                    LOG.info("image stream: %s; plain READs instead", e)
+                    self._plain_until = time.monotonic() + \
+                        bulk_fetch.UNAVAILABLE_RETRY
+                    self.counters.streams_plain += 1
+                    plain = True
+        except _StreamStopped as e:
+            self.counters.streams_stopped += 1
+            LOG.info("image stream stopped after %d blocks: %s", fetched, e)
+            return fetched
+        self.counters.streams_done += 1
+        LOG.info("image stream: %d blocks fetched in %.2f s", fetched,
+                 time.monotonic() - started)
+        return fetched
+
+    def _runs(self, state):
+        """Runs of blocks the cache still needs, in file order."""
+        reads = self.reads
+        blocks = -(-state.fattr.size // reads.block_size)
+        for first in range(0, blocks, self.chunk_blocks):
+            wanted = [b for b in range(first, min(first + self.chunk_blocks,
+                                                  blocks))
+                      if reads.wanted(state, b)]
+            yield from reads.runs(wanted)
+
+    async def _stream(self, call, state, key, budget, plain):
+        reads = self.reads
+        bs = reads.block_size
+        size = state.fattr.size
+        progress = _Progress()
+        reader = None if plain else progress.reader(self, state)
+        window = FetchWindow(self.window)
+        fetched = 0
+        try:
+            for first, count in self._runs(state):
+                if not self._current(state, key):
+                    raise _StreamStopped("the file changed")
+                run_bytes = min(count * bs, size - first * bs)
+                if budget is not None:
+                    if budget < run_bytes:
+                        raise _StreamStopped("its share of the cache is "
+                                             "full")
+                    budget -= run_bytes
+                wire = run_bytes * progress.ratio
+                await self._room(window, wire, progress)
+                window.add(reads.fetch(call, state, first, count, reader),
+                           wire)
+                self.counters.stream_blocks += count
+                fetched += count
+            await self._room(window, None, progress)
+        finally:
+            window.cancel()
+        return fetched
+
+    async def _room(self, window, wire, progress):
+        """Room for ``wire`` more bytes (None: all of it arrived)."""
+        try:
+            if wire is None:
+                await window.drain()
+            else:
+                await window.make_room(wire)
+        except FetchError as e:
+            if progress.unavailable is not None:
+                raise _BulkUnavailable(progress.unavailable) from e
+            raise _StreamStopped(str(e)) from e
+
+
+class _BulkUnavailable(Exception):
+    """The next hop does not serve the bulk channel."""
+
+
+class _Progress:
+    """What one stream's bulk READs brought: raw and wire bytes."""
+
+    def __init__(self):
+        self.raw = 0
+        self.wire = 0
+        #: Why the bulk channel is not served, once a READ found out.
+        self.unavailable = None
+
+    @property
+    def ratio(self):
+        if not self.raw:
+            return FIRST_RATIO
+        return max(MIN_RATIO, self.wire / self.raw)
+
+    def reader(self, streams, state):
+        """A ``reader`` for :meth:`CachedReads.fetch`: one bulk READ."""
+        counters = streams.counters
+
+        async def bulk_read(call, state, start, end):
+            try:
+                body, raw = await bulk_fetch.read_chunk(
+                    streams.upstream, call, state.fh, start, end - start)
+            except bulk_fetch.BulkUnavailable as e:
+                self.unavailable = "the next hop does not serve the bulk " \
+                    "channel (%s)" % e
+                raise FetchError(self.unavailable) from e
+            except bulk_fetch.TransferError as e:
+                raise FetchError(str(e)) from e
+            self.raw += len(raw)
+            self.wire += len(body.data)
+            counters.stream_raw_bytes += len(raw)
+            counters.stream_wire_bytes += len(body.data)
+            return raw, body.file_attributes, body.eof
+
+        return bulk_read

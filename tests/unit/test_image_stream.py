@@ -1,0 +1,303 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The image stream: the rest of a golden image, paced, behind the profile.
+
+Driven against the in-memory directory of ``test_boot_profiles`` with a
+bulk channel added (zstd, as the server proxy answers), gated so that a
+test decides when each reply arrives; the real chain is in
+``tests/functional/test_boot_profiles.py``.
+"""
+
+import asyncio
+import hashlib
+
+from gvfs_openstack.nfs import bulk
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.cache import stream
+from gvfs_openstack.proxy import counters
+from gvfs_openstack.proxy.upstream_calls import CallRefused
+from gvfs_openstack.sidecar import format as meta_format
+from gvfs_openstack.sidecar import profile
+from gvfs_openstack import zstd_chunks
+from tests.unit.test_boot_profiles import BS
+from tests.unit.test_boot_profiles import Directory
+from tests.unit.test_boot_profiles import make
+from tests.unit.test_boot_profiles import open_file
+from tests.unit.test_boot_profiles import read_call
+from tests.unit.test_boot_profiles import until
+
+BLOCKS = 64
+#: Blocks 20 to 27 are holes: the zero map says so, nothing fetches them.
+HOLE = range(20, 28)
+
+
+class BulkDirectory(Directory):
+    """The directory, with the bulk channel a server proxy serves."""
+
+    def __init__(self, serves_bulk=True):
+        super().__init__()
+        self.serves_bulk = serves_bulk
+        #: Bulk READs wait for this event when set.
+        self.bulk_gate = None
+        self.bulk_in_flight = 0
+        self.most_bulk_in_flight = 0
+
+    async def bulk(self, proc, args, cred, verf=rpc.AUTH_NONE):
+        self.calls.append(("bulk", args))
+        if not self.serves_bulk:
+            raise CallRefused("bulk READ", rpc.Reply(
+                1, const.AcceptStat.PROG_UNAVAIL))
+        self.bulk_in_flight += 1
+        self.most_bulk_in_flight = max(self.most_bulk_in_flight,
+                                       self.bulk_in_flight)
+        try:
+            if self.bulk_gate is not None:
+                await self.bulk_gate.wait()
+            # A reply takes a while, so that fetches overlap.
+            await asyncio.sleep(0.005)
+        finally:
+            self.bulk_in_flight -= 1
+        name = bytes(args.file)[3:].decode()
+        raw = bytes(self.files[name][args.offset:args.offset + args.count])
+        return nfs3.Result(0, bulk.ReadOk(
+            self.attrs(name), args.offset + len(raw) >= len(
+                self.files[name]), len(raw), bulk.Codec.ZSTD,
+            zstd_chunks.compress(raw, 1)))
+
+
+def golden(directory, name="golden", with_sidecar=True):
+    """A compressible image with a hole, and its sidecar."""
+    data = bytearray(b"".join(bytes([i % 251 + 1]) * BS
+                              for i in range(BLOCKS)))
+    data[HOLE[0] * BS:(HOLE[-1] + 1) * BS] = bytes(len(HOLE) * BS)
+    directory.add(name, data)
+    if with_sidecar:
+        directory.add(meta_format.sidecar_name(name), meta_format.Sidecar(
+            len(data), 100 * 10 ** 9, "sha256-nonzero",
+            hashlib.sha256(data).hexdigest(),
+            meta_format.ZeroMap.from_extents(
+                [(HOLE[0] * BS, len(HOLE) * BS)])).to_bytes())
+    return bytes(data)
+
+
+def with_stream(tmp_path, directory, window=4 * BS, chunk=4 * BS,
+                max_bytes=None, **options):
+    cached = make(tmp_path, directory, **options)
+    cached.profiles.stream = stream.ImageStreams(
+        cached, directory, counters.StreamCounters(), chunk_size=chunk,
+        window=window, max_bytes=max_bytes)
+    return cached
+
+
+def bulk_reads(directory):
+    return [(a.offset // BS, a.count // BS) for p, a in directory.calls
+            if p == "bulk"]
+
+
+def image_reads(directory, name="golden"):
+    return [(a.offset // BS, a.count // BS) for p, a in directory.calls
+            if p == Nfs3Proc.READ and bytes(a.file) == b"fh:" + name.encode()]
+
+
+def present(cached, name="golden"):
+    state = cached.files.get(b"fh:" + name.encode())
+    return [b for b in range(BLOCKS) if cached.present(state, b, BS)]
+
+
+def test_the_stream_fetches_the_rest_after_the_profile_in_file_order(
+        tmp_path):
+    async def scenario():
+        d = BulkDirectory()
+        data = golden(d)
+        d.add(profile.profile_name("golden"), profile.Profile(
+            BLOCKS * BS, 100 * 10 ** 9, BS, 1,
+            ((40, 0), (3, 5))).to_bytes())
+        cached = with_stream(tmp_path, d)
+        await open_file(cached, d, "golden")
+        await cached.read(read_call("golden", 50 * BS, BS))
+        streams = cached.profiles.stream.counters
+        await until(lambda: streams.streams_done)
+        # The profile's blocks went first, as plain READs.
+        assert image_reads(d)[:3] == [(50, 1), (40, 1), (3, 1)]
+        # Then every other non-zero block, in file order, in chunks of
+        # 4 blocks (cut where a block was cached already), and nothing
+        # of the hole.
+        fetched = bulk_reads(d)
+        assert fetched == [(0, 3), (4, 4), (8, 4), (12, 4), (16, 4),
+                           (28, 4), (32, 4), (36, 4), (41, 3), (44, 4),
+                           (48, 2), (51, 1), (52, 4), (56, 4), (60, 4)]
+        assert streams.stream_blocks == BLOCKS - len(HOLE) - 3
+        assert present(cached) == list(range(BLOCKS))
+        # Compressed on the wire, counted raw and as sent.
+        assert streams.stream_raw_bytes == streams.stream_blocks * BS
+        assert streams.stream_wire_bytes < streams.stream_raw_bytes / 10
+        # Every block reads back as the image holds it, from the cache.
+        misses = cached.counters.cache_misses
+        for block in (0, 23, 33, 63):
+            reply = await cached.read(read_call("golden", block * BS, BS))
+            assert bytes(reply[1]) == data[block * BS:(block + 1) * BS]
+        assert cached.counters.cache_misses == misses
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_the_stream_keeps_its_window_of_wire_bytes(tmp_path):
+    async def scenario():
+        d = BulkDirectory()
+        golden(d)
+        cached = with_stream(tmp_path, d, window=8 * BS, chunk=4 * BS)
+        await open_file(cached, d, "golden")
+        d.bulk_gate = asyncio.Event()
+        await cached.read(read_call("golden", 0, BS))
+        await until(lambda: d.bulk_in_flight)
+        await asyncio.sleep(0.05)
+        # Nothing arrived yet, so a chunk is assumed to cost its raw
+        # size: two chunks of 4 blocks fill the window of 8.
+        assert d.bulk_in_flight == 2
+        d.bulk_gate.set()
+        streams = cached.profiles.stream.counters
+        await until(lambda: streams.streams_done)
+        # Once chunks are seen to compress, more of them fit.
+        assert d.most_bulk_in_flight > 2
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_a_reader_joins_the_stream_or_goes_out_beside_it(tmp_path):
+    async def scenario():
+        d = BulkDirectory()
+        data = golden(d)
+        cached = with_stream(tmp_path, d, window=8 * BS, chunk=4 * BS)
+        await open_file(cached, d, "golden")
+        d.bulk_gate = asyncio.Event()
+        await cached.read(read_call("golden", 0, BS))
+        await until(lambda: d.bulk_in_flight == 2)
+        # Block 5 is in a chunk on its way: the reader waits for it.
+        collapsed = cached.counters.cache_collapsed
+        joined = asyncio.ensure_future(cached.read(read_call(
+            "golden", 5 * BS, BS)))
+        # Block 60 is far ahead of the stream: it goes out at once.
+        ahead = asyncio.ensure_future(cached.read(read_call(
+            "golden", 60 * BS, BS)))
+        reply = await asyncio.wait_for(ahead, 5)
+        assert bytes(reply[1]) == data[60 * BS:61 * BS]
+        assert not joined.done()
+        assert cached.counters.cache_collapsed == collapsed + 1
+        assert (5, 1) not in image_reads(d)
+        d.bulk_gate.set()
+        reply = await asyncio.wait_for(joined, 5)
+        assert bytes(reply[1]) == data[5 * BS:6 * BS]
+        await until(lambda: cached.profiles.stream.counters.streams_done)
+        # The stream did not fetch again what the reader fetched.
+        assert not [r for r in bulk_reads(d) if r[0] <= 60 < r[0] + r[1]]
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_the_stream_stops_at_its_share_of_the_cache(tmp_path):
+    async def scenario():
+        d = BulkDirectory()
+        golden(d)
+        d.add(profile.profile_name("golden"), profile.Profile(
+            BLOCKS * BS, 100 * 10 ** 9, BS, 1,
+            tuple((b, 0) for b in range(40, 44))).to_bytes())
+        # 16 blocks in all: the profile's 4, then 12 of the stream.
+        cached = with_stream(tmp_path, d, max_bytes=16 * BS)
+        cached.profiles.max_bytes = 16 * BS
+        await open_file(cached, d, "golden")
+        await cached.read(read_call("golden", 50 * BS, BS))
+        streams = cached.profiles.stream.counters
+        await until(lambda: streams.streams_stopped)
+        assert streams.stream_blocks == 12
+        assert not streams.streams_done
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_the_stream_stops_when_the_image_changes(tmp_path):
+    async def scenario():
+        d = BulkDirectory()
+        golden(d)
+        cached = with_stream(tmp_path, d, window=4 * BS, chunk=4 * BS)
+        await open_file(cached, d, "golden")
+        d.bulk_gate = asyncio.Event()
+        await cached.read(read_call("golden", 0, BS))
+        await until(lambda: d.bulk_in_flight)
+        # A newer version, as the next GETATTR would tell the proxy.
+        d.mtimes["golden"] = 200
+        cached.files.observe(b"fh:golden", d.attrs("golden"),
+                             cached.files.reports_of(b"fh:golden"))
+        d.bulk_gate.set()
+        streams = cached.profiles.stream.counters
+        await until(lambda: streams.streams_stopped)
+        assert streams.stream_blocks < BLOCKS // 4
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_without_a_bulk_channel_the_stream_reads_plainly(tmp_path):
+    async def scenario():
+        d = BulkDirectory(serves_bulk=False)
+        golden(d)
+        cached = with_stream(tmp_path, d)
+        await open_file(cached, d, "golden")
+        await cached.read(read_call("golden", 0, BS))
+        streams = cached.profiles.stream.counters
+        await until(lambda: streams.streams_done)
+        assert streams.streams_plain == 1
+        assert streams.stream_wire_bytes == 0
+        assert present(cached) == list(range(BLOCKS))
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_a_file_without_a_sidecar_is_not_streamed(tmp_path):
+    async def scenario():
+        d = BulkDirectory()
+        golden(d, with_sidecar=False)
+        cached = with_stream(tmp_path, d)
+        await open_file(cached, d, "golden")
+        await cached.read(read_call("golden", 10 * BS, BS))
+        await asyncio.sleep(0.1)
+        assert not bulk_reads(d)
+        assert cached.profiles.stream.counters.streams == 0
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def bulk_call(name, offset, count):
+    return rpc.Call(3, bulk.BULK_PROGRAM, bulk.BULK_VERSION,
+                    bulk.BulkProc.READ, read_call(name, 0, 1).cred,
+                    args=bulk.encode_args(bulk.BulkProc.READ, bulk.ReadArgs(
+                        b"fh:" + name.encode(), offset, count)))
+
+
+def test_a_lan_proxy_answers_the_bulk_reads_it_holds_whole(tmp_path):
+    async def scenario():
+        d = BulkDirectory()
+        data = golden(d)
+        cached = with_stream(tmp_path, d)
+        await open_file(cached, d, "golden")
+        await cached.read(read_call("golden", 0, BS))
+        await until(lambda: cached.profiles.stream.counters.streams_done)
+        calls = len(d.calls)
+        # Across the hole, from the middle of a block: all held here.
+        reply = await cached.bulk_read(bulk_call("golden", 18 * BS + 7,
+                                                 12 * BS))
+        assert len(d.calls) == calls
+        res = bulk.decode_res(bulk.BulkProc.READ,
+                              rpc.results_of(reply))
+        assert res.ok and res.body.codec == bulk.Codec.NONE
+        assert res.body.data == data[18 * BS + 7:30 * BS + 7]
+        assert cached.counters.cache_bulk_reads_answered == 1
+        # A range with a block it lacks goes on to the next hop.
+        cached.store.discard(cached.files.get(b"fh:golden").digest, 33)
+        assert await cached.bulk_read(bulk_call("golden", 32 * BS,
+                                                4 * BS)) is None
+        assert await cached.bulk_read(rpc.Call(
+            4, bulk.BULK_PROGRAM, 1, bulk.BulkProc.READ,
+            read_call("golden", 0, 1).cred, args=b"\0\0")) is None
+        await cached.profiles.stop()
+    asyncio.run(scenario())
