@@ -125,6 +125,10 @@ class StreamCounters:
     streams_stopped: int = 0
     #: Streams that found no bulk channel and went on with plain READs.
     streams_plain: int = 0
+    #: Streams whose first chunk came from near by (a LAN proxy).
+    streams_near: int = 0
+    #: Times a stream waited for its file's readers to be quiet.
+    stream_waits: int = 0
     stream_blocks: int = 0
     stream_raw_bytes: int = 0
     stream_wire_bytes: int = 0

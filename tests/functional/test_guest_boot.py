@@ -37,7 +37,7 @@ NOVA_CMDLINE = ("root=/dev/vda console=tty0 console=ttyS0 console=hvc0 "
 @pytest.fixture(scope="module")
 def golden():
     start = time.monotonic()
-    image = guest.golden()
+    image = guest.golden(spec=guest.FUNCTIONAL)
     print("\ngolden image %s: %.1f s here, %.1f s when built"
           % (image.directory, time.monotonic() - start, image.build_seconds))
     return image

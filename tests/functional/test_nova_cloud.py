@@ -47,7 +47,7 @@ def lab(lab_factory):
 
 @pytest.fixture(scope="module")
 def golden():
-    return guest.golden()
+    return guest.golden(spec=guest.FUNCTIONAL)
 
 
 @pytest.fixture(scope="module")

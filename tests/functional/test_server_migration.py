@@ -92,7 +92,7 @@ def api(dr, keystone, sites, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def golden():
-    return guest.golden()
+    return guest.golden(spec=guest.FUNCTIONAL)
 
 
 @pytest.fixture(scope="module")

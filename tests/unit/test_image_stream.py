@@ -9,6 +9,7 @@ test decides when each reply arrives; the real chain is in
 
 import asyncio
 import hashlib
+import random
 
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import const
@@ -42,7 +43,12 @@ class BulkDirectory(Directory):
         #: Bulk READs wait for this event when set.
         self.bulk_gate = None
         self.bulk_in_flight = 0
-        self.most_bulk_in_flight = 0
+        #: Bulk READs in flight as each began, itself included.
+        self.in_flight_at_start = []
+        self.bytes_in_flight = 0
+        self.bytes_in_flight_at_start = []
+        #: Seconds a reply takes.
+        self.delay = 0.001
 
     async def bulk(self, proc, args, cred, verf=rpc.AUTH_NONE):
         self.calls.append(("bulk", args))
@@ -50,15 +56,16 @@ class BulkDirectory(Directory):
             raise CallRefused("bulk READ", rpc.Reply(
                 1, const.AcceptStat.PROG_UNAVAIL))
         self.bulk_in_flight += 1
-        self.most_bulk_in_flight = max(self.most_bulk_in_flight,
-                                       self.bulk_in_flight)
+        self.in_flight_at_start.append(self.bulk_in_flight)
+        self.bytes_in_flight += args.count
+        self.bytes_in_flight_at_start.append(self.bytes_in_flight)
         try:
             if self.bulk_gate is not None:
                 await self.bulk_gate.wait()
-            # A reply takes a while, so that fetches overlap.
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(self.delay)
         finally:
             self.bulk_in_flight -= 1
+            self.bytes_in_flight -= args.count
         name = bytes(args.file)[3:].decode()
         raw = bytes(self.files[name][args.offset:args.offset + args.count])
         return nfs3.Result(0, bulk.ReadOk(
@@ -83,11 +90,16 @@ def golden(directory, name="golden", with_sidecar=True):
 
 
 def with_stream(tmp_path, directory, window=4 * BS, chunk=4 * BS,
-                max_bytes=None, **options):
+                max_bytes=None, quiet_seconds=0.0, **options):
+    """A cache whose profiles go on with a stream.
+
+    The directory answers in microseconds, as a LAN proxy would: the
+    stream waits for quiet, ``quiet_seconds`` (none unless a test asks).
+    """
     cached = make(tmp_path, directory, **options)
     cached.profiles.stream = stream.ImageStreams(
         cached, directory, counters.StreamCounters(), chunk_size=chunk,
-        window=window, max_bytes=max_bytes)
+        window=window, max_bytes=max_bytes, quiet_seconds=quiet_seconds)
     return cached
 
 
@@ -147,20 +159,37 @@ def test_the_stream_keeps_its_window_of_wire_bytes(tmp_path):
     async def scenario():
         d = BulkDirectory()
         golden(d)
+        # Replies take 20 ms: a next hop across a WAN, not near by.
+        d.delay = 0.02
         cached = with_stream(tmp_path, d, window=8 * BS, chunk=4 * BS)
         await open_file(cached, d, "golden")
-        d.bulk_gate = asyncio.Event()
-        await cached.read(read_call("golden", 0, BS))
-        await until(lambda: d.bulk_in_flight)
-        await asyncio.sleep(0.05)
-        # Nothing arrived yet, so a chunk is assumed to cost its raw
-        # size: two chunks of 4 blocks fill the window of 8.
-        assert d.bulk_in_flight == 2
-        d.bulk_gate.set()
+        await cached.read(read_call("golden", 50 * BS, BS))
         streams = cached.profiles.stream.counters
         await until(lambda: streams.streams_done)
-        # Once chunks are seen to compress, more of them fit.
-        assert d.most_bulk_in_flight > 2
+        assert not streams.streams_near
+        # The first chunk went alone (how far is its source?); it
+        # compressed to almost nothing, so later chunks, assumed to
+        # compress as well, fit many to the window of 8 blocks.
+        assert d.in_flight_at_start[:2] == [1, 1]
+        assert max(d.in_flight_at_start) > 2
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_incompressible_chunks_fill_the_window_by_their_size(tmp_path):
+    async def scenario():
+        d = BulkDirectory()
+        d.add("golden", random.Random(5).randbytes(BLOCKS * BS))
+        d.add(meta_format.sidecar_name("golden"), meta_format.Sidecar(
+            BLOCKS * BS, 100 * 10 ** 9, "sha256-nonzero", "0" * 64,
+            meta_format.ZeroMap.from_extents([])).to_bytes())
+        d.delay = 0.02
+        cached = with_stream(tmp_path, d, window=8 * BS, chunk=4 * BS)
+        await open_file(cached, d, "golden")
+        await cached.read(read_call("golden", 50 * BS, BS))
+        await until(lambda: cached.profiles.stream.counters.streams_done)
+        # As many raw bytes in flight as the window holds, no more.
+        assert 4 * BS < max(d.bytes_in_flight_at_start) <= 8 * BS
         await cached.profiles.stop()
     asyncio.run(scenario())
 
@@ -172,12 +201,13 @@ def test_a_reader_joins_the_stream_or_goes_out_beside_it(tmp_path):
         cached = with_stream(tmp_path, d, window=8 * BS, chunk=4 * BS)
         await open_file(cached, d, "golden")
         d.bulk_gate = asyncio.Event()
-        await cached.read(read_call("golden", 0, BS))
-        await until(lambda: d.bulk_in_flight == 2)
-        # Block 5 is in a chunk on its way: the reader waits for it.
+        await cached.read(read_call("golden", 50 * BS, BS))
+        await until(lambda: d.bulk_in_flight == 1)
+        assert bulk_reads(d) == [(0, 4)]
+        # Block 2 is in the chunk on its way: the reader waits for it.
         collapsed = cached.counters.cache_collapsed
         joined = asyncio.ensure_future(cached.read(read_call(
-            "golden", 5 * BS, BS)))
+            "golden", 2 * BS, BS)))
         # Block 60 is far ahead of the stream: it goes out at once.
         ahead = asyncio.ensure_future(cached.read(read_call(
             "golden", 60 * BS, BS)))
@@ -185,10 +215,10 @@ def test_a_reader_joins_the_stream_or_goes_out_beside_it(tmp_path):
         assert bytes(reply[1]) == data[60 * BS:61 * BS]
         assert not joined.done()
         assert cached.counters.cache_collapsed == collapsed + 1
-        assert (5, 1) not in image_reads(d)
+        assert (2, 1) not in image_reads(d)
         d.bulk_gate.set()
         reply = await asyncio.wait_for(joined, 5)
-        assert bytes(reply[1]) == data[5 * BS:6 * BS]
+        assert bytes(reply[1]) == data[2 * BS:3 * BS]
         await until(lambda: cached.profiles.stream.counters.streams_done)
         # The stream did not fetch again what the reader fetched.
         assert not [r for r in bulk_reads(d) if r[0] <= 60 < r[0] + r[1]]
@@ -299,5 +329,64 @@ def test_a_lan_proxy_answers_the_bulk_reads_it_holds_whole(tmp_path):
         assert await cached.bulk_read(rpc.Call(
             4, bulk.BULK_PROGRAM, 1, bulk.BulkProc.READ,
             read_call("golden", 0, 1).cred, args=b"\0\0")) is None
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_beside_a_profiled_boot_the_stream_waits_for_quiet(tmp_path):
+    async def scenario():
+        d = BulkDirectory()
+        golden(d)
+        d.add(profile.profile_name("golden"), profile.Profile(
+            BLOCKS * BS, 100 * 10 ** 9, BS, 1, ((40, 0),)).to_bytes())
+        cached = with_stream(tmp_path, d, quiet_seconds=0.3)
+        await open_file(cached, d, "golden")
+        await cached.read(read_call("golden", 50 * BS, BS))
+        streams = cached.profiles.stream.counters
+        await until(lambda: cached.profiles.counters.prefetch_blocks)
+        # The guest reads on: nothing is streamed beside it.
+        for block in (1, 9, 30, 45, 2):
+            await asyncio.sleep(0.1)
+            await cached.read(read_call("golden", block * BS, BS))
+        assert not bulk_reads(d)
+        assert streams.stream_waits
+        # Quiet: the stream goes on.
+        await until(lambda: streams.streams_done)
+        assert present(cached) == list(range(BLOCKS))
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_a_stream_from_near_by_waits_for_quiet(tmp_path):
+    """A first chunk back at once: a LAN proxy, where misses cost little."""
+    async def scenario():
+        d = BulkDirectory()
+        golden(d)
+        cached = with_stream(tmp_path, d, quiet_seconds=0.3)
+        await open_file(cached, d, "golden")
+        await cached.read(read_call("golden", 50 * BS, BS))
+        streams = cached.profiles.stream.counters
+        await until(lambda: streams.streams_near)
+        assert len(bulk_reads(d)) == 1
+        await cached.read(read_call("golden", 10 * BS, BS))
+        await asyncio.sleep(0.1)
+        assert len(bulk_reads(d)) == 1
+        await until(lambda: streams.streams_done)
+        assert present(cached) == list(range(BLOCKS))
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_a_busy_file_is_streamed_after_max_wait_all_the_same(tmp_path):
+    async def scenario():
+        d = BulkDirectory()
+        golden(d)
+        cached = with_stream(tmp_path, d, quiet_seconds=10.0)
+        cached.profiles.stream.max_wait = 0.3
+        await open_file(cached, d, "golden")
+        await cached.read(read_call("golden", 50 * BS, BS))
+        streams = cached.profiles.stream.counters
+        await until(lambda: streams.streams_done)
+        assert streams.streams_near == 1
         await cached.profiles.stop()
     asyncio.run(scenario())

@@ -23,6 +23,10 @@ them is the last boot of the same image.
   most ``window`` bytes on the link.  It stops when the file changes,
   a fetch fails, or it has fetched ``max_bytes`` (a share of the cache:
   a profile can never flush the cache it fills).
+* **The stream.**  With a :class:`stream.ImageStreams`, the same task
+  goes on to stream the rest of the image once the profile's blocks
+  are in (or at once when there is no profile), within what is left of
+  that share.
 
 The recording is done here rather than on the DTN's server proxy: only
 the first proxy sees what the guest reads (a server proxy sees each
@@ -99,6 +103,8 @@ class BootProfiles:
         """A reader read [start, end) of the regular file of ``state``."""
         fh = state.fh
         key = version_key(state.fattr)
+        if self.stream is not None:
+            self.stream.note_read(fh)
         if self.record:
             self._touch(call, state, key, start, end)
         if (self.prefetch or self.stream is not None) and \
@@ -170,8 +176,11 @@ class BootProfiles:
             spent = await self._prefetch(call, state, key)
         if spent is None or self.stream is None:
             return
+        loaded = self._loaded.get(state.fh)
+        profiled = loaded is not None and loaded[0] == key and \
+            loaded[1] is not None and bool(loaded[1].blocks)
         try:
-            await self.stream.run(call, state, key, spent)
+            await self.stream.run(call, state, key, spent, profiled)
         except asyncio.CancelledError:
             raise
         except Exception:

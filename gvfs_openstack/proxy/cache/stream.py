@@ -11,7 +11,21 @@ zstd-compressed bulk READs of ``chunk_size`` bytes (a golden image's
 file system compresses to about a third).  Later boots on the host then
 read nothing across the link.
 
-It must never slow the reader it works for:
+It must never slow the reader it works for.  On the host's two cores a
+stream costs CPU (decompression, the cache's writes, and the DTN's
+compression) that a TCG guest booting beside it would rather have; it is
+worth that only while it saves the guest round trips across the WAN.
+So it waits until the file's readers have been quiet for
+:data:`QUIET_SECONDS` (at most ``max_wait`` seconds) before it goes on,
+when
+
+* the image has a boot profile: the prefetch already fetched what this
+  boot reads, the stream is for later boots and stray blocks;
+* its first chunk came back within :data:`NEAR_SECONDS`: the next hop is
+  a LAN proxy that holds the image, and a miss costs little.
+
+Only the first boot of an image across a WAN streams at once, beside its
+guest.  Then:
 
 * it keeps at most ``window`` bytes *on the wire* in flight (counted
   from the compression seen so far), below the link's bandwidth-delay
@@ -31,6 +45,8 @@ proxy answers the bulk READs it can from its own cache (see
 the LAN.
 """
 
+import asyncio
+import collections
 import time
 
 from oslo_log import log as logging
@@ -46,6 +62,12 @@ LOG = logging.getLogger(__name__)
 #: the least one assumed after (so that a window of zeros stays bounded).
 FIRST_RATIO = 1.0
 MIN_RATIO = 1.0 / 16
+#: A first chunk back within this many seconds came from near by.
+NEAR_SECONDS = 0.01
+#: Seconds without a READ of the file after which its boot is over.
+QUIET_SECONDS = 5.0
+#: Files whose last READ is remembered.
+MAX_FILES = 4096
 
 
 class _StreamStopped(Exception):
@@ -60,7 +82,8 @@ class ImageStreams:
     """
 
     def __init__(self, reads, upstream, counters, chunk_size=1024 * 1024,
-                 window=1024 * 1024, max_bytes=None):
+                 window=1024 * 1024, max_bytes=None, max_wait=600.0,
+                 quiet_seconds=QUIET_SECONDS, clock=time.monotonic):
         self.reads = reads
         self.upstream = upstream
         self.counters = counters
@@ -69,17 +92,42 @@ class ImageStreams:
                                        reads.max_fetch_blocks))
         self.window = max(window, bs)
         self.max_bytes = max_bytes
+        self.max_wait = max_wait
+        self.quiet_seconds = quiet_seconds
+        self.clock = clock
         #: Until when the next hop is known not to serve the bulk channel.
         self._plain_until = 0.0
+        #: fh -> when a reader last read it.
+        self._read_at = collections.OrderedDict()
+
+    def note_read(self, fh):
+        """A reader read the file ``fh`` (every READ, hit or miss)."""
+        self._read_at.pop(fh, None)
+        self._read_at[fh] = self.clock()
+        if len(self._read_at) > MAX_FILES:
+            self._read_at.popitem(last=False)
+
+    async def until_quiet(self, fh, since):
+        """Until ``fh`` has not been read for ``quiet_seconds``, or
+        ``max_wait`` seconds after ``since``."""
+        while True:
+            now = self.clock()
+            idle = now - self._read_at.get(fh, since)
+            left = since + self.max_wait - now
+            if idle >= self.quiet_seconds or left <= 0:
+                return
+            self.counters.stream_waits += 1
+            await asyncio.sleep(min(self.quiet_seconds - idle, left))
 
     def _current(self, state, key):
         now = self.reads.files.get(state.fh)
         return now is not None and version_key(now.fattr) == key
 
-    async def run(self, call, state, key, spent=0):
+    async def run(self, call, state, key, spent=0, profiled=False):
         """Stream the file of ``state`` (version ``key``) into the cache.
 
-        ``spent`` bytes of its share of the cache went to its profile.
+        ``spent`` bytes of its share of the cache went to its profile;
+        ``profiled`` says it had one (the stream then waits for quiet).
         Returns the blocks it fetched.  Only files with a zero map (a
         metadata sidecar: golden images) are streamed, and not those
         whose sidecar says ``whole_file`` (:mod:`bulk_fetch` has them).
@@ -88,21 +136,23 @@ class ImageStreams:
                 state.sidecar.action == "whole_file":
             return 0    # Not a golden image, or one that comes whole.
         self.counters.streams += 1
-        started = time.monotonic()
+        started = self.clock()
+        if profiled:
+            await self.until_quiet(state.fh, started)
         budget = None if self.max_bytes is None else self.max_bytes - spent
-        plain = time.monotonic() < self._plain_until
+        plain = self.clock() < self._plain_until
         fetched = 0
         try:
             while True:
                 try:
                     fetched += await self._stream(call, state, key, budget,
-                                                  plain)
+                                                  plain, started, profiled)
                     break
                 except _BulkUnavailable as e:
                     if plain:
                         raise _StreamStopped(str(e)) from e
                     LOG.info("image stream: %s; plain READs instead", e)
-                    self._plain_until = time.monotonic() + \
+                    self._plain_until = self.clock() + \
                         bulk_fetch.UNAVAILABLE_RETRY
                     self.counters.streams_plain += 1
                     plain = True
@@ -112,7 +162,7 @@ class ImageStreams:
             return fetched
         self.counters.streams_done += 1
         LOG.info("image stream: %d blocks fetched in %.2f s", fetched,
-                 time.monotonic() - started)
+                 self.clock() - started)
         return fetched
 
     def _runs(self, state):
@@ -125,7 +175,8 @@ class ImageStreams:
                       if reads.wanted(state, b)]
             yield from reads.runs(wanted)
 
-    async def _stream(self, call, state, key, budget, plain):
+    async def _stream(self, call, state, key, budget, plain, started,
+                      waited):
         reads = self.reads
         bs = reads.block_size
         size = state.fattr.size
@@ -145,10 +196,18 @@ class ImageStreams:
                     budget -= run_bytes
                 wire = run_bytes * progress.ratio
                 await self._room(window, wire, progress)
+                sent = self.clock()
                 window.add(reads.fetch(call, state, first, count, reader),
                            wire)
                 self.counters.stream_blocks += count
                 fetched += count
+                if not waited:
+                    # The first chunk alone: how far away is its source?
+                    waited = True
+                    await self._room(window, None, progress)
+                    if self.clock() - sent < NEAR_SECONDS:
+                        self.counters.streams_near += 1
+                        await self.until_quiet(state.fh, started)
             await self._room(window, None, progress)
         finally:
             window.cancel()
