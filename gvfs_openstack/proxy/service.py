@@ -212,7 +212,8 @@ class ProxyService:
                     self.counters.part(counters.StreamCounters),
                     chunk_size=opts.stream_chunk_kb * 1024,
                     window=opts.stream_window_kb * 1024, max_bytes=share,
-                    max_wait=opts.profile_max_seconds)
+                    max_wait=opts.profile_max_seconds,
+                    quiet_seconds=opts.profile_quiet_seconds)
             boot_profiles = cached_reads.profiles = profiles.BootProfiles(
                 cached_reads, side, upstream,
                 self.counters.part(counters.ProfileCounters),

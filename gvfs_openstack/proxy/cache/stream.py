@@ -16,8 +16,9 @@ stream costs CPU (decompression, the cache's writes, and the DTN's
 compression) that a TCG guest booting beside it would rather have; it is
 worth that only while it saves the guest round trips across the WAN.
 So it waits until the file's readers have been quiet for
-:data:`QUIET_SECONDS` (at most ``max_wait`` seconds) before it goes on,
-when
+``quiet_seconds`` (the profiles' ``profile_quiet_seconds``, long enough
+to span the pause between Nova's clone and the guest's first read; at
+most ``max_wait`` seconds) before it goes on, when
 
 * the image has a boot profile: the prefetch already fetched what this
   boot reads, the stream is for later boots and stray blocks;
@@ -64,8 +65,6 @@ FIRST_RATIO = 1.0
 MIN_RATIO = 1.0 / 16
 #: A first chunk back within this many seconds came from near by.
 NEAR_SECONDS = 0.01
-#: Seconds without a READ of the file after which its boot is over.
-QUIET_SECONDS = 5.0
 #: Files whose last READ is remembered.
 MAX_FILES = 4096
 
@@ -83,7 +82,7 @@ class ImageStreams:
 
     def __init__(self, reads, upstream, counters, chunk_size=1024 * 1024,
                  window=1024 * 1024, max_bytes=None, max_wait=600.0,
-                 quiet_seconds=QUIET_SECONDS, clock=time.monotonic):
+                 quiet_seconds=30.0, clock=time.monotonic):
         self.reads = reads
         self.upstream = upstream
         self.counters = counters
