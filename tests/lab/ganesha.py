@@ -4,14 +4,28 @@
 Ganesha 4 registers its programs with rpcbind and will not start without
 one, so the lab starts ``rpcbind`` itself when none is running (and stops
 only that one).  Clients never use rpcbind: ports are given explicitly.
+
+rpcbind holds one address per program, machine-wide: two Ganeshas of two
+pytest-xdist workers starting at once race for it, and the loser exits
+("Cannot register NFS V3 on TCP") or runs on without serving MOUNT
+(clients then get PROG_UNAVAIL).  The lab checks that a new Ganesha
+answers both programs and starts it again if not.
 """
 
 import os
+import random
 import shutil
 import socket
+import struct
 import time
 
 from tests.lab import process
+
+#: Starts of a Ganesha that lost rpcbind to another before the lab
+#: gives up.
+START_ATTEMPTS = 5
+NFS_PROGRAM = 100003
+MOUNT_PROGRAM = 100005
 
 _CONFIG = """
 NFS_CORE_PARAM {{
@@ -94,18 +108,40 @@ class Ganesha:
         self._start()
 
     def _start(self):
+        for attempt in range(START_ATTEMPTS):
+            if attempt:
+                # Let the other Ganesha's registration end first.
+                time.sleep(random.uniform(0.2, 1.0))
+            try:
+                self.process = self._launch()
+            except process.LabError:
+                if attempt + 1 == START_ATTEMPTS:
+                    raise
+                continue
+            if _serves(self.nfs_port, NFS_PROGRAM, 3) and \
+                    _serves(self.mount_port, MOUNT_PROGRAM, 3):
+                break
+            self.process.stop(timeout=20)
+        else:
+            raise process.LabError(
+                "ganesha.nfsd does not serve NFS and MOUNT on ports %d and "
+                "%d after %d starts (see %s)" % (
+                    self.nfs_port, self.mount_port, START_ATTEMPTS,
+                    os.path.join(self.workdir, "ganesha.log")))
+        # Ganesha takes its boot time before it listens, so the second it
+        # is ready in bounds the second its write verifier was made in.
+        self.started_at = time.time()
+
+    def _launch(self):
         binary = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
         workdir = self.workdir
-        self.process = process.start_listening(
+        return process.start_listening(
             "ganesha.nfsd",
             [binary, "-F", "-f", self.config,
              "-L", os.path.join(workdir, "ganesha.log"),
              "-p", os.path.join(workdir, "ganesha.pid"), "-N", "NIV_EVENT"],
             os.path.join(workdir, "ganesha.out"),
             [self.nfs_port, self.mount_port])
-        # Ganesha takes its boot time before it listens, so the second it
-        # is ready in bounds the second its write verifier was made in.
-        self.started_at = time.time()
 
     def restart(self):
         """Stop and start again on the same ports: a server reboot.
@@ -127,6 +163,28 @@ class Ganesha:
 
     def stop(self):
         self.process.stop(timeout=20)
+
+
+def _serves(port, program, version):
+    """Whether the RPC server on ``port`` accepts ``program``'s NULL call.
+
+    AUTH_NONE; accepted means the reply's accept status is SUCCESS.
+    """
+    call = struct.pack(">10I", 1, 0, 2, program, version, 0, 0, 0, 0, 0)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(struct.pack(">I", 0x80000000 | len(call)) + call)
+            reply = b""
+            while len(reply) < 28:
+                got = s.recv(28 - len(reply))
+                if not got:
+                    return False
+                reply += got
+    except OSError:
+        return False
+    # Record mark, xid, REPLY, MSG_ACCEPTED, verifier (flavor, empty),
+    # accept status.
+    return struct.unpack(">7I", reply)[6] == 0
 
 
 def nfs_url(export, path, nfs_port, mount_port, host="127.0.0.1"):
