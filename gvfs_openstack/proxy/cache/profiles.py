@@ -228,11 +228,6 @@ class BootProfiles:
                     order.append(block)
         return order
 
-    def _current(self, state, key):
-        """Whether the file is still the version the prefetch is for."""
-        now = self.reads.files.get(state.fh)
-        return now is not None and version_key(now.fattr) == key
-
     async def _fetch_in_order(self, call, state, key, found):
         reads = self.reads
         bs = reads.block_size
@@ -243,7 +238,7 @@ class BootProfiles:
         fetched = 0
         i = 0
         while i < len(order):
-            if not self._current(state, key):
+            if not self.reads.is_version(state, key):
                 self.counters.prefetch_stopped += 1
                 break
             # A run: blocks next in the profile that are also next on
@@ -317,7 +312,7 @@ class BootProfiles:
         finally:
             if self._recordings.get(fh, (None, None))[1] is recording:
                 self._recordings.pop(fh)
-        if not len(recording) or not self._current(state, key):
+        if not len(recording) or not self.reads.is_version(state, key):
             return
         if recording.is_copy(key[0]):
             LOG.info("not keeping a boot profile of a file read through "

@@ -250,6 +250,15 @@ class CachedReads:
                 if future.done() and not future.cancelled():
                     future.exception()  # Retrieved: the reader may be gone.
 
+    def is_version(self, state, key):
+        """Whether the file of ``state`` is still version ``key``.
+
+        For work that runs on behind its reader (a prefetch, a stream):
+        it stops when the file changes or is forgotten.
+        """
+        now = self.files.get(state.fh)
+        return now is not None and version_key(now.fattr) == key
+
     def zeros_of(self, state):
         """The file's zero map, if it holds for the file as it is now."""
         if state.zeros is not None and \

@@ -53,7 +53,6 @@ import time
 from oslo_log import log as logging
 
 from gvfs_openstack.proxy.cache import bulk_fetch
-from gvfs_openstack.proxy.cache.freshness import version_key
 from gvfs_openstack.proxy.cache.reads import FetchError
 from gvfs_openstack.proxy.cache.window import FetchWindow
 
@@ -118,10 +117,6 @@ class ImageStreams:
             self.counters.stream_waits += 1
             await asyncio.sleep(min(self.quiet_seconds - idle, left))
 
-    def _current(self, state, key):
-        now = self.reads.files.get(state.fh)
-        return now is not None and version_key(now.fattr) == key
-
     async def run(self, call, state, key, spent=0, profiled=False):
         """Stream the file of ``state`` (version ``key``) into the cache.
 
@@ -185,7 +180,7 @@ class ImageStreams:
         fetched = 0
         try:
             for first, count in self._runs(state):
-                if not self._current(state, key):
+                if not self.reads.is_version(state, key):
                     raise _StreamStopped("the file changed")
                 run_bytes = min(count * bs, size - first * bs)
                 if budget is not None:
