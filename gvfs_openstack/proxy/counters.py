@@ -130,6 +130,8 @@ class StreamCounters:
     #: Times a stream waited for its file's readers to be quiet.
     stream_waits: int = 0
     stream_blocks: int = 0
+    #: Blocks a stream left to their readers: their cache set was full.
+    stream_blocks_no_room: int = 0
     stream_raw_bytes: int = 0
     stream_wire_bytes: int = 0
 

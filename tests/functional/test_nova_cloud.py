@@ -36,12 +36,10 @@ FLAVOR = "lab.tiny"
 FLAVOR_2 = "lab.small"
 #: The second compute host's name (Nova's host, libvirtd's host name).
 HOST_2 = "lab-compute-2"
-#: No image stream here: it fills half of a 512 MiB cache, and in the
-#: cache's 4-way sets it then evicts the LAN proxy's boot set, which the
-#: second-host test checks is served from the LAN (a stream must not
-#: evict hot blocks: issue 41).
-CACHE = {"capacity_mb": 512, "consistency": "immutable",
-         "stream_images": False}
+#: With the image stream (the default): it fills half of the cache but
+#: pushes out no block, so the LAN proxy keeps the boot set the
+#: second-host test checks is served from the LAN.
+CACHE = {"capacity_mb": 512, "consistency": "immutable"}
 MARKER_TIMEOUT = 240.0
 
 

@@ -51,6 +51,43 @@ def test_least_recently_used_way_is_replaced(tmp_path, geometry):
     assert store.get(d, 0)[0] == b"a" and store.get(d, 8)[0] == b"c"
 
 
+def test_a_speculative_block_takes_only_a_free_frame(tmp_path, geometry):
+    store = BlockStore(str(tmp_path), geometry)
+    d = fh_digest(b"f")
+    # Blocks 0, 4 and 8 share a set of 2 ways.
+    assert store.has_room(d, 0)
+    assert store.put(d, 0, b"a", A1)
+    assert store.put(d, 4, b"s", A1, speculative=True)
+    assert not store.has_room(d, 8)
+    assert not store.put(d, 8, b"c", A1, speculative=True)
+    assert store.get(d, 8) is None
+    assert store.get(d, 0)[0] == b"a" and store.get(d, 4)[0] == b"s"
+    # Its own frame it may refresh.
+    assert store.has_room(d, 4)
+    assert store.put(d, 4, b"t", A1, speculative=True)
+    assert store.get(d, 4)[0] == b"t"
+
+
+def test_a_speculative_block_goes_first_until_a_reader_uses_it(
+        tmp_path, geometry):
+    store = BlockStore(str(tmp_path), geometry)
+    d = fh_digest(b"f")
+    store.put(d, 4, b"s", A1, speculative=True)
+    # Put after the speculative block, used before it: still younger.
+    store.put(d, 0, b"a", A1)
+    store.put(d, 8, b"c", A1)
+    assert store.get(d, 4) is None
+    assert store.get(d, 0)[0] == b"a" and store.get(d, 8)[0] == b"c"
+    # A speculative block a reader got ages like any other.
+    store.drop_all()
+    store.put(d, 0, b"a", A1)
+    store.put(d, 4, b"s", A1, speculative=True)
+    assert store.get(d, 4)[0] == b"s"
+    store.put(d, 8, b"c", A1)
+    assert store.get(d, 0) is None
+    assert store.get(d, 4)[0] == b"s"
+
+
 def test_a_warm_cache_survives_reopening(tmp_path, geometry):
     store = BlockStore(str(tmp_path), geometry)
     d = fh_digest(b"f")

@@ -16,6 +16,8 @@ from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.cache.store import Attrs
+from gvfs_openstack.proxy.cache.store import fh_digest
 from gvfs_openstack.proxy.cache import stream
 from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy.upstream_calls import CallRefused
@@ -388,5 +390,47 @@ def test_a_busy_file_is_streamed_after_max_wait_all_the_same(tmp_path):
         streams = cached.profiles.stream.counters
         await until(lambda: streams.streams_done)
         assert streams.streams_near == 1
+        await cached.profiles.stop()
+    asyncio.run(scenario())
+
+
+def test_the_stream_pushes_no_block_out_of_the_cache(tmp_path):
+    """Where a block's cache set is full, the block is left to its reader."""
+    async def scenario():
+        d = BulkDirectory()
+        data = golden(d)
+        cached = with_stream(tmp_path, d)
+        store = cached.store
+        geometry = store.geometry
+        digest = fh_digest(b"fh:golden")
+        # Another image's blocks, all used, fill every way of the sets
+        # of golden blocks 10 to 13.
+        other = fh_digest(b"fh:other")
+        base = int.from_bytes(digest[:8], "little")
+        other_base = int.from_bytes(other[:8], "little")
+        used = []
+        for block in range(10, 14):
+            wanted_set = (base + block) % geometry.sets
+            first = (wanted_set - other_base) % geometry.sets
+            for way in range(geometry.ways):
+                other_block = first + way * geometry.sets
+                store.put(other, other_block, b"o" * BS, Attrs(1, 1, 1))
+                used.append(other_block)
+        await open_file(cached, d, "golden")
+        await cached.read(read_call("golden", 50 * BS, BS))
+        streams = cached.profiles.stream.counters
+        await until(lambda: streams.streams_done)
+        assert streams.stream_blocks_no_room == 4
+        assert set(range(BLOCKS)) - set(present(cached)) == set(
+            range(10, 14))
+        assert not any(first <= 10 < first + count
+                       for first, count in bulk_reads(d))
+        # The other image kept every block.
+        assert all(store.get(other, b) for b in used)
+        # The reader of block 11 fetches it itself.
+        misses = cached.counters.cache_misses
+        reply = await cached.read(read_call("golden", 11 * BS, BS))
+        assert bytes(reply[1]) == data[11 * BS:12 * BS]
+        assert cached.counters.cache_misses == misses + 1
         await cached.profiles.stop()
     asyncio.run(scenario())

@@ -87,6 +87,9 @@ class CachedReads:
         self._inflight = {}
         #: (digest, block) of fetches in flight that a WRITE overtook.
         self._overtaken = set()
+        #: (digest, block) of speculative fetches a reader joined: stored
+        #: like any block a reader asked for.
+        self._claimed = set()
         #: Zeros to send: never written, so calloc's pages stay shared.
         self._zeros = memoryview(bytes(max(max_read, self.block_size)))
         self._zero_block = self._zeros[:self.block_size]
@@ -158,14 +161,17 @@ class CachedReads:
             pass  # Forwarded, the call gets the same answer.
         return None
 
-    def fetch(self, call, state, first, count, reader=None):
+    def fetch(self, call, state, first, count, reader=None,
+              speculative=False):
         """Start fetching ``count`` blocks from ``first`` upstream.
 
         One READ, or with a zero map one READ per non-zero part; or one
         call of ``reader(call, state, start, end)``, which returns
         ``(data, fattr, eof)`` like :meth:`_read_range` (the image
         stream's bulk READs).  Readers of these blocks meanwhile wait
-        for this fetch instead of sending their own.
+        for this fetch instead of sending their own.  ``speculative``
+        blocks are stored only where they push nothing out
+        (:meth:`BlockStore.put`).
         """
         loop = asyncio.get_running_loop()
         futures = {}
@@ -173,7 +179,7 @@ class CachedReads:
             futures[block] = self._inflight[(state.digest, block)] = \
                 loop.create_future()
         loop.create_task(self._fill(call, state, first, count, futures,
-                                    reader))
+                                    reader, speculative))
         return futures
 
     async def _read_range(self, call, fh, start, end):
@@ -206,7 +212,8 @@ class CachedReads:
             e - s for s, e in parts)
         return data, fattr
 
-    async def _fill(self, call, state, first, count, futures, reader):
+    async def _fill(self, call, state, first, count, futures, reader,
+                    speculative):
         bs = self.block_size
         fh = state.fh
         reports = state.reports
@@ -233,7 +240,9 @@ class CachedReads:
                 chunk = data[i * bs:(i + 1) * bs]
                 if chunk and (len(chunk) == bs or eof) and keep and \
                         (fresh.digest, block) not in self._overtaken:
-                    self.store.put(fresh.digest, block, chunk, attrs)
+                    self.store.put(fresh.digest, block, chunk, attrs,
+                                   speculative and (state.digest, block)
+                                   not in self._claimed)
                 futures[block].set_result((chunk, attrs))
         except BaseException as e:
             for future in futures.values():
@@ -246,6 +255,7 @@ class CachedReads:
             for block in futures:
                 self._inflight.pop((state.digest, block), None)
                 self._overtaken.discard((state.digest, block))
+                self._claimed.discard((state.digest, block))
             for future in futures.values():
                 if future.done() and not future.cancelled():
                     future.exception()  # Retrieved: the reader may be gone.
@@ -390,6 +400,7 @@ class CachedReads:
                 self.counters.cache_hits += 1
             elif (state.digest, block) in self._inflight:
                 waiting[block] = self._inflight[(state.digest, block)]
+                self._claimed.add((state.digest, block))
                 self.counters.cache_collapsed += 1
             else:
                 missing.append(block)
@@ -445,6 +456,10 @@ class CachedReads:
         return (state.digest, block) not in self._inflight and \
             not self.present(state, block, min(
                 self.block_size, state.fattr.size - block * self.block_size))
+
+    def room_for(self, state, block):
+        """Whether a speculative fetch of ``block`` would be kept."""
+        return self.store.has_room(state.digest, block)
 
     def _window(self, stream, count):
         """Bytes to read ahead of a reader ``stream.streak`` READs in a row.

@@ -232,11 +232,17 @@ class BlockStore:
                 return None
             return tag[4], Attrs(*tag[6:9])
 
-    def put(self, digest, block, data, attrs):
+    def put(self, digest, block, data, attrs, speculative=False):
         """Store a block (at most block_size bytes) fetched under attrs.
 
         Returns False if the disk refused it (full, failing): the cache
         then simply does not hold the block.
+
+        A ``speculative`` block (one nobody asked for yet: the image
+        stream's) takes only its own frame or a free one, and enters as
+        the least recently used: it never pushes out a block a reader
+        used, and is the first to go when a reader needs the frame.
+        Returns False when its set has no free frame.
         """
         if len(data) > self.geometry.block_size:
             raise ValueError("block of %d bytes exceeds the block size"
@@ -247,6 +253,8 @@ class BlockStore:
                 return False
             if frame is None:
                 frame = self._victim(bank, first)
+                if speculative and self._is_valid(bank, frame):
+                    return False
             offset = frame * TAG_SIZE
             # Invalidate, write the data, then the tag: a crash in between
             # leaves an invalid or CRC-failing frame, never a wrong one.
@@ -265,11 +273,31 @@ class BlockStore:
                 self.io_errors += 1
                 return False
             bank.verified[frame] = 1
-            self._clock += 1
+            if speculative:
+                stamp = 0
+            else:
+                self._clock += 1
+                stamp = self._clock
             _TAG.pack_into(bank.tags, offset, _VALID, zlib.crc32(data),
                            digest, block, len(data), 0, attrs.size,
-                           attrs.mtime, attrs.ctime, self._clock)
+                           attrs.mtime, attrs.ctime, stamp)
             return True
+
+    def has_room(self, digest, block):
+        """Whether a speculative :meth:`put` of the block would be kept.
+
+        The block has a frame already, or its set has a free one.
+        """
+        with self._lock:
+            bank, first, frame, _ = self._lookup(digest, block)
+            if bank is None:
+                return False
+            return frame is not None or not self._is_valid(
+                bank, self._victim(bank, first))
+
+    @staticmethod
+    def _is_valid(bank, frame):
+        return _TAG.unpack_from(bank.tags, frame * TAG_SIZE)[0] == _VALID
 
     def _victim(self, bank, first):
         best, best_stamp = first, None

@@ -160,13 +160,23 @@ class ImageStreams:
         return fetched
 
     def _runs(self, state):
-        """Runs of blocks the cache still needs, in file order."""
+        """Runs of blocks the cache still needs and has room for.
+
+        In file order.  A block whose cache set holds no free frame is
+        left to its reader: the stream pushes nothing out.
+        """
         reads = self.reads
         blocks = -(-state.fattr.size // reads.block_size)
         for first in range(0, blocks, self.chunk_blocks):
-            wanted = [b for b in range(first, min(first + self.chunk_blocks,
-                                                  blocks))
-                      if reads.wanted(state, b)]
+            wanted = []
+            for block in range(first, min(first + self.chunk_blocks,
+                                          blocks)):
+                if not reads.wanted(state, block):
+                    continue
+                if reads.room_for(state, block):
+                    wanted.append(block)
+                else:
+                    self.counters.stream_blocks_no_room += 1
             yield from reads.runs(wanted)
 
     async def _stream(self, call, state, key, budget, plain, started,
@@ -191,8 +201,8 @@ class ImageStreams:
                 wire = run_bytes * progress.ratio
                 await self._room(window, wire, progress)
                 sent = self.clock()
-                window.add(reads.fetch(call, state, first, count, reader),
-                           wire)
+                window.add(reads.fetch(call, state, first, count, reader,
+                                       speculative=True), wire)
                 self.counters.stream_blocks += count
                 fetched += count
                 if not waited:
