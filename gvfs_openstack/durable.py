@@ -4,6 +4,8 @@
 import contextlib
 import os
 
+from gvfs_openstack import safe_files
+
 
 def fsync_path(path):
     """fsync ``path``, a file or a directory, by name.
@@ -40,10 +42,11 @@ def replace_with(target, data, mode=0o644):
     crash leaves no half-written file under ``target``'s name (the name
     itself is durable once its directory is fsync'd: :func:`fsync_path`).
     Whatever fails -- the write, the close, the rename -- leaves no
-    temporary file behind.
+    temporary file behind.  The temporary name is random and made
+    exclusively, and the rename replaces a link at ``target`` rather
+    than follow it: a link planted beside the target gets nothing.
     """
-    tmp = "%s.tmp-%d" % (target, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd, tmp = safe_files.create_temporary(target, mode)
     try:
         try:
             pwrite_all(fd, data, 0)

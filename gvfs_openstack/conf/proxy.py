@@ -110,8 +110,21 @@ listen_opts = [
 
 On a server proxy list only the tunnel endpoints: the address sshd connects
 from (for ``ssh`` tunnels) or the client proxies (for ``tls`` and ``tcp``).
-Empty: every peer may connect -- only sensible on a client proxy that
-listens on loopback.
+Empty: every peer may connect -- only allowed on a client proxy, and off
+loopback only with TLS. A server proxy with an empty list, a plain TCP
+listener off loopback with an empty list, and a server proxy's plain TCP
+listener off loopback do not start unless ``trusted_network`` is set.
+Related options: trusted_network.
+"""),
+    cfg.BoolOpt("trusted_network", default=False,
+                help="""Start a listener exposed beyond what its role needs.
+
+Off: the proxy refuses to start with a configuration that serves every
+host that reaches it, or sends a server proxy's images in clear off
+loopback (see ``allowed_peers``). On: it starts and logs a warning; only
+for a network where every host that can reach the listener, and every
+link between, is trusted (a lab, a private rack network).
+Related options: allowed_peers, tls_cert.
 """),
     cfg.StrOpt("tls_cert",
                help="""Certificate (PEM) to serve TLS with.

@@ -41,6 +41,7 @@ from gvfs_openstack.delta import blocks
 from gvfs_openstack.delta import codec
 from gvfs_openstack.delta import prefill
 from gvfs_openstack import durable
+from gvfs_openstack import safe_files
 
 READ_SIZE = 8 * 1024 * 1024
 _ZEROS = memoryview(bytes(READ_SIZE))
@@ -195,8 +196,8 @@ def apply(base_path, delta_path, output, hash_algo=None, expected=None,
         check = _Check(base, base_st, base_signature, digest)
         prefilled = prefilled_from is not None and \
             prefill.identity(base_st) == prefilled_from
-        out = os.open(output, os.O_WRONLY if prefilled else
-                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        out = safe_files.open_output(output, mode, truncate=not prefilled,
+                                     create=not prefilled)
         try:
             try:
                 _rebuild(delta_path, parser, check, _Output(

@@ -12,6 +12,7 @@ import os
 
 from gvfs_openstack.delta import blocks
 from gvfs_openstack.delta import codec
+from gvfs_openstack import safe_files
 
 
 @dataclasses.dataclass
@@ -54,10 +55,11 @@ def make(path, base, output, max_bytes=None):
         stats.written = False
         return stats
     trailer = codec.Trailer()
-    tmp = "%s.tmp-%d" % (output, os.getpid())
+    tmp = None
     fd = os.open(path, os.O_RDONLY)
     try:
-        with open(tmp, "wb") as out:
+        out_fd, tmp = safe_files.create_temporary(output, 0o640)
+        with open(out_fd, "wb") as out:
             out.write(trailer(codec.header(new.size, base.size,
                                            base.identity(),
                                            new.identity())))
@@ -78,8 +80,9 @@ def make(path, base, output, max_bytes=None):
         os.replace(tmp, output)
     except BaseException:
         # Light on purpose (no oslo_utils): gvfs-meta starts per step.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         raise
     finally:
         os.close(fd)

@@ -36,6 +36,7 @@ import struct
 
 from gvfs_openstack.delta import blocks
 from gvfs_openstack import durable
+from gvfs_openstack import safe_files
 
 #: Errors of copy_file_range that mean "not here": copy through memory.
 NO_COPY_RANGE = (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
@@ -83,9 +84,9 @@ def prefill(base_path, output, mode=0o644, going_on=None):
         signature = blocks.cached(base_path)
         zeros = signature.zero_runs() if signature is not None and \
             signature.matches(before.st_size, before.st_mtime_ns) else []
-        out = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        out = safe_files.open_output(output, mode)
         try:
-            with Copier(base, out, output) as copier:
+            with Copier(base, out) as copier:
                 for offset, length in _slices(outside(
                         data_extents(base, before.st_size), zeros)):
                     if going_on is not None and not going_on():
@@ -118,15 +119,15 @@ def _slices(runs):
 class Copier:
     """Copies ranges of ``base`` to the same offsets of ``out``.
 
-    ``out`` is open for writing, ``output`` its path (opened once more
-    for direct I/O).  A reflink is tried first, then direct I/O, each
+    ``out`` is open for writing.  For direct I/O it is opened once more
+    through ``/proc/self/fd``: the same file, whatever has its name by
+    then.  A reflink is tried first, then direct I/O, each
     given up for good at its first "not here" answer.
     """
 
-    def __init__(self, base, out, output):
+    def __init__(self, base, out):
         self.base = base
         self.out = out
-        self.output = output
         self.reflinks = True
         #: The output opened for direct I/O; None before it is tried and
         #: once the file system refused it.
@@ -179,7 +180,8 @@ class Copier:
         if self.buffer is None:
             self.buffer = mmap.mmap(-1, READ_SIZE)
             try:
-                self.direct = os.open(self.output, os.O_WRONLY | os.O_DIRECT)
+                self.direct = os.open("/proc/self/fd/%d" % self.out,
+                                      os.O_WRONLY | os.O_DIRECT)
             except OSError as e:
                 if e.errno not in NOT_HERE:
                     raise

@@ -131,3 +131,39 @@ class PeerAllowlist:
         if ip.version == 6 and ip.ipv4_mapped:
             ip = ip.ipv4_mapped
         return any(ip in net for net in self.networks)
+
+
+def _is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # A name: it may resolve to anything.
+
+
+def exposure(role, host, tls, allowed_peers):
+    """Why a listener so configured is open to more than its role needs.
+
+    None when it is not.  A server proxy serves the DTN's images to
+    whoever connects, after only the export guard and the identity map:
+    it must name its tunnel endpoints.  A listener off loopback without
+    TLS carries images and AUTH_SYS credentials in clear and believes
+    any address that reaches it; it must at least name its peers, and a
+    server proxy must not do it at all.  ``[listen] trusted_network``
+    overrides both, for networks the operator vouches for.
+    """
+    if role == "server" and not allowed_peers:
+        return ("a server proxy with an empty allowed_peers serves every "
+                "host that reaches it; name its tunnel endpoints")
+    if tls or _is_loopback(host):
+        return None
+    if not allowed_peers:
+        return ("a plain TCP listener on %s with an empty allowed_peers "
+                "serves every host that reaches it; name its peers or "
+                "use tls_cert" % host)
+    if role == "server":
+        return ("a server proxy listening on %s without TLS sends images "
+                "and credentials in clear; use tls_cert, or ssh tunnels "
+                "to a loopback listener" % host)
+    return None

@@ -111,8 +111,18 @@ class ProxyService:
         self.pools = []
         self.cache = None
         self.writeback = None
-        self.role = self._build_role()
         listen = conf.listen
+        exposed = policy.exposure(conf.proxy.role, listen.host,
+                                  bool(listen.tls_cert),
+                                  listen.allowed_peers)
+        if exposed is not None and not listen.trusted_network:
+            raise exceptions.InvalidConfig(
+                option="[listen] allowed_peers",
+                reason=exposed + " (or set [listen] trusted_network)")
+        if exposed is not None:
+            LOG.warning("listening exposed on a trusted network: %s",
+                        exposed)
+        self.role = self._build_role()
         ssl_context = None
         if listen.tls_cert:
             if not (listen.tls_key and listen.tls_ca):

@@ -13,6 +13,7 @@ from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack.conf import nova as nova_conf
 from gvfs_openstack.conf import opts
 from gvfs_openstack import exceptions
+from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import service
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -117,6 +118,10 @@ def test_sample_config_is_up_to_date(tmp_path, name):
             "run `tox -e genconfig` and commit the sample"
 
 
+#: A server proxy's listener that names its tunnel endpoint.
+PEERS = {"allowed_peers": ["127.0.0.1/32"]}
+
+
 def test_client_role_needs_an_upstream_port(make_conf):
     conf = make_conf(proxy={"role": "client"}, upstream={"tunnel": "tcp"})
     with pytest.raises(exceptions.InvalidConfig, match="port"):
@@ -133,13 +138,13 @@ def test_ssh_tunnel_needs_host_key_pinning(make_conf):
 
 
 def test_server_role_needs_exports(make_conf):
-    conf = make_conf(proxy={"role": "server"})
+    conf = make_conf(proxy={"role": "server"}, listen=PEERS)
     with pytest.raises(exceptions.InvalidConfig, match="export"):
         service.ProxyService(conf)
 
 
 def test_server_role_rejects_bad_id_maps(make_conf):
-    conf = make_conf(proxy={"role": "server"},
+    conf = make_conf(proxy={"role": "server"}, listen=PEERS,
                      server={"exports": ["/srv"], "uid_map": {"a": "1"}})
     with pytest.raises(exceptions.InvalidConfig, match="uid map"):
         service.ProxyService(conf)
@@ -147,6 +152,41 @@ def test_server_role_rejects_bad_id_maps(make_conf):
 
 def test_tls_listener_needs_key_and_ca(make_conf):
     conf = make_conf(proxy={"role": "server"}, server={"exports": ["/srv"]},
-                     listen={"tls_cert": "/c.pem"})
+                     listen=dict(PEERS, tls_cert="/c.pem"))
     with pytest.raises(exceptions.InvalidConfig, match="tls"):
         service.ProxyService(conf)
+
+
+@pytest.mark.parametrize("listen, why", [
+    ({}, "server proxy with an empty allowed_peers"),
+    ({"host": "0.0.0.0", "allowed_peers": ["192.0.2.0/24"]},
+     "without TLS sends images"),
+])
+def test_an_exposed_server_proxy_does_not_start(make_conf, listen, why):
+    conf = make_conf(proxy={"role": "server"}, listen=listen,
+                     server={"exports": ["/srv"]})
+    with pytest.raises(exceptions.InvalidConfig, match=why):
+        service.ProxyService(conf)
+
+
+def test_a_plain_client_listener_off_loopback_names_its_peers(make_conf):
+    conf = make_conf(proxy={"role": "client"}, listen={"host": "0.0.0.0"},
+                     upstream={"tunnel": "tcp", "port": 1})
+    with pytest.raises(exceptions.InvalidConfig,
+                       match="plain TCP listener on 0.0.0.0"):
+        service.ProxyService(conf)
+
+
+@pytest.mark.parametrize("role, host, tls, peers, exposed", [
+    ("server", "127.0.0.1", False, ["127.0.0.1/32"], False),
+    ("server", "::1", False, [], True),
+    ("server", "192.0.2.1", True, ["192.0.2.0/24"], False),
+    ("server", "dtn.example.org", False, ["192.0.2.0/24"], True),
+    ("client", "127.0.0.1", False, [], False),
+    ("client", "localhost", False, [], False),
+    ("client", "192.0.2.1", False, ["192.0.2.0/24"], False),
+    ("client", "192.0.2.1", True, [], False),
+    ("client", "::", False, [], True),
+])
+def test_exposure_of_a_listener(role, host, tls, peers, exposed):
+    assert (policy.exposure(role, host, tls, peers) is not None) == exposed

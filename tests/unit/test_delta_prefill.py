@@ -275,7 +275,7 @@ def _copied(tmp_path, offset, length, times=1):
     source = os.open(base, os.O_RDONLY)
     out = os.open(output, os.O_WRONLY | os.O_CREAT)
     try:
-        with prefill.Copier(source, out, output) as copier:
+        with prefill.Copier(source, out) as copier:
             for _ in range(times):
                 copier.copy(offset, length)
     finally:
@@ -349,7 +349,7 @@ def test_a_base_shorter_than_its_extents_is_a_changed_base(tmp_path):
     source = os.open(base, os.O_RDONLY)
     out = os.open(output, os.O_WRONLY | os.O_CREAT)
     try:
-        with prefill.Copier(source, out, output) as copier, \
+        with prefill.Copier(source, out) as copier, \
                 pytest.raises(prefill.BaseChanged):
             copier.copy(0, 4 * BLOCK)
     finally:

@@ -292,6 +292,14 @@ def test_proxy_configs_parse_with_the_proxy_options(devstack):
     assert "Path = %s;" % env["GVFS_DTN_EXPORT"] in ganesha
     assert "NFS_Port = 2049;" in ganesha
     assert "MNT_Port = 20048;" in ganesha
+    # Every NFS call is the file account's, root's included: a process
+    # on the DTN that skips the server proxy gets no root on the export.
+    server = _ini(devstack.conf_path("gvfs-proxy-server.conf"))
+    uid, gid = server["server"]["squash_uid"], server["server"]["squash_gid"]
+    assert "Squash = All_Squash;" in ganesha
+    assert "Anonymous_Uid = %s;" % uid in ganesha
+    assert "Anonymous_Gid = %s;" % gid in ganesha
+    assert "No_Root_Squash" not in ganesha
 
 
 def test_glance_gets_the_gvfs_store_as_default(devstack):
@@ -531,8 +539,9 @@ def test_kernel_nfs_server_and_tcp_tunnel(tmp_path):
     assert "gvfs-nfs" not in devstack.running()
     with open(env["GVFS_KERNEL_EXPORTS"]) as f:
         assert f.read() == (
-            "%s 127.0.0.1(rw,sync,insecure,no_subtree_check,"
-            "no_root_squash)\n" % env["GVFS_DTN_EXPORT"])
+            "%s 127.0.0.1(rw,sync,insecure,no_subtree_check,all_squash,"
+            "anonuid=%d,anongid=%d)\n" % (env["GVFS_DTN_EXPORT"],
+                                          os.getuid(), os.getgid()))
     nfs = _ini(env["GVFS_KERNEL_NFS_CONF"])
     assert nfs["mountd"]["port"] == "20048"
     calls = devstack.calls()
@@ -542,6 +551,9 @@ def test_kernel_nfs_server_and_tcp_tunnel(tmp_path):
     server = _oslo(devstack.conf_path("gvfs-proxy-server.conf"), groups)
     assert server.listen.host == "192.0.2.10"
     assert server.listen.allowed_peers == ["192.0.2.10/32", "127.0.0.1/32"]
+    # Plain TCP off loopback: the proxy starts only where it is said to
+    # be a trusted network.
+    assert server.listen.trusted_network is True
     client = _oslo(devstack.conf_path("gvfs-proxy-client.conf"), groups)
     assert (client.upstream.tunnel, client.upstream.host) == ("tcp",
                                                               "192.0.2.10")
