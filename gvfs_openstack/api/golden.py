@@ -3,7 +3,8 @@
 refused, for the users who may see its image.
 
 The target of the check is the image's owner project, as Glance shows
-it to the conductor.  Compute hosts are shown only to those allowed
+it to the conductor; another project's image the caller may not see is
+answered as a missing one.  Compute hosts are shown only to those allowed
 ``gvfs:golden_image:references:host`` (admin), as Nova shows them.
 """
 
@@ -19,14 +20,19 @@ class GoldenImagesController:
         self.rules = rules
 
     def references(self, request, image_id):
+        context = request.context
         try:
-            found = self.conductor.golden_references(request.context,
-                                                     image_id)
+            # The image first (Glance only): nobody makes the conductor
+            # walk a DTN for an image they may not see.
+            [image] = self.conductor.find_images(context, [image_id])
+            target = {"project_id": image["owner"]}
+            policy.authorize_object(
+                self.rules, policies.GOLDEN_REFERENCES, context, target,
+                exceptions.ImageNotFound(image=image_id,
+                                         site=image.get("site")))
+            found = self.conductor.golden_references(context, image["id"])
         except exceptions.ImageNotFound as e:
             raise faults.Fault(404, e.args[0]) from e
-        target = {"project_id": found["owner"]}
-        policy.authorize(self.rules, policies.GOLDEN_REFERENCES,
-                         request.context, target)
         hosts = policy.allowed(self.rules, policies.GOLDEN_REFERENCE_HOSTS,
                                request.context, target)
         references = [dict(ref) for ref in found["references"]]

@@ -30,6 +30,12 @@ def _migration(job, base_url):
     return view
 
 
+def _not_found(image):
+    """What a missing image named as ``image`` was named gets."""
+    return exceptions.ImageNotFound(image=image["requested_as"],
+                                    site=image.get("site"))
+
+
 class MigrationsController:
     def __init__(self, conductor, rules, conf):
         self.conductor = conductor
@@ -53,9 +59,9 @@ class MigrationsController:
         wanted = body["migration"]
         for image in self.conductor.find_images(request.context,
                                                 wanted["images"]):
-            policy.authorize(self.rules, policies.MIGRATION_CREATE,
-                             request.context,
-                             {"project_id": image["owner"]})
+            policy.authorize_object(
+                self.rules, policies.MIGRATION_CREATE, request.context,
+                {"project_id": image["owner"]}, _not_found(image))
         trust = self._delegate(request)
         try:
             job = self.conductor.migrate(
@@ -114,8 +120,9 @@ class MigrationsController:
 
     def _job(self, request, job_id, rule):
         job = self.conductor.show_job(request.context, job_id)
-        policy.authorize(self.rules, rule, request.context,
-                         {"project_id": job.get("project_id")})
+        policy.authorize_object(self.rules, rule, request.context,
+                                {"project_id": job.get("project_id")},
+                                exceptions.JobNotFound(job=job_id))
         return job
 
     def show(self, request, job_id):

@@ -2,7 +2,10 @@
 """Policy checks of gvfs-api: the enforcer and one ``authorize`` call.
 
 A refusal is logged with who asked for what, so an operator can see the
-attempts, and answered 403 with the rule's name.
+attempts.  It is answered 403 with the rule's name, and names no
+project; a refusal on an object of another project is answered as if
+the object did not exist (:func:`authorize_object`), as Nova and Glance
+do, so that nobody learns what exists in other projects, or whose it is.
 """
 
 from oslo_config import cfg
@@ -45,8 +48,26 @@ def allowed(rules, rule, context, target):
 def authorize(rules, rule, context, target):
     """Raise 403 unless ``context`` may do ``rule`` on ``target``."""
     if not allowed(rules, rule, context, target):
-        LOG.warning("refused %s to user %s of project %s (roles %s) on "
-                    "%s", rule, context.user_id, context.project_id,
-                    ",".join(context.roles), target)
-        raise faults.Fault(403, "Policy does not allow %s on project %s"
-                           % (rule, target.get("project_id")))
+        _refused(rule, context, target)
+        raise faults.Fault(403, "Policy does not allow %s" % rule)
+
+
+def authorize_object(rules, rule, context, target, not_found):
+    """:func:`authorize` of an object: raise ``not_found`` for others'.
+
+    ``not_found`` is the exception a missing object of that kind gets:
+    an object of another project that the caller may not act on is
+    answered exactly so.  One of the caller's own project gets the 403.
+    """
+    if allowed(rules, rule, context, target):
+        return
+    _refused(rule, context, target)
+    if target.get("project_id") != context.project_id:
+        raise not_found
+    raise faults.Fault(403, "Policy does not allow %s" % rule)
+
+
+def _refused(rule, context, target):
+    LOG.warning("refused %s to user %s of project %s (roles %s) on %s",
+                rule, context.user_id, context.project_id,
+                ",".join(context.roles), target)

@@ -12,6 +12,7 @@ from gvfs_openstack.api import params as params_mod
 from gvfs_openstack.api import policies
 from gvfs_openstack.api import policy
 from gvfs_openstack.api import schemas
+from gvfs_openstack import exceptions
 
 
 def _replication(view, base_url):
@@ -76,8 +77,10 @@ class ReplicationsController:
 
     def _policy(self, request, policy_id, rule):
         view = self.conductor.show_replication(request.context, policy_id)
-        policy.authorize(self.rules, rule, request.context,
-                         {"project_id": view["project_id"]})
+        policy.authorize_object(
+            self.rules, rule, request.context,
+            {"project_id": view["project_id"]},
+            exceptions.ReplicationNotFound(policy=policy_id))
         return view
 
     def show(self, request, policy_id):

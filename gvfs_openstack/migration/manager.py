@@ -139,9 +139,9 @@ class ConductorManager:
     def find_images(self, image_ids):
         """What gvfs-api checks policy on, for each image named."""
         source = sites.load(self.conf, self.local_site)
-        return [{key: image.get(key) for key in (
-            "id", "name", "owner", "visibility", "status", "requested_as")}
-            for image in self._find(source, image_ids)]
+        return [dict({key: image.get(key) for key in (
+            "id", "name", "owner", "visibility", "status", "requested_as")},
+            site=source.name) for image in self._find(source, image_ids)]
 
     def golden_references(self, image_id):
         """The source image's owner and who holds it on the DTN export."""

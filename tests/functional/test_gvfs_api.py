@@ -115,6 +115,22 @@ def _refused(result, message):
     assert message in result.stderr, result.stderr
 
 
+#: An id nothing has (an image id as Glance's schema wants one).
+NO_SUCH_ID = "00000000-0000-4000-8000-00000000dead"
+
+
+def _as_if_missing(api, user, command, real_id):
+    """``command`` (with ``{}`` for an id) refused to ``user`` on
+    ``real_id`` exactly as on an id that does not exist: no answer says
+    that another project's object exists, or whose it is."""
+    refused = api.openstack(user, *[a.format(real_id) for a in command])
+    missing = api.openstack(user, *[a.format(NO_SUCH_ID) for a in command])
+    assert refused.returncode == missing.returncode == 1, refused.stdout
+    assert refused.stderr == missing.stderr.replace(NO_SUCH_ID, real_id)
+    assert "project" not in refused.stderr.lower(), refused.stderr
+    return refused.stderr
+
+
 @pytest.fixture(scope="module")
 def alpha_job(api, alpha_image):
     """alpha's member migrates its own private image, and waits."""
@@ -220,21 +236,20 @@ def test_the_project_reads_its_jobs_and_others_are_refused(api, alpha_job):
     listed = _ok(api.openstack("alpha-reader", "gvfs", "migration", "list",
                                "-f", "json"))
     assert job_id in [job["ID"] for job in listed]
-    _refused(api.openstack("beta-member", "gvfs", "migration", "show",
-                           job_id), "Policy does not allow "
-             "gvfs:migration:show")
-    _refused(api.openstack("beta-member", "gvfs", "migration", "cancel",
-                           job_id), "Policy does not allow "
-             "gvfs:migration:cancel")
+    for action in ("show", "cancel"):
+        said = _as_if_missing(api, "beta-member",
+                              ("gvfs", "migration", action, "{}"), job_id)
+        assert "No migration job %s" % job_id in said
     theirs = _ok(api.openstack("beta-member", "gvfs", "migration", "list",
                                "-f", "json"))
     assert job_id not in [job["ID"] for job in theirs]
 
 
 def test_another_project_cannot_migrate_a_private_image(api, alpha_image):
-    _refused(api.openstack("beta-member", "gvfs", "migrate",
-                           alpha_image["id"], "--to", "west"),
-             "Policy does not allow gvfs:migration:create")
+    said = _as_if_missing(api, "beta-member",
+                          ("gvfs", "migrate", "{}", "--to", "west"),
+                          alpha_image["id"])
+    assert "Image %s not found" % alpha_image["id"] in said
     with open(api.log) as f:
         assert "refused gvfs:migration:create" in f.read()
 
@@ -294,9 +309,10 @@ def test_who_holds_a_golden_image_is_shown_to_its_project(
                              image["id"], "-f", "json"))
     assert seen == [{"Instance ID": instance, "Disk": "disk",
                      "Host": "compute-7"}]
-    _refused(api.openstack("beta-member", "gvfs", "golden", "reference",
-                           "list", image["id"]),
-             "Policy does not allow gvfs:golden_image:references")
+    said = _as_if_missing(api, "beta-member",
+                          ("gvfs", "golden", "reference", "list", "{}"),
+                          image["id"])
+    assert "Image %s not found" % image["id"] in said
 
 
 def test_tokens_are_required_and_checked(api):

@@ -29,10 +29,13 @@ class Conductor:
         self.calls = []
         self.replications = []
         self.bases = []
+        #: Images whose DTN references were looked for.
+        self.walked = []
 
     def find_images(self, context, image_ids):
         try:
-            return [self.images[i] for i in image_ids]
+            return [dict(self.images[i], requested_as=i, site="east")
+                    for i in image_ids]
         except KeyError as e:
             raise exceptions.ImageNotFound(image=e.args[0],
                                            site="east") from e
@@ -69,6 +72,7 @@ class Conductor:
         return self.show_job(context, job_id)
 
     def golden_references(self, context, image_id):
+        self.walked.append(image_id)
         if image_id not in self.images:
             raise exceptions.ImageNotFound(image=image_id, site="east")
         return {"image_id": image_id,
@@ -157,19 +161,29 @@ def test_a_member_migrates_its_projects_images_only(api):
     assert status == 202
     assert reply["migration"]["project_id"] == ALPHA
     assert "owner" not in reply["migration"]    # The runner's lease.
-    status, fault = api("POST", "/v1/migrations",
-                        body=_migrate(["img-a", "img-b"]))
-    assert status == 403
-    assert fault["forbidden"]["message"] == (
-        "Policy does not allow %s on project %s"
-        % (policies.MIGRATION_CREATE, BETA))
+    # Another project's image is answered as a missing one: the answer
+    # says neither that it exists nor whose it is.
+    refused = api("POST", "/v1/migrations", body=_migrate(["img-a",
+                                                           "img-b"]))
+    missing = api("POST", "/v1/migrations", body=_migrate(["img-a",
+                                                           "img-z"]))
+    assert refused[0] == missing[0] == 400
+    assert refused[1] == _renamed(missing[1], "img-z", "img-b")
+    assert BETA not in json.dumps(refused[1])
     assert api.conductor.calls == [("migrate", ALPHA, ["img-a"])]
 
 
+def _renamed(document, old, new):
+    """``document`` with every ``old`` in its strings made ``new``."""
+    return json.loads(json.dumps(document).replace(old, new))
+
+
 def test_a_reader_cannot_migrate_and_admin_can_anything(api):
-    status, _ = api("POST", "/v1/migrations", body=_migrate(["img-a"]),
-                    roles="reader")
-    assert status == 403
+    status, fault = api("POST", "/v1/migrations", body=_migrate(["img-a"]),
+                        roles="reader")
+    # Its own project's image: refused, naming only the rule.
+    assert (status, fault["forbidden"]["message"]) == (
+        403, "Policy does not allow %s" % policies.MIGRATION_CREATE)
     status, _ = api("POST", "/v1/migrations", body=_migrate(["img-b"]),
                     roles="admin,member,reader")
     assert status == 202
@@ -178,8 +192,12 @@ def test_a_reader_cannot_migrate_and_admin_can_anything(api):
 def test_jobs_are_seen_and_cancelled_by_their_project(api):
     api("POST", "/v1/migrations", body=_migrate(["img-a"]))
     assert api("GET", "/v1/migrations/job-0", roles="reader")[0] == 200
-    assert api("GET", "/v1/migrations/job-0", project=BETA)[0] == 403
-    assert api("POST", "/v1/migrations/job-0/cancel", project=BETA)[0] == 403
+    for method, path in (("GET", "/v1/migrations/%s"),
+                         ("POST", "/v1/migrations/%s/cancel")):
+        refused = api(method, path % "job-0", project=BETA)
+        missing = api(method, path % "job-9", project=BETA)
+        assert refused[0] == missing[0] == 404
+        assert refused[1] == _renamed(missing[1], "job-9", "job-0")
     assert api("POST", "/v1/migrations/job-0/cancel",
                roles="reader")[0] == 403
     assert api("POST", "/v1/migrations/job-0/cancel")[0] == 202
@@ -247,7 +265,15 @@ def test_golden_references_are_the_owners_to_see_hosts_admins(api):
     assert status == 200
     assert reply == {"image_id": "img-a", "references": [
         {"instance_id": "uuid-1", "disk": "disk"}]}
-    assert api("GET", path, project=BETA)[0] == 403
+    walked = list(api.conductor.walked)
+    refused = api("GET", path, project=BETA)
+    missing = api("GET", "/v1/golden-images/img-z/references",
+                  project=BETA)
+    assert refused[0] == missing[0] == 404
+    assert refused[1] == _renamed(missing[1], "img-z", "img-a")
+    # Nobody made the conductor walk the DTN for an image they may not
+    # see.
+    assert api.conductor.walked == walked
     status, reply = api("GET", path, project=BETA,
                         roles="admin,member,reader")
     assert reply["references"][0]["host"] == "cn-1"
@@ -308,9 +334,14 @@ def test_bad_replication_bodies_are_400_naming_the_field(api, body,
 def test_a_policy_is_its_projects_to_see_pause_and_delete(api):
     _, reply = api("POST", "/v1/replications", body=_replicate(tag="g"))
     path = "/v1/replications/%s" % reply["replication"]["id"]
-    assert api("GET", path, project=BETA)[0] == 403
-    assert api("POST", path + "/pause", project=BETA)[0] == 403
-    assert api("DELETE", path, project=BETA)[0] == 403
+    other = path.rsplit("/", 1)[0] + "/r-missing"
+    for method, suffix in (("GET", ""), ("POST", "/pause"),
+                           ("DELETE", "")):
+        refused = api(method, path + suffix, project=BETA)
+        missing = api(method, other + suffix, project=BETA)
+        assert refused[0] == missing[0] == 404
+        assert refused[1] == _renamed(missing[1], "r-missing",
+                                      path.rsplit("/", 1)[1])
     assert api("GET", "/v1/replications", project=BETA)[1] == \
         {"replications": []}
     assert api("POST", path + "/pause", roles="reader")[0] == 403
