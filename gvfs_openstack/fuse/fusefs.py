@@ -42,6 +42,7 @@ from gvfs_openstack import heap
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import LocalProtocolError
 from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
 
 LOG = logging.getLogger(__name__)
 
@@ -52,6 +53,9 @@ _DOTS = (".", "..")
 
 #: NAME_MAX: longer names are refused here rather than sent to the server.
 _NAME_MAX = 255
+
+#: What a write by anyone but root clears (chmod(2), "Privileges").
+_PRIVILEGE_BITS = stat.S_ISUID | stat.S_ISGID
 
 
 def _name(raw):
@@ -252,18 +256,73 @@ class GvfsFuse(pyfuse3.Operations):
             await self._commit_inode(inode)
             if self.read_cache is not None:
                 self.read_cache.invalidate(inode)
-        new = nfsattr.sattr(
-            {"mode": fields.update_mode, "uid": fields.update_uid,
-             "gid": fields.update_gid, "size": fields.update_size,
-             "atime": fields.update_atime,
-             "mtime": fields.update_mtime},
-            {"st_mode": attr.st_mode, "st_uid": attr.st_uid,
-             "st_gid": attr.st_gid, "st_size": attr.st_size,
-             "st_atime_ns": attr.st_atime_ns,
-             "st_mtime_ns": attr.st_mtime_ns})
-        wcc = await self.session.call("setattr", nfs_fh, new)
-        return self._entry(await self._attrs_of(
-            nfs_fh, wcc.obj_wcc.after), inode)
+        changes = {"mode": fields.update_mode, "uid": fields.update_uid,
+                   "gid": fields.update_gid, "size": fields.update_size,
+                   "atime": fields.update_atime,
+                   "mtime": fields.update_mtime}
+        values = {"st_mode": attr.st_mode, "st_uid": attr.st_uid,
+                  "st_gid": attr.st_gid, "st_size": attr.st_size,
+                  "st_atime_ns": attr.st_atime_ns,
+                  "st_mtime_ns": attr.st_mtime_ns}
+        dropped = await self._privileges_dropped(nfs_fh, changes, values)
+        after = None
+        if dropped is not None:
+            changes["mode"] = False
+            if any(changes.values()):
+                after = (await self.session.call("setattr", nfs_fh,
+                                                 nfsattr.sattr(
+                                                     changes, values))
+                         ).obj_wcc.after
+            after = await self._drop_privileges(nfs_fh, dropped)
+        else:
+            after = (await self.session.call(
+                "setattr", nfs_fh, nfsattr.sattr(changes, values))
+            ).obj_wcc.after
+        return self._entry(await self._attrs_of(nfs_fh, after), inode)
+
+    async def _privileges_dropped(self, nfs_fh, changes, values):
+        """The mode a write's privilege drop asks for, if this is one.
+
+        On a write, truncate or chown of a set-user-ID or set-group-ID
+        file by anyone without ``CAP_FSETID``, the kernel asks FUSE to
+        clear those bits, as the writer.  Acting as its callers, the
+        mount would send that as a SETATTR of the writer, which the NFS
+        server refuses to anyone but the owner: the bits would stay, and
+        whoever may write a set-user-ID program could change it and keep
+        it privileged.  A mode change that only clears those bits of a
+        regular file, asked for by someone who does not own it, is that
+        drop: a chmod of someone else's file never reaches the mount
+        (``default_permissions``: the kernel refuses it first).  None
+        for anything else.
+        """
+        if self.callers is None or not changes["mode"]:
+            return None
+        new = stat.S_IMODE(values["st_mode"])
+        current = await self.session.call("getattr", nfs_fh)
+        old = current.mode & 0o7777
+        acting = nfs_client.ACTING_AS.get()
+        caller = rpc.AuthSys.from_opaque(acting) if acting else None
+        if current.type != const.FileType.NF3REG or caller is None or \
+                caller.uid == current.uid or new & ~old or \
+                not old & ~new or (old & ~new) & ~_PRIVILEGE_BITS:
+            return None
+        return new
+
+    async def _drop_privileges(self, nfs_fh, mode):
+        """Clear the bits as this daemon: a change that only takes away.
+
+        The daemon's own credential must be allowed to (root with the
+        server proxy's ``allow_root``, or the file account the files
+        belong to); if it is not, the request fails as before, and the
+        write with it.
+        """
+        acting = nfs_client.ACTING_AS.set(None)
+        try:
+            wcc = await self.session.call("setattr", nfs_fh,
+                                          nfs3.Sattr(mode=mode))
+        finally:
+            nfs_client.ACTING_AS.reset(acting)
+        return wcc.obj_wcc.after
 
     async def _truncate(self, inode, fh):
         """Empty a file opened with O_TRUNC.
