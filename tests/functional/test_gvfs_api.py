@@ -120,9 +120,12 @@ NO_SUCH_ID = "00000000-0000-4000-8000-00000000dead"
 
 
 def _as_if_missing(api, user, command, real_id):
-    """``command`` (with ``{}`` for an id) refused to ``user`` on
-    ``real_id`` exactly as on an id that does not exist: no answer says
-    that another project's object exists, or whose it is."""
+    """``command`` (``{}`` for an id) refused as if ``real_id`` were none.
+
+    Refused to ``user`` on ``real_id`` exactly as on an id that does not
+    exist: no answer says that another project's object exists, or whose
+    it is.
+    """
     refused = api.openstack(user, *[a.format(real_id) for a in command])
     missing = api.openstack(user, *[a.format(NO_SUCH_ID) for a in command])
     assert refused.returncode == missing.returncode == 1, refused.stdout

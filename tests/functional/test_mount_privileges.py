@@ -43,8 +43,8 @@ def mounted(request, tmp_path_factory):
     with lab_class(str(base / "lab"), tunnel="tcp",
                    cache={"capacity_mb": 64}) as lab:
         # Other local accounts are the writers: open to them.
-        mount = lab.mount(mountpoint, **dict(mount_options,
-                                              allow_other="true"))
+        options = dict(mount_options, allow_other="true")
+        mount = lab.mount(mountpoint, **options)
         where = os.path.join(mount.mountpoint, "programs")
         os.mkdir(where)
         os.chmod(where, 0o777)
