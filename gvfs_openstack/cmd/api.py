@@ -27,14 +27,62 @@ LOG = logging.getLogger(__name__)
 
 
 class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
+    """A thread per connection, at most ``max_connections`` of them.
+
+    The accepting thread waits for a free slot before it accepts more:
+    the connections beyond wait in the kernel's listen queue, and no
+    number of clients makes the process start more threads.
+    """
+
     daemon_threads = False      # A stop waits for requests in progress.
     block_on_close = True
     allow_reuse_address = True
+    max_connections = 64
+    #: Seconds an accepted connection waits for a slot before it is
+    #: closed (so a stop is never held up for longer).
+    slot_wait = 60.0
+
+    def server_activate(self):
+        super().server_activate()
+        self.slots = threading.BoundedSemaphore(self.max_connections)
+
+    def verify_request(self, request, client_address):
+        if self.slots.acquire(timeout=self.slot_wait):
+            return True
+        LOG.warning("closing a connection from %s: %d connections are "
+                    "being served ([api] max_connections)",
+                    client_address[0], self.max_connections)
+        return False
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request, client_address):
+        LOG.debug("connection from %s ended: %s", client_address,
+                  sys.exc_info()[1])
 
 
 class _Handler(simple_server.WSGIRequestHandler):
+    #: Seconds a client may take to send or read (socket timeout).
+    timeout = 60.0
+
     def log_message(self, format, *args):  # noqa: A002 (the base's name)
         LOG.info("%s %s", self.address_string(), format % args)
+
+
+def make_server(host, port, application, max_connections, client_timeout):
+    """gvfs-api's HTTP server, bound and listening."""
+    server_class = type("Server", (_Server,),
+                        {"max_connections": max_connections,
+                         "slot_wait": client_timeout})
+    handler_class = type("Handler", (_Handler,),
+                         {"timeout": client_timeout})
+    return simple_server.make_server(host, port, application,
+                                     server_class=server_class,
+                                     handler_class=handler_class)
 
 
 class ApiService(base.ServiceBase):
@@ -48,9 +96,9 @@ class ApiService(base.ServiceBase):
     def start(self):
         # In the worker: the message bus connection is made after the fork.
         application = app.build(self.conf)
-        self.server = simple_server.make_server(
+        self.server = make_server(
             self.conf.api.host_ip, self.conf.api.port, application,
-            server_class=_Server, handler_class=_Handler)
+            self.conf.api.max_connections, self.conf.api.client_timeout)
         self._serving = threading.Thread(target=self.server.serve_forever,
                                          name="gvfs-api-http")
         self._serving.start()

@@ -20,6 +20,20 @@ API_OPTS = [
     cfg.PortOpt("port", default=9494,
                 help="TCP port ``gvfs-api`` listens on (its catalog "
                      "endpoint's port)."),
+    cfg.IntOpt("max_connections", default=64, min=1, max=4096,
+               help="""Connections ``gvfs-api`` serves at once.
+
+One thread each; a connection beyond waits in the listen queue until one
+ends. Only for the ``gvfs-api`` program (a WSGI server has its own
+worker settings). Related options: client_timeout.
+"""),
+    cfg.FloatOpt("client_timeout", default=60.0, min=1.0,
+                 help="""Seconds ``gvfs-api`` waits on a client's socket.
+
+A client that sends its request (or reads its reply) no faster loses its
+connection, so idle or slow clients cannot hold every thread. Only for
+the ``gvfs-api`` program. Related options: max_connections.
+"""),
     cfg.IntOpt("max_limit", default=1000, min=1, mutable=True,
                help="""The most migrations one list request returns.
 

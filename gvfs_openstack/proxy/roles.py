@@ -522,6 +522,13 @@ class ServerRole(Role):
                                          relay_to)
 
     async def _mount(self, call, build):
+        if call.proc == MountProc.DUMP:
+            # Which hosts mounted what: the NFS server knows only the
+            # proxy, and a client has no business learning the others'
+            # paths.  An empty list is a valid answer (RFC 1813, appendix I).
+            return rpc.accepted(call.xid, AcceptStat.SUCCESS,
+                                mount3.encode_res(MountProc.DUMP,
+                                                  mount3.MountList(())))
         if call.proc == MountProc.MNT:
             try:
                 path = mount3.decode_args(MountProc.MNT, call.args).dirpath

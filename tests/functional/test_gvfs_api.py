@@ -353,6 +353,33 @@ def test_malformed_bodies_are_refused_naming_the_field(
     assert message in detail["message"]
 
 
+def test_a_body_claimed_too_large_is_refused_before_it_is_sent(
+        api, keystone):
+    """A client that says 1 GiB and sends nothing is answered at once.
+
+    Before, gvfs-api read the whole body before it looked at its size:
+    such a client held a thread, and the bytes it did send were held in
+    memory, for as long as it liked.
+    """
+    request = ("POST /v1/migrations HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               "X-Auth-Token: %s\r\nContent-Type: application/json\r\n"
+               "Content-Length: %d\r\n\r\n" % (
+                   keystone.token("alpha-member"), 1 << 30))
+    with socket.create_connection(("127.0.0.1", api.port),
+                                  timeout=20) as conn:
+        conn.sendall(request.encode())
+        pieces = []
+        while True:     # The server closes once it has answered.
+            piece = conn.recv(65536)
+            if not piece:
+                break
+            pieces.append(piece)
+        reply = b"".join(pieces).decode(errors="replace")
+    assert reply.startswith("HTTP/1.") and " 413 " in reply.split(
+        "\r\n")[0], reply[:500]
+    assert "The body is larger than" in reply
+
+
 @pytest.mark.parametrize("args,message", [
     (["gvfs", "migrate", "alpha-private", "--to", "north"],
      "Unknown site north (configured sites: east, west)"),

@@ -4,6 +4,7 @@ keystonemiddleware sets, with a conductor that records its calls (the
 real one, on RabbitMQ with Keystone, is in tests/functional/test_gvfs_api.py).
 """
 
+import io
 import json
 
 from oslo_config import cfg
@@ -137,6 +138,7 @@ def api():
             else None
 
     call.conductor = conductor
+    call.application = application
     yield call
     fixture.cleanUp()
 
@@ -357,3 +359,43 @@ def test_a_policy_is_its_projects_to_see_pause_and_delete(api):
     status, fault = api("GET", path)
     assert (status, fault["itemNotFound"]["message"]) == (
         404, "No replication policy %s" % path.rsplit("/", 1)[1])
+
+
+class _Trickle(io.RawIOBase):
+    """A request body that is never all there: counts what was read."""
+
+    def __init__(self, data):
+        self.data = data
+        self.read_bytes = 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        piece = self.data[self.read_bytes:self.read_bytes + len(buffer)]
+        buffer[:len(piece)] = piece
+        self.read_bytes += len(piece)
+        return len(piece)
+
+
+@pytest.mark.parametrize("headers", [
+    {"Content-Length": str(1 << 30)},
+    {"Transfer-Encoding": "chunked"},
+])
+def test_a_body_over_the_limit_is_refused_without_reading_it(api, headers):
+    body = _Trickle(b"{" + b" " * (2 * app.MAX_BODY))
+    request = webob.Request.blank("/v1/migrations", method="POST",
+                                  headers=dict(headers, **{
+                                      "X-Project-Id": ALPHA,
+                                      "X-User-Id": "u-a", "X-Roles": "member",
+                                      "X-Identity-Status": "Confirmed",
+                                      "Content-Type": "application/json"}))
+    request.environ["wsgi.input"] = body
+    if "Content-Length" not in headers:
+        request.environ.pop("CONTENT_LENGTH", None)
+    reply = request.get_response(api.application)
+    assert reply.status_int == 413
+    assert json.loads(reply.body)["overLimit"]["message"] == (
+        "The body is larger than %d bytes" % app.MAX_BODY)
+    assert body.read_bytes <= app.MAX_BODY + 1
+    assert api.conductor.calls == []

@@ -125,6 +125,16 @@ def test_export_list_is_filtered_to_the_allowlist():
     assert [e.directory for e in exports] == ["/srv/images"]
 
 
+def test_the_mount_list_is_nobodys_business():
+    """DUMP is answered empty, without asking the NFS server."""
+    pool = RecordingPool(mount3.encode_res(MountProc.DUMP, mount3.MountList(
+        (mount3.MountEntry("127.0.0.1", "/srv/images/other"),))))
+    reply = rpc.decode_message(run(server_role(pool).handle(
+        *call(MountProc.DUMP, const.MOUNT_PROGRAM))))
+    assert mount3.decode_res(MountProc.DUMP, reply.results).entries == ()
+    assert pool.sent == []
+
+
 @pytest.mark.parametrize("prog,vers,expected", [
     (100099, 1, const.AcceptStat.PROG_UNAVAIL),
     (const.NFS_PROGRAM, 4, const.AcceptStat.PROG_MISMATCH),
