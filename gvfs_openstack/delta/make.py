@@ -58,7 +58,8 @@ def make(path, base, output, max_bytes=None):
     tmp = None
     fd = os.open(path, os.O_RDONLY)
     try:
-        out_fd, tmp = safe_files.create_temporary(output, 0o640)
+        # Readable as before by the DTN's GridFTP server, which sends it.
+        out_fd, tmp = safe_files.create_temporary(output, 0o644)
         with open(out_fd, "wb") as out:
             out.write(trailer(codec.header(new.size, base.size,
                                            base.identity(),
