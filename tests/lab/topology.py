@@ -51,15 +51,24 @@ class Proxy:
             name, [sys.executable, "-m", "gvfs_openstack.cmd.proxy",
                    "--config-file", self.config, "serve"],
             os.path.join(workdir, name + ".log"), [self.port])
-        # The proxy opens its control socket after its NFS port.
+        # The proxy opens its control socket after its NFS port.  Until
+        # it answers: after a SIGKILL the old proxy's socket file is still
+        # there, refusing connections.
         try:
             process.wait_until(
-                lambda: os.path.exists(self.control_socket),
+                self._answers,
                 "its control socket at %s" % self.control_socket,
                 process=self.process)
         except process.LabError:
             self.process.stop()
             raise
+
+    def _answers(self):
+        try:
+            control.request(self.control_socket, "stats", timeout=5.0)
+        except control.ControlError:
+            return False
+        return True
 
     def stats(self):
         return control.request(self.control_socket, "stats")
