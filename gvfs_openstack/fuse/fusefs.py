@@ -265,19 +265,18 @@ class GvfsFuse(pyfuse3.Operations):
                   "st_atime_ns": attr.st_atime_ns,
                   "st_mtime_ns": attr.st_mtime_ns}
         dropped = await self._privileges_dropped(nfs_fh, changes, values)
-        after = None
-        if dropped is not None:
-            changes["mode"] = False
-            if any(changes.values()):
-                after = (await self.session.call("setattr", nfs_fh,
-                                                 nfsattr.sattr(
-                                                     changes, values))
-                         ).obj_wcc.after
-            after = await self._drop_privileges(nfs_fh, dropped)
-        else:
+        if dropped is None:
             after = (await self.session.call(
                 "setattr", nfs_fh, nfsattr.sattr(changes, values))
             ).obj_wcc.after
+        else:
+            # The rest as the caller, then the drop as this daemon (whose
+            # reply's attributes are the last word).
+            changes["mode"] = False
+            if any(changes.values()):
+                await self.session.call("setattr", nfs_fh,
+                                        nfsattr.sattr(changes, values))
+            after = await self._drop_privileges(nfs_fh, dropped)
         return self._entry(await self._attrs_of(nfs_fh, after), inode)
 
     async def _privileges_dropped(self, nfs_fh, changes, values):
