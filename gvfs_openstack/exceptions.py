@@ -43,6 +43,10 @@ class ImageNotFound(GvfsError, LookupError):
     message = "Image %(image)s not found at site %(site)s"
 
 
+class TrustRefused(GvfsError, PermissionError):
+    message = "The migration's Keystone trust is refused: %(reason)s"
+
+
 class ImageNotMigratable(GvfsError, ValueError):
     message = "Image %(image)s cannot be migrated: %(reason)s"
 

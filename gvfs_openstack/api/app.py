@@ -43,6 +43,7 @@ _STATUS_OF = (
     (exceptions.UnknownSite, 400),
     (exceptions.ImageNotFound, 400),
     (exceptions.ImageNotMigratable, 400),
+    (exceptions.TrustRefused, 403),
     (exceptions.InvalidConfig, 400),
     (exceptions.StageFailed, 503),
 )

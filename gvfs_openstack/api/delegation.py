@@ -2,7 +2,8 @@
 """The user's authority, delegated to gvfs-conductor for one migration.
 
 A Keystone trust (``OS-TRUST``) from the user to the conductor's user,
-in the user's project, with the user's roles, impersonating the user:
+in the user's project, with those of the user's roles that a migration
+needs (``[api] delegated_roles``: not ``admin``), impersonating the user:
 the conductor's token made with it says the user, so the source Glance
 applies the user's own visibility and download rules to every read of
 the job, including those of a runner that resumes it hours later.  The
@@ -45,11 +46,19 @@ def _keystone_url(conf):
     return group.www_authenticate_uri or getattr(group, "auth_url", None)
 
 
-def delegate(conf, context, token, trustee_user_id):
-    """A trust from the caller to ``trustee_user_id``; refusal is a fault."""
+def delegate(conf, context, token, trustee_user_id, delegated_roles):
+    """A trust from the caller to ``trustee_user_id``; refusal is a fault.
+
+    It carries the caller's roles that are in ``delegated_roles``.
+    """
     if not token:
         raise faults.Fault(401, "The request's token is needed to delegate "
                            "the migration to gvfs-conductor")
+    roles = [role for role in context.roles if role in delegated_roles]
+    if not roles:
+        raise faults.Fault(403, "None of your roles in this project may be "
+                           "delegated to gvfs-conductor (%s)"
+                           % ", ".join(delegated_roles))
     session = ks_session.Session(auth=generic.Token(
         auth_url=_keystone_url(conf), token=token,
         project_id=context.project_id))
@@ -60,7 +69,7 @@ def delegate(conf, context, token, trustee_user_id):
         "trustee_user_id": trustee_user_id,
         "project_id": context.project_id,
         "impersonation": True,
-        "roles": [{"name": role} for role in context.roles],
+        "roles": [{"name": role} for role in roles],
         # To the microsecond: Keystone refuses a trust identical to one
         # it has (two migrations of one user in one second).
         "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}

@@ -42,17 +42,28 @@ class MigrationsController:
         self.rules = rules
         self.conf = conf
         self.max_limit = conf.api.max_limit
-        self._trustee = None
+        if conf.api.trusts and not conf.api.trustee_user_id:
+            raise exceptions.InvalidConfig(
+                option="[api] trustee_user_id",
+                reason="required with [api] trusts: the Keystone id of "
+                "the user gvfs-conductor authenticates as")
 
     def _delegate(self, request):
-        """The caller's trust for the conductor, or None (trusts off)."""
-        if not self.conf.api.trusts:
+        """The caller's trust for the conductor, or None (trusts off).
+
+        The trustee comes from this service's configuration, never from
+        the message bus.
+        """
+        api = self.conf.api
+        if not api.trusts:
             return None
-        if self._trustee is None:
-            self._trustee = self.conductor.trustee(request.context)
+        if not api.trustee_user_id:
+            raise faults.Fault(503, "gvfs-api has no [api] "
+                               "trustee_user_id to delegate to")
         return delegation.delegate(
             self.conf, request.context,
-            request.environ.get("HTTP_X_AUTH_TOKEN"), self._trustee)
+            request.environ.get("HTTP_X_AUTH_TOKEN"), api.trustee_user_id,
+            api.delegated_roles)
 
     def create(self, request, body):
         schemas.validate(schemas.MIGRATION_CREATE, body)

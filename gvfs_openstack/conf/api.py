@@ -52,6 +52,24 @@ decides.
 
 Related options: trust_lifetime_hours.
 """),
+    cfg.StrOpt("trustee_user_id", mutable=True,
+               help="""Keystone id of the user gvfs-conductor authenticates as.
+
+Every user's trust names it as the trustee. It is configured here and
+never asked of the conductor over the message bus, where any consumer
+could answer and receive every user's authority. Required with
+``trusts``: gvfs-api does not start without it.
+Related options: trusts, delegated_roles.
+"""),
+    cfg.ListOpt("delegated_roles", default=["member", "reader"],
+                mutable=True,
+                help="""Roles a migration's trust may carry.
+
+The caller's roles in the project that are in this list are delegated,
+no others (an admin's ``admin`` role is not, by default); a caller with
+none of them cannot migrate while trusts are on.
+Related options: trusts.
+"""),
     cfg.IntOpt("trust_lifetime_hours", default=72, min=1, mutable=True,
                help="How long a migration's trust lasts: a job resumed "
                     "after it expired fails at its next read of the source "

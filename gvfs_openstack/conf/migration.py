@@ -99,6 +99,16 @@ instead.  Needs ``gvfs_meta_command`` on both DTNs.
 Related options: delta_max_ratio, [site:NAME] gvfs_store,
 [site:NAME] gvfs_meta_command.
 """),
+    cfg.BoolOpt("require_trust", default=True,
+                help="""Start a migration asked over RPC only with a trust.
+
+The trust must be the caller's own (its trustor is the user of the
+request's context, in the context's project) and delegated to this
+conductor's user: otherwise anyone who can send on the message bus could
+name any project and have the conductor read its images with its own
+(admin) credentials. Set it false only with gvfs-api's ``[api] trusts =
+false``, where policy alone decides.
+"""),
     cfg.FloatOpt("delta_max_ratio", default=0.5, min=0.0, max=1.0,
                  help="A delta larger than this share of the image's "
                       "size is not sent: the whole file goes instead "

@@ -61,7 +61,6 @@ class ConductorManager:
             [arg for path in ([conf.config_dir] if conf.config_dir else [])
              for arg in ("--config-dir", path)]
         self._runners = {}
-        self._trustee = None
         self._lock = threading.Lock()  # RPC calls come in on threads.
 
     # --- requests ------------------------------------------------------------
@@ -136,6 +135,22 @@ class ConductorManager:
         for name_or_id in image_ids:
             yield dict(glance.find(name_or_id), requested_as=name_or_id)
 
+    def check_trust(self, trust_id, user_id, project_id):
+        """Refuse a migration asked without the requester's own trust.
+
+        The request context comes over the message bus: without a trust
+        the conductor would read the named project's images with its own
+        credentials for whoever sent it (``[conductor] require_trust``).
+        """
+        if trust_id is None:
+            if self.conf.conductor.require_trust:
+                raise exceptions.TrustRefused(
+                    reason="the request carries none ([conductor] "
+                    "require_trust)")
+            return
+        sites.check_trust(self.conf, self.local_site, trust_id, user_id,
+                          project_id)
+
     def find_images(self, image_ids):
         """What gvfs-api checks policy on, for each image named."""
         source = sites.load(self.conf, self.local_site)
@@ -149,12 +164,6 @@ class ConductorManager:
         [image] = self._find(source, [image_id])
         return {"image_id": image["id"], "owner": image.get("owner"),
                 "references": references.of_image(source, image["id"])}
-
-    def trustee(self):
-        """The conductor's user at its own site: whom users trust."""
-        if self._trustee is None:
-            self._trustee = sites.user_id(self.conf, self.local_site)
-        return self._trustee
 
     def sites(self):
         """The sites, and which of them are destinations of this one."""

@@ -16,6 +16,10 @@ Version history:
 * 1.3 -- create_replication, list_replications, show_replication,
   pause_replication, delete_replication.
 * 1.4 -- migrate takes ``base`` (the image to send deltas against).
+
+``trustee`` (1.2) is no longer served: gvfs-api names the conductor's user
+in its own configuration (``[api] trustee_user_id``) and never learns it
+from the bus, where any consumer could answer.
 """
 
 import oslo_messaging as messaging
@@ -47,10 +51,6 @@ class ConductorAPI:
             context, "migrate", image_ids=list(image_ids),
             destination=destination, images_in_flight=images_in_flight,
             pack=pack, trust_id=trust_id, base=base)
-
-    def trustee(self, context):
-        """The conductor's Keystone user id: whom users delegate to."""
-        return self.client.call(context, "trustee")
 
     def find_images(self, context, image_ids):
         """Id, name, owner, visibility and status of each image.

@@ -23,7 +23,8 @@ from gvfs_openstack.replication import manager as replication_manager
 
 LOG = logging.getLogger(__name__)
 
-_USER_ERRORS = (exceptions.UnknownSite, exceptions.ImageNotFound,
+_USER_ERRORS = (exceptions.TrustRefused,
+                exceptions.UnknownSite, exceptions.ImageNotFound,
                 exceptions.ImageNotMigratable, exceptions.InvalidConfig,
                 exceptions.JobNotFound, exceptions.JobFinished,
                 exceptions.StageFailed, exceptions.ReplicationNotFound)
@@ -79,13 +80,12 @@ class ConductorEndpoint:
     @messaging.expected_exceptions(*_USER_ERRORS)
     def migrate(self, ctxt, image_ids, destination, images_in_flight=None,
                 pack=None, trust_id=None, base=None):
+        self.manager.check_trust(trust_id, _user(ctxt),
+                                 ctxt.get("project_id"))
         return self.manager.migrate(
             image_ids, destination, images_in_flight, pack,
             project_id=ctxt.get("project_id"), user_id=_user(ctxt),
             trust_id=trust_id, base=base)
-
-    def trustee(self, ctxt):
-        return self.manager.trustee()
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def find_images(self, ctxt, image_ids):

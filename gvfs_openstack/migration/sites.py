@@ -7,6 +7,7 @@ stage workers get everything they need without touching oslo.config.
 
 import dataclasses
 import posixpath
+import urllib.parse
 
 from keystoneauth1 import exceptions as ks_exceptions
 from keystoneauth1.identity import v3
@@ -220,9 +221,40 @@ def _trust_auth(conf, group, trust_id):
         user_domain_name=opts.user_domain_name, trust_id=trust_id)
 
 
-def user_id(conf, name):
-    """The id of the conductor's own user at site ``name`` (the trustee)."""
-    return glance_session(conf, name).get_user_id()
+def check_trust(conf, name, trust_id, user_id, project_id):
+    """Raise TrustRefused unless ``trust_id`` is the caller's, to us.
+
+    Asked of Keystone with the conductor's own authority at site
+    ``name``: a trust not delegated to the conductor's user is not shown
+    to it (Keystone answers 404), and one shown must have the request's
+    user as trustor and its project.
+    """
+    session = glance_session(conf, name)
+    try:
+        reply = session.get(
+            "/OS-TRUST/trusts/%s" % urllib.parse.quote(trust_id, safe=""),
+            raise_exc=False, endpoint_filter={"service_type": "identity",
+                                              "interface": "public"})
+    except ks_exceptions.ClientException as e:
+        raise exceptions.StageFailed(
+            stage="checking the trust", image="-", reason=str(e),
+            transient=True) from e
+    if reply.status_code in (403, 404):
+        raise exceptions.TrustRefused(reason="it does not exist or is not "
+                                      "delegated to this conductor")
+    if reply.status_code != 200:
+        raise exceptions.StageFailed(
+            stage="checking the trust", image="-",
+            reason="Keystone answered %d" % reply.status_code,
+            transient=reply.status_code >= 500)
+    trust = reply.json()["trust"]
+    if trust.get("trustee_user_id") != session.get_user_id():
+        raise exceptions.TrustRefused(reason="it is delegated to another "
+                                      "user")
+    if trust.get("trustor_user_id") != user_id or \
+            trust.get("project_id") != project_id:
+        raise exceptions.TrustRefused(reason="it is not the requester's "
+                                      "own, in the requester's project")
 
 
 def forget_trust(conf, name, trust_id):

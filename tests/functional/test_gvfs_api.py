@@ -15,8 +15,10 @@ import oslo_messaging as messaging
 import pytest
 
 from gvfs_openstack.api import policies
+from gvfs_openstack import exceptions
 from gvfs_openstack import golden
 from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import rpcapi
 from tests.lab import drlab
 from tests.lab import gvfs_api
 from tests.lab import process
@@ -198,6 +200,32 @@ def test_the_conductor_read_as_the_user_and_forgot_the_trust(
         assert "refused a trust" not in f.read()
     process.wait_until(lambda: not _trusts_of(keystone, "alpha-member"),
                        "the job's trust deleted", 60)
+
+
+def test_the_bus_cannot_start_a_migration_for_another_project(
+        api, broker, keystone, alpha_image, alpha_job):
+    """A client on the message bus names alpha's project: refused.
+
+    Without a trust, or with one that is not the named user's, the
+    conductor would read alpha's images with its own authority.
+    """
+    transport = rpcapi.get_transport(cfg.CONF, url=broker.url)
+    try:
+        conductor = rpcapi.ConductorAPI(transport, timeout=30)
+        beta = keystone.session("beta-member").get_user_id()
+        forged = {"project_id": keystone.project_id("alpha"),
+                  "user_id": beta}
+        for trust_id in (None, "0123456789abcdef0123456789abcdef"):
+            with pytest.raises(exceptions.TrustRefused):
+                conductor.migrate(forged, [alpha_image["id"]], "west",
+                                  trust_id=trust_id)
+    finally:
+        transport.cleanup()
+    status, listed = api.request("GET", "/v1/migrations?all_projects=1",
+                                 token=keystone.token("admin"))
+    assert status == 200
+    assert not [job for job in listed["migrations"]
+                if job.get("user_id") == beta]
 
 
 def test_a_permissive_policy_still_cannot_read_another_projects_image(

@@ -22,6 +22,9 @@ from tests.lab import keystone as keystone_lab
 from tests.lab import process
 
 SERVICE_TYPE = "gvfs"
+#: The Keystone user the lab's gvfs-conductor authenticates as
+#: (``drlab.CONDUCTOR``): whom users' trusts name.
+TRUSTEE = "gvfs-conductor"
 
 
 def _program(name):
@@ -53,7 +56,9 @@ class GvfsApi:
         conf["DEFAULT"] = {"transport_url": self.transport_url,
                            "debug": str(self.debug).lower()}
         conf["api"] = {"host_ip": "127.0.0.1", "port": str(self.port),
-                       "rpc_timeout": "30"}
+                       "rpc_timeout": "30",
+                       "trustee_user_id": self.keystone.session(
+                           TRUSTEE).get_user_id()}
         authtoken = self.keystone.auth_options("gvfs-api")
         authtoken.update({"www_authenticate_uri": self.keystone.auth_url,
                           "region_name": keystone_lab.REGION})

@@ -23,8 +23,11 @@ from gvfs_openstack.replication import listener
 def conductor(tmp_path):
     conf = cfg.CONF
     migration_conf.register_opts(conf)
+    # No Keystone here: calls without a trust (gvfs-api's trusts off);
+    # the trust check itself is tests/functional/test_gvfs_api.py's.
     overrides = {"sites": ["east", "west"], "local_site": "east",
-                 "host": "conductor-1", "lease_seconds": 3}
+                 "host": "conductor-1", "lease_seconds": 3,
+                 "require_trust": False}
     for name, value in overrides.items():
         conf.set_override(name, value, "conductor")
     conf.set_override("connection", "sqlite:///%s" % (
@@ -74,6 +77,20 @@ def test_user_errors_cross_rpc_as_themselves(conductor):
     manager.store.set_job(job_id, state=jobs.DONE)
     with pytest.raises(exceptions.JobFinished, match="is done already"):
         api.cancel_job({}, job_id)
+
+
+def test_a_migration_without_a_trust_is_refused_where_one_is_required(
+        conductor):
+    manager, api = conductor
+    cfg.CONF.set_override("require_trust", True, "conductor")
+    try:
+        with pytest.raises(exceptions.TrustRefused,
+                           match="carries none"):
+            api.migrate({"project_id": "p1", "user_id": "u1"}, ["image"],
+                        "west")
+    finally:
+        cfg.CONF.set_override("require_trust", False, "conductor")
+    assert manager.store.jobs() == []
 
 
 def test_jobs_are_listed_by_project_in_pages(conductor):

@@ -386,6 +386,11 @@ def test_api_is_in_the_catalog_and_checks_tokens_as_its_own_user(devstack):
         "%s/gvfs-api --config-file %s" % (devstack.bin_dir, path))
     conf = _api_conf(path)
     assert (conf.api.host_ip, conf.api.port) == ("0.0.0.0", 9494)
+    # Trusts name the user the conductor's sites log in as, from here.
+    assert conf.api.trustee_user_id == "id-of-admin"
+    conductor = _ini(devstack.conf_path("gvfs-conductor.conf"))
+    local_site = conductor["conductor"]["local_site"]
+    assert conductor["site:" + local_site]["username"] == "admin"
     authtoken = conf.keystone_authtoken
     assert authtoken.www_authenticate_uri == "http://192.0.2.10/identity"
     assert authtoken.memcached_servers == ["localhost:11211"]

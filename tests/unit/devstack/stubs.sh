@@ -93,6 +93,12 @@ function create_service_user {
     mv "$user.new" "$user"
 }
 
+# get_or_create_user NAME PASSWORD DOMAIN - the user's id: id-of-NAME.
+function get_or_create_user {
+    _stub_record get_or_create_user "$@"
+    echo "id-of-$1"
+}
+
 # get_or_create_service NAME TYPE DESCRIPTION - services/TYPE holds the
 # name and the description; the id echoed is the type.
 function get_or_create_service {
