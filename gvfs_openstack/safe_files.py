@@ -94,3 +94,22 @@ def open_output(path, mode, truncate=True, create=True):
     except BaseException:
         os.close(fd)
         raise
+
+
+def private_directory(path):
+    """Make ``path`` a directory that only this account may enter.
+
+    A proxy's cache holds the blocks of every image its users read, and
+    its journal their unwritten data: any account that can list them can
+    read images the mount would refuse it.  Created 0700; an existing
+    one open to others is closed (the bits removed are returned, for a
+    warning), and one owned by another account is refused.
+    """
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    found = os.stat(path)
+    if found.st_uid != os.geteuid():
+        raise UnsafeFile(path, "a directory of uid %d" % found.st_uid)
+    loose = stat.S_IMODE(found.st_mode) & 0o077
+    if loose:
+        os.chmod(path, stat.S_IMODE(found.st_mode) & ~0o077)
+    return loose

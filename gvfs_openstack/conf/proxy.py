@@ -116,6 +116,19 @@ listener off loopback with an empty list, and a server proxy's plain TCP
 listener off loopback do not start unless ``trusted_network`` is set.
 Related options: trusted_network.
 """),
+    cfg.ListOpt("local_users", default=[],
+                help="""Other local accounts that may connect.
+
+A connection from a socket of this host is served only if the kernel says
+that socket belongs to root, to the proxy's account or to one of these
+(user names or numeric uids): any other account could otherwise send any
+AUTH_SYS uid and read every image the export's account may read. List the
+account sshd logs in as for ``ssh`` tunnels, and that of a FUSE mount run
+apart from the proxy; services reach images through the mount, which
+checks each user's permissions. Connections from other hosts are governed
+by ``allowed_peers`` and TLS alone.
+Related options: allowed_peers.
+"""),
     cfg.BoolOpt("trusted_network", default=False,
                 help="""Start a listener exposed beyond what its role needs.
 

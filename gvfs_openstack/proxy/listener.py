@@ -16,6 +16,7 @@ from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.local_peers import LocalPeers
 from gvfs_openstack.proxy.policy import PeerAllowlist
 from gvfs_openstack.proxy import streams
 from gvfs_openstack.proxy import tunnel
@@ -53,6 +54,11 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         self.peer = "%s:%s" % peer[:2]
         if not self.listener.peers.allows(peer[0]):
             self._refuse_peer("not an allowed tunnel endpoint")
+            return
+        why = self.listener.local_peers.refusal(
+            peer[:2], transport.get_extra_info("sockname")[:2])
+        if why is not None:
+            self._refuse_peer(why)
             return
         if self.listener.ssl_context is not None and \
                 not tunnel.certificate_allows(
@@ -182,12 +188,15 @@ class Listener:
 
     def __init__(self, role, host, port, counters, ssl_context=None,
                  peers=None, max_record_size=None, max_inflight=128,
-                 max_buffered=32 * 1024 * 1024):
+                 max_buffered=32 * 1024 * 1024, local_peers=None):
         self.role = role
         self.host = host
         self.port = port
         self.ssl_context = ssl_context
         self.peers = peers or PeerAllowlist([])
+        #: :class:`local_peers.LocalPeers`: by default only root and this
+        #: process's account may connect from this host.
+        self.local_peers = local_peers or LocalPeers()
         self.max_record_size = (max_record_size
                                 or connection.DEFAULT_MAX_RECORD)
         self.max_inflight = max_inflight

@@ -34,12 +34,14 @@ from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import exportguard
 from gvfs_openstack.proxy import limits
 from gvfs_openstack.proxy.listener import Listener
+from gvfs_openstack.proxy import local_peers
 from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy import tunnel
 from gvfs_openstack.proxy.upstream import UpstreamPool
 from gvfs_openstack.proxy.upstream_calls import UpstreamCalls
 from gvfs_openstack.proxy import write_behind
+from gvfs_openstack import safe_files
 
 LOG = logging.getLogger(__name__)
 
@@ -136,11 +138,17 @@ class ProxyService:
         except ValueError as e:
             raise exceptions.InvalidConfig(option="[listen] allowed_peers",
                                            reason=str(e)) from e
+        try:
+            local = local_peers.LocalPeers(
+                local_peers.resolve_users(listen.local_users))
+        except ValueError as e:
+            raise exceptions.InvalidConfig(option="[listen] local_users",
+                                           reason=str(e)) from e
         self.listener = Listener(
             self.role, listen.host, listen.port,
             self.counters.part(counters.ListenerCounters), ssl_context,
             peers, conf.proxy.max_record_size, conf.proxy.max_inflight,
-            conf.proxy.max_buffered_mb * 1024 * 1024)
+            conf.proxy.max_buffered_mb * 1024 * 1024, local)
         self.control = None
         if conf.proxy.control_socket:
             self.control = control.ControlServer(
@@ -188,6 +196,7 @@ class ProxyService:
             answers[opts.consistency],
             _per_export(opts.export_consistency, answers,
                         "[cache] export_consistency"))
+        _private(opts.directory, "[cache] directory")
         block_store = store.BlockStore(opts.directory, geometry)
         upstream = UpstreamCalls(pool)
         cache_counters = self.counters.part(counters.CacheCounters)
@@ -245,6 +254,7 @@ class ProxyService:
                 reason="must not exceed writeback_max_mb")
         directory = opts.journal_directory or os.path.join(opts.directory,
                                                            "journal")
+        _private(directory, "[cache] journal_directory")
         return writeback.WriteBack(
             journal.Journal(directory), cache.reads, cache.upstream,
             cache.policies, cache.observer,
@@ -443,6 +453,18 @@ class ProxyService:
             await self._stopping.wait()
         finally:
             await self.stop()
+
+
+def _private(directory, option):
+    """See :func:`safe_files.private_directory`; errors name ``option``."""
+    try:
+        loose = safe_files.private_directory(directory)
+    except OSError as e:
+        raise exceptions.InvalidConfig(option=option, reason=str(e)) from e
+    if loose:
+        LOG.warning("%s %s was open to other accounts (mode bits %04o); "
+                    "closed it: it holds images' blocks", option, directory,
+                    loose)
 
 
 def _per_export(table, names, option):

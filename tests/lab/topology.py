@@ -221,14 +221,16 @@ class Lab:
             sections["cache"] = cache
         return sections
 
-    def add_client(self, name, cache=None, **proxy_options):
+    def add_client(self, name, cache=None, listen=None, **proxy_options):
         """Another client proxy over the tunnel (and link) to the DTN.
 
         Another compute node's proxy; ``cache`` is its ``[cache]`` section
         (None: none, every read crosses the link, as plain NFS would);
-        ``proxy_options`` go in its ``[proxy]`` section.
+        ``listen`` is added to its ``[listen]`` section and
+        ``proxy_options`` to its ``[proxy]`` section.
         """
         sections = self._client_sections(self._own_cache(name, cache))
+        sections["listen"].update(listen or {})
         sections["proxy"].update(proxy_options)
         return self._keep(Proxy(self.workdir, name, sections))
 

@@ -87,3 +87,26 @@ def test_replace_with_replaces_a_link_at_the_target(tmp_path, victim):
     assert not target.is_symlink()
     assert target.read_bytes() == b"signature"
     assert victim.read_bytes() == b"keep me"
+
+
+def test_a_private_directory_is_created_0700(tmp_path):
+    where = tmp_path / "cache" / "blocks"
+    assert safe_files.private_directory(str(where)) == 0
+    assert os.stat(where).st_mode & 0o777 == 0o700
+
+
+def test_a_private_directory_open_to_others_is_closed(tmp_path):
+    where = tmp_path / "cache"
+    where.mkdir()
+    where.chmod(0o755)
+    assert safe_files.private_directory(str(where)) == 0o055
+    assert os.stat(where).st_mode & 0o777 == 0o700
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_a_private_directory_of_another_account_is_refused(tmp_path):
+    where = tmp_path / "cache"
+    where.mkdir(mode=0o700)
+    os.chown(where, 2004, 2004)
+    with pytest.raises(safe_files.UnsafeFile, match="uid 2004"):
+        safe_files.private_directory(str(where))
