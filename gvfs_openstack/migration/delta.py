@@ -92,11 +92,26 @@ def related(image, candidate):
             family(candidate.get("name")) == family(image.get("name")))
 
 
+def may_base(ctx, image, candidate):
+    """Whether the requester may have ``candidate`` as a base.
+
+    Only an image of the requester's project at the destination (of the
+    image's own, for an operator's job), or a public one: the job shows
+    its base's id, and the bytes sent are an oracle of the blocks the
+    two share, so another project's private image must never be chosen
+    for sharing a name.
+    """
+    owner = ctx.destination.owner_of(ctx.project_id or image.get("owner"))
+    return candidate.get("visibility") == "public" or (
+        owner is not None and candidate.get("owner") == owner)
+
+
 def find_base(ctx, row, pool):
     """The id of the destination image to send ``row`` against, or None.
 
-    The one asked for, else the newest related image in the
-    destination's gvfs store.  Both Images APIs are asked at once, on
+    The one asked for (resolved with the requester's trust when the job
+    was made), else the newest related image in the destination's gvfs
+    store that :func:`may_base`.  Both Images APIs are asked at once, on
     ``pool``: each call logs in to its own Keystone first, and the
     lookup is on the delta's critical path.
     """
@@ -106,7 +121,7 @@ def find_base(ctx, row, pool):
     listed = list(ctx.destination_glance.images(status="active"))
     image = asked.result()
     candidates = [c for c in listed
-                  if related(image, c) and
+                  if related(image, c) and may_base(ctx, image, c) and
                   localcopy.in_gvfs_store(c, ctx.destination)]
     if not candidates:
         return None

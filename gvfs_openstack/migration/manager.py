@@ -116,6 +116,12 @@ class ConductorManager:
             # Copies keep their source's id: the base is named as the
             # user knows it, at the source.
             [base_image] = self._find(source, [base], trust_id)
+            if trust_id is None and project_id is not None and \
+                    base_image.get("owner") != project_id and \
+                    base_image.get("visibility") != "public":
+                # Without a trust the conductor sees every project's
+                # images: another's private one is answered as missing.
+                raise exceptions.ImageNotFound(image=base, site=source.name)
             base = base_image["id"]
         job_id = self.store.create_job(
             source.name, target.name, list(images.values()),

@@ -56,6 +56,8 @@ class StageContext:
 
     def __init__(self, conf, store_url, job):
         self.job_id = job["id"]
+        #: The requester's project (None: an operator's job).
+        self.project_id = job.get("project_id")
         self.store = jobs.open_store(conf, store_url)
         self.source = sites.load(conf, job["source"])
         self.destination = sites.load(conf, job["destination"])

@@ -14,8 +14,11 @@ import os
 import random
 import sys
 
+import pytest
+
 from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack.delta import blocks
+from gvfs_openstack import exceptions
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.sidecar import scan
 from tests.functional import test_migration
@@ -272,3 +275,42 @@ def test_a_base_changed_under_a_fresh_signature_falls_back_whole(
     assert row["delta_base"] is None and row["sent_bytes"] == delta + whole
     _arrived_right(dr, second)
     assert blocks.cached(base_there) is None
+
+
+def test_another_projects_private_image_is_never_a_base(dr, tmp_path):
+    """Issue 43, item 7: a name is not a key to another project's image.
+
+    beta's private first version is in the west.  alpha's image is named
+    like it and shares 97% of its blocks: found by its name family it
+    would be sent as a delta against beta's image, whose id the job then
+    shows and whose blocks the bytes sent measure.  It goes whole; and
+    beta's image named as the base of alpha's job is answered as a
+    missing one.
+    """
+    size = 24 * MIB
+    v1 = tmp_path / "beta-v1.raw"
+    _version(v1, size, "beta-private")
+    theirs = dr.east.glance.add_image("private-golden-v1", v1,
+                                      drlab.GVFS_STORE, user="beta-member",
+                                      os_distro="debian")
+    assert theirs["visibility"] != "public"
+    manager = test_migration._manager(dr, tmp_path, name="beta")
+    beta = dr.keystone.project_id("beta")
+    job = test_migration._wait(manager, manager.migrate(
+        [theirs["id"]], "west", project_id=beta)["id"])
+    assert job["state"] == jobs.DONE, job
+    v2 = tmp_path / "alpha-v2.raw"
+    _changed(v1, v2, 0.03, "alpha-v2")
+    mine = dr.east.glance.add_image("private-golden-v2", v2,
+                                    drlab.GVFS_STORE, os_distro="debian")
+    alpha = dr.keystone.project_id("alpha")
+    job = test_migration._wait(manager, manager.migrate(
+        [mine["id"]], "west", project_id=alpha)["id"])
+    assert job["state"] == jobs.DONE, job
+    [row] = job["images"]
+    assert row["delta_base"] is None and row["sent_bytes"] == size
+    _arrived_right(dr, mine)
+    with pytest.raises(exceptions.ImageNotFound) as refused:
+        manager.migrate([mine["id"]], "west", project_id=alpha,
+                        base=theirs["id"])
+    assert "beta" not in str(refused.value)

@@ -325,7 +325,7 @@ class GlanceApi:
                           "PUT", json.dumps({"status": status}).encode(),
                           json_type, user=user).close()
 
-    def upload(self, image_id, path, store=None):
+    def upload(self, image_id, path, store=None, user=None):
         """PUT the file's bytes; the HTTP status, or the URLError.
 
         An HTTPError, or a reset when the server gave up mid-body.
@@ -341,16 +341,16 @@ class GlanceApi:
             chunks = iter(lambda: f.read(UPLOAD_CHUNK), b"")
             try:
                 with self._request("/v2/images/%s/file" % image_id, "PUT",
-                                   chunks, headers) as reply:
+                                   chunks, headers, user=user) as reply:
                     return reply.status
             except urllib.error.URLError as e:
                 return e
 
-    def add_image(self, name, path, store=None, **attributes):
+    def add_image(self, name, path, store=None, user=None, **attributes):
         """Create an image, upload ``path`` into it; the active image."""
-        image_id = self.create_image(name, **attributes)
-        status = self.upload(image_id, path, store=store)
-        image = self.image(image_id)
+        image_id = self.create_image(name, user=user, **attributes)
+        status = self.upload(image_id, path, store=store, user=user)
+        image = self.image(image_id, user=user)
         if status != 204 or image["status"] != "active":
             raise process.LabError("upload of %s into %s ended %s, the "
                                    "image is %s" % (path, store, status,
