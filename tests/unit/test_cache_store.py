@@ -55,9 +55,9 @@ def test_a_speculative_block_takes_only_a_free_frame(tmp_path, geometry):
     store = BlockStore(str(tmp_path), geometry)
     d = fh_digest(b"f")
     # Blocks 0, 4 and 8 share a set of 2 ways.
-    assert store.has_room(d, 0)
-    assert store.put(d, 0, b"a", A1)
+    assert store.has_room(d, 4)
     assert store.put(d, 4, b"s", A1, speculative=True)
+    assert store.put(d, 0, b"a", A1)
     assert not store.has_room(d, 8)
     assert not store.put(d, 8, b"c", A1, speculative=True)
     assert store.get(d, 8) is None
@@ -66,6 +66,25 @@ def test_a_speculative_block_takes_only_a_free_frame(tmp_path, geometry):
     assert store.has_room(d, 4)
     assert store.put(d, 4, b"t", A1, speculative=True)
     assert store.get(d, 4)[0] == b"t"
+
+
+def test_speculative_blocks_leave_half_of_each_set_to_readers(tmp_path):
+    store = BlockStore(str(tmp_path), Geometry(block_size=BS, ways=4,
+                                               sets=1, sets_per_bank=1))
+    d = fh_digest(b"f")
+    assert store.put(d, 0, b"s", A1, speculative=True)
+    assert store.put(d, 1, b"s", A1, speculative=True)
+    # Two of four ways hold blocks: the rest is for readers' misses.
+    assert not store.has_room(d, 2)
+    assert not store.put(d, 2, b"s", A1, speculative=True)
+    assert store.put(d, 2, b"r", A1) and store.put(d, 3, b"r", A1)
+    assert [store.get(d, b)[0] for b in range(4)] == [b"s", b"s", b"r",
+                                                       b"r"]
+    # A set half full of readers' blocks takes no speculative one either.
+    store.drop_all()
+    store.put(d, 0, b"r", A1)
+    store.put(d, 1, b"r", A1)
+    assert not store.has_room(d, 2)
 
 
 def test_a_speculative_block_goes_first_until_a_reader_uses_it(
@@ -80,8 +99,8 @@ def test_a_speculative_block_goes_first_until_a_reader_uses_it(
     assert store.get(d, 0)[0] == b"a" and store.get(d, 8)[0] == b"c"
     # A speculative block a reader got ages like any other.
     store.drop_all()
-    store.put(d, 0, b"a", A1)
     store.put(d, 4, b"s", A1, speculative=True)
+    store.put(d, 0, b"a", A1)
     assert store.get(d, 4)[0] == b"s"
     store.put(d, 8, b"c", A1)
     assert store.get(d, 0) is None

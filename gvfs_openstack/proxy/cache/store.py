@@ -239,10 +239,11 @@ class BlockStore:
         then simply does not hold the block.
 
         A ``speculative`` block (one nobody asked for yet: the image
-        stream's) takes only its own frame or a free one, and enters as
-        the least recently used: it never pushes out a block a reader
-        used, and is the first to go when a reader needs the frame.
-        Returns False when its set has no free frame.
+        stream's) takes only its own frame or a free one of a set less
+        than half full, and enters as the least recently used: it never
+        pushes out a block a reader used, leaves room for readers'
+        misses, and is the first to go when a reader needs the frame.
+        Returns False when there is no such frame.
         """
         if len(data) > self.geometry.block_size:
             raise ValueError("block of %d bytes exceeds the block size"
@@ -251,10 +252,12 @@ class BlockStore:
             bank, first, frame, _ = self._lookup(digest, block)
             if bank is None:
                 return False
-            if frame is None:
-                frame = self._victim(bank, first)
-                if speculative and self._is_valid(bank, frame):
+            if speculative:
+                frame = self._speculative_frame(bank, first, frame)
+                if frame is None:
                     return False
+            elif frame is None:
+                frame = self._victim(bank, first)
             offset = frame * TAG_SIZE
             # Invalidate, write the data, then the tag: a crash in between
             # leaves an invalid or CRC-failing frame, never a wrong one.
@@ -284,16 +287,29 @@ class BlockStore:
             return True
 
     def has_room(self, digest, block):
-        """Whether a speculative :meth:`put` of the block would be kept.
-
-        The block has a frame already, or its set has a free one.
-        """
+        """Whether a speculative :meth:`put` of the block would be kept."""
         with self._lock:
             bank, first, frame, _ = self._lookup(digest, block)
-            if bank is None:
-                return False
-            return frame is not None or not self._is_valid(
-                bank, self._victim(bank, first))
+            return bank is not None and \
+                self._speculative_frame(bank, first, frame) is not None
+
+    def _speculative_frame(self, bank, first, frame):
+        """The frame a speculative block may take, or None.
+
+        Its own (``frame``), or a free one of a set less than half full
+        (of one way: an empty one).  Speculative blocks never hold the
+        frames that readers' misses will want: with the whole of an
+        image streamed into a cache smaller than the images in use, the
+        later misses of other images would each push out a block a
+        reader used, where the half kept free takes them.
+        """
+        if frame is not None:
+            return frame
+        valid = sum(self._is_valid(bank, f)
+                    for f in range(first, first + self.geometry.ways))
+        if valid >= max(1, self.geometry.ways // 2):
+            return None
+        return self._victim(bank, first)
 
     @staticmethod
     def _is_valid(bank, frame):
