@@ -163,6 +163,11 @@ class NfsClient:
         self.root = None
         self.export = None
 
+    def act_as(self, uid, gid, gids=(), machinename="gvfs-openstack"):
+        """Make the calls from now on as ``uid``/``gid``."""
+        cred = rpc.AuthSys(uid, gid, tuple(gids), machinename).to_opaque()
+        self.nfs.cred = self.mnt.cred = cred
+
     async def __aenter__(self):
         return self
 

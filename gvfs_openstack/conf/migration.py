@@ -168,10 +168,18 @@ dtn_images_dir.
                help="Path of the DTN's export (the NFS export and the "
                     "same directory as the GridFTP server and sshd see "
                     "it)."),
-    cfg.IntOpt("nfs_uid", default=0, min=0,
-               help="AUTH_SYS uid of the local copy's NFS calls."),
-    cfg.IntOpt("nfs_gid", default=0, min=0,
-               help="AUTH_SYS gid of the local copy's NFS calls."),
+    cfg.IntOpt("nfs_uid", min=0, max=2 ** 32 - 1,
+               help="""AUTH_SYS uid of the conductor's NFS calls to the DTN.
+
+Unset: the owner of ``dtn_images_dir``, the file account that owns the
+images, read from the export once mounted. Never root unless that is
+what owns the images: the DTN's NFS server squashes root, or, where it
+does not, uid 0 would make every file the conductor writes root's.
+Related options: nfs_gid.
+"""),
+    cfg.IntOpt("nfs_gid", min=0, max=2 ** 32 - 1,
+               help="AUTH_SYS gid of the conductor's NFS calls; unset: "
+                    "the group of ``dtn_images_dir``."),
     cfg.IntOpt("nfs_wsize", default=1024 * 1024, min=4096,
                help="""Bytes per NFS WRITE of the local copy.
 

@@ -22,8 +22,7 @@ LOG = logging.getLogger(__name__)
 
 async def _remove_source(site, directory, names):
     """Remove ``names`` (all if None) and, when empty, the directory."""
-    async with localcopy.nfs_client_for(site) as nfs:
-        await nfs.mount(site.dtn_export)
+    async with localcopy.dtn_mount(site) as nfs:
         try:
             dir_fh = await nfs.lookup_path(directory)
         except NfsError as e:

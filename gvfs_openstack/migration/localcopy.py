@@ -17,6 +17,7 @@ copied at all: the transfer reads it where it is.
 """
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 
@@ -51,10 +52,32 @@ def in_gvfs_store(image, site):
         locations.is_image_id(image["id"])
 
 
-def nfs_client_for(site):
-    return nfs_client.NfsClient(
-        site.nfs_host, site.nfs_port, site.mount_port, uid=site.nfs_uid,
-        gid=site.nfs_gid, wsize=site.nfs_wsize, window=site.nfs_window)
+#: Who asks whose the images are, when ``nfs_uid`` is unset.
+_NOBODY = 65534
+
+
+@contextlib.asynccontextmanager
+async def dtn_mount(site):
+    """An NFS client of the site's DTN, its export mounted.
+
+    Its calls are made as ``[site] nfs_uid``/``nfs_gid``, or where unset
+    as the owner of ``dtn_images_dir``: the file account, found by a
+    LOOKUP and GETATTR made as nobody.  Never uid 0 by default: a DTN's
+    NFS server that does not squash root would make every file the
+    conductor writes root's.
+    """
+    uid = _NOBODY if site.nfs_uid is None else site.nfs_uid
+    gid = _NOBODY if site.nfs_gid is None else site.nfs_gid
+    async with nfs_client.NfsClient(
+            site.nfs_host, site.nfs_port, site.mount_port, uid=uid,
+            gid=gid, wsize=site.nfs_wsize, window=site.nfs_window) as nfs:
+        await nfs.mount(site.dtn_export)
+        if site.nfs_uid is None or site.nfs_gid is None:
+            owner = await nfs.getattr(
+                await nfs.lookup_path(site.dtn_images_dir))
+            nfs.act_as(owner.uid if site.nfs_uid is None else uid,
+                       owner.gid if site.nfs_gid is None else gid)
+        yield nfs
 
 
 async def makedirs(nfs, path, mode=0o755):
@@ -199,8 +222,7 @@ async def _sender(nfs, site, image_id):
 
 
 async def _local_copy(site, glance, image, staging, resume_from, on_commit):
-    async with nfs_client_for(site) as nfs:
-        await nfs.mount(site.dtn_export)
+    async with dtn_mount(site) as nfs:
         directory = await makedirs(nfs, staging)
         name = image["id"]
         digest = _new_digest(image)

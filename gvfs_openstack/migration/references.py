@@ -32,8 +32,7 @@ def _reference(name):
 
 async def _holders(site, image_id):
     path = posixpath.join(site.dtn_images_dir, golden.REFS_DIR, image_id)
-    async with localcopy.nfs_client_for(site) as nfs:
-        await nfs.mount(site.dtn_export)
+    async with localcopy.dtn_mount(site) as nfs:
         try:
             refs = await nfs.lookup_path(path)
             entries = await nfs.readdirplus(refs)

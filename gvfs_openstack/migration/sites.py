@@ -31,6 +31,7 @@ class Site:
     nfs_host: str
     nfs_port: int
     mount_port: int
+    #: None: the owner of ``dtn_images_dir`` (:func:`localcopy.dtn_mount`).
     nfs_uid: int
     nfs_gid: int
     nfs_wsize: int
