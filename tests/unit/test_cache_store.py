@@ -78,8 +78,8 @@ def test_speculative_blocks_leave_half_of_each_set_to_readers(tmp_path):
     assert not store.has_room(d, 2)
     assert not store.put(d, 2, b"s", A1, speculative=True)
     assert store.put(d, 2, b"r", A1) and store.put(d, 3, b"r", A1)
-    assert [store.get(d, b)[0] for b in range(4)] == [b"s", b"s", b"r",
-                                                       b"r"]
+    held = [store.get(d, b)[0] for b in range(4)]
+    assert held == [b"s", b"s", b"r", b"r"]
     # A set half full of readers' blocks takes no speculative one either.
     store.drop_all()
     store.put(d, 0, b"r", A1)
