@@ -109,6 +109,21 @@ name any project and have the conductor read its images with its own
 (admin) credentials. Set it false only with gvfs-api's ``[api] trusts =
 false``, where policy alone decides.
 """),
+    cfg.IntOpt("max_running_jobs", default=16, min=1, max=1024,
+               help="""Jobs this conductor runs at once; the rest wait, queued.
+
+Each running job is a runner process with its own NFS, SSH and GridFTP
+sessions: unbounded, a burst of requests would exhaust the host and the
+DTNs. Jobs start in the order they were made, as runners end.
+Related options: max_running_jobs_per_project.
+"""),
+    cfg.IntOpt("max_running_jobs_per_project", default=4, min=1, max=1024,
+               help="""Jobs of one project this conductor runs at once.
+
+So that one project's burst of migrations leaves room for the others';
+its further jobs wait, queued, behind the ones running.
+Related options: max_running_jobs.
+"""),
     cfg.FloatOpt("delta_max_ratio", default=0.5, min=0.0, max=1.0,
                  help="A delta larger than this share of the image's "
                       "size is not sent: the whole file goes instead "

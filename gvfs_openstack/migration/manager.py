@@ -61,6 +61,10 @@ class ConductorManager:
             [arg for path in ([conf.config_dir] if conf.config_dir else [])
              for arg in ("--config-dir", path)]
         self._runners = {}
+        #: Job id -> its project, for the jobs in ``_runners``.
+        self._projects = {}
+        #: A job was refused a slot since runners last ended.
+        self._waiting = False
         self._lock = threading.Lock()  # RPC calls come in on threads.
 
     # --- requests ------------------------------------------------------------
@@ -194,7 +198,8 @@ class ConductorManager:
             raise exceptions.JobFinished(job=job_id, state=job["state"])
         self.store.set_job(job_id, cancel_requested=True)
         if not self._running(job_id):
-            self._launch(job_id)  # Its runner does the undoing.
+            # Its runner does the undoing, at once: it starts no work.
+            self._launch(job_id, capped=False)
         return self.show(job_id)
 
     # --- runners -------------------------------------------------------------
@@ -204,25 +209,60 @@ class ConductorManager:
             runner = self._runners.get(job_id)
             return runner is not None and runner.poll() is None
 
-    def _launch(self, job_id):
+    def _launch(self, job_id, capped=True):
+        """Start the runner of ``job_id``, if it has a slot.
+
+        ``capped``: it waits, queued, while this conductor runs
+        ``max_running_jobs``, or ``max_running_jobs_per_project`` of its
+        project (:meth:`_after` starts it when a runner ends).
+        """
         argv = [sys.executable, "-m", "gvfs_openstack.migration.runner"] + \
             self.config_args + [job_id]
+        project = self.store.job(job_id).get("project_id")
         with self._lock:
             runner = self._runners.get(job_id)
             if runner is not None and runner.poll() is None:
+                return
+            if capped and not self._has_slot(project):
+                self._waiting = True
+                LOG.info("job %s waits for a slot (max_running_jobs, "
+                         "max_running_jobs_per_project)", job_id)
                 return
             LOG.info("starting the runner of job %s", job_id)
             runner = self._runners[job_id] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, start_new_session=True,
                 env=dict(os.environ))
-        if self.notifier is not None:
-            threading.Thread(target=self._announce_after, args=(runner,),
-                             name="gvfs-runner-%s" % job_id[:8],
-                             daemon=True).start()
+            self._projects[job_id] = project
+        threading.Thread(target=self._after, args=(job_id, runner),
+                         name="gvfs-runner-%s" % job_id[:8],
+                         daemon=True).start()
 
-    def _announce_after(self, runner):
+    def _has_slot(self, project):
+        """Whether a job of ``project`` may start now (under the lock)."""
+        opts = self.conf.conductor
+        live = [job_id for job_id, runner in self._runners.items()
+                if runner.poll() is None]
+        if len(live) >= opts.max_running_jobs:
+            return False
+        return project is None or sum(
+            self._projects.get(job_id) == project for job_id in live) < \
+            opts.max_running_jobs_per_project
+
+    def _after(self, job_id, runner):
+        """When a runner ends: announce it, start the jobs that waited.
+
+        Only after a job was refused a slot, and not the job that just
+        ended: a runner that exits at once (its job leased by another
+        conductor) must not start itself again in a loop.
+        """
         runner.wait()
         self._announce()
+        with self._lock:
+            waiting, self._waiting = self._waiting, False
+        if waiting:
+            for job in self.store.jobs(states=(jobs.QUEUED,)):
+                if job["id"] != job_id and not self._running(job["id"]):
+                    self._launch(job["id"])
 
     def _announce(self):
         if self.notifier is not None:
@@ -249,6 +289,7 @@ class ConductorManager:
             for job_id, runner in list(self._runners.items()):
                 if runner.poll() is not None:
                     del self._runners[job_id]
+                    self._projects.pop(job_id, None)
 
     def stop(self):
         """Leave the runners running: the next conductor sees their work."""
