@@ -85,16 +85,16 @@ def _json_body(request):
     # The declared length first: a client that claims a large body and
     # sends it slowly (or not at all) must not hold a thread, or make
     # this process buffer it, before it is refused.
+    too_large = faults.Fault(413, "The body is larger than %d bytes"
+                             % MAX_BODY)
     if request.content_length and request.content_length > MAX_BODY:
-        raise faults.Fault(413, "The body is larger than %d bytes"
-                           % MAX_BODY)
+        raise too_large
     if request.content_length is None and \
             request.environ.get("HTTP_TRANSFER_ENCODING"):
         # Chunked: read one byte more than allowed, never all of it.
         data = request.body_file_raw.read(MAX_BODY + 1)
         if len(data) > MAX_BODY:
-            raise faults.Fault(413, "The body is larger than %d bytes"
-                               % MAX_BODY)
+            raise too_large
         request.body = data
     if not request.body:
         return None

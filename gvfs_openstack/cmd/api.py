@@ -54,6 +54,15 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
                     client_address[0], self.max_connections)
         return False
 
+    def process_request(self, request, client_address):
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            # No thread started (none left to start): no thread will
+            # release the slot, so this does.
+            self.slots.release()
+            raise
+
     def process_request_thread(self, request, client_address):
         try:
             super().process_request_thread(request, client_address)

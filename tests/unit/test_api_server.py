@@ -96,3 +96,28 @@ def test_a_client_that_sends_nothing_loses_its_connection(served):
     # ...so the one slot serves the next client.
     with _get(port) as conn:
         assert conn.recv(4096).startswith(b"HTTP/1.0 200")
+
+
+def test_a_thread_that_cannot_start_gives_its_slot_back(served, monkeypatch):
+    """The host is out of threads for one connection: that one is closed.
+
+    Its slot must not be lost with it, or the server would serve one
+    client fewer for good (with one slot, none at all).
+    """
+    app = _Holding()
+    app.release.set()
+    port = served(app, max_connections=1, client_timeout=30.0)
+    start = threading.Thread.start
+    failures = []
+
+    def start_or_fail(thread):
+        if not failures:
+            failures.append(thread)
+            raise RuntimeError("can't start new thread")
+        return start(thread)
+    monkeypatch.setattr(threading.Thread, "start", start_or_fail)
+    with _get(port) as refused:
+        assert refused.recv(4096) == b""
+    assert failures
+    with _get(port) as conn:
+        assert conn.recv(4096).startswith(b"HTTP/1.0 200")
