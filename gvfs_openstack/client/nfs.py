@@ -152,9 +152,10 @@ class NfsClient:
     def __init__(self, host, nfs_port, mount_port=None, uid=0, gid=0,
                  gids=(), rsize=1024 * 1024, wsize=1024 * 1024, window=8,
                  timeout=60.0, machinename="gvfs-openstack"):
-        cred = rpc.AuthSys(uid, gid, tuple(gids), machinename).to_opaque()
-        self.nfs = RpcClient(host, nfs_port, cred, timeout)
-        self.mnt = RpcClient(host, mount_port or nfs_port, cred, timeout)
+        self.machinename = machinename
+        self.nfs = RpcClient(host, nfs_port, timeout=timeout)
+        self.mnt = RpcClient(host, mount_port or nfs_port, timeout=timeout)
+        self.act_as(uid, gid, gids)
         self.rsize = rsize
         self.wsize = wsize
         self.window = window
@@ -163,10 +164,10 @@ class NfsClient:
         self.root = None
         self.export = None
 
-    def act_as(self, uid, gid, gids=(), machinename="gvfs-openstack"):
+    def act_as(self, uid, gid, gids=()):
         """Make the calls from now on as ``uid``/``gid``."""
-        cred = rpc.AuthSys(uid, gid, tuple(gids), machinename).to_opaque()
-        self.nfs.cred = self.mnt.cred = cred
+        self.nfs.cred = self.mnt.cred = rpc.AuthSys(
+            uid, gid, tuple(gids), self.machinename).to_opaque()
 
     async def __aenter__(self):
         return self

@@ -135,7 +135,7 @@ class ConductorManager:
         LOG.info("job %s of user %s of project %s moves %s to %s", job_id,
                  user_id, project_id, ", ".join(images), target.name)
         self._announce()
-        self._launch(job_id)
+        self._launch(job_id, project_id)
         return self.show(job_id)
 
     def _find(self, source, image_ids, trust_id=None):
@@ -199,7 +199,7 @@ class ConductorManager:
         self.store.set_job(job_id, cancel_requested=True)
         if not self._running(job_id):
             # Its runner does the undoing, at once: it starts no work.
-            self._launch(job_id, capped=False)
+            self._launch(job_id, job["project_id"], capped=False)
         return self.show(job_id)
 
     # --- runners -------------------------------------------------------------
@@ -209,21 +209,21 @@ class ConductorManager:
             runner = self._runners.get(job_id)
             return runner is not None and runner.poll() is None
 
-    def _launch(self, job_id, capped=True):
+    def _launch(self, job_id, project_id, capped=True):
         """Start the runner of ``job_id``, if it has a slot.
 
         ``capped``: it waits, queued, while this conductor runs
         ``max_running_jobs``, or ``max_running_jobs_per_project`` of its
-        project (:meth:`_after` starts it when a runner ends).
+        project ``project_id`` (:meth:`_after` starts it when a runner
+        ends).
         """
         argv = [sys.executable, "-m", "gvfs_openstack.migration.runner"] + \
             self.config_args + [job_id]
-        project = self.store.job(job_id).get("project_id")
         with self._lock:
             runner = self._runners.get(job_id)
             if runner is not None and runner.poll() is None:
                 return
-            if capped and not self._has_slot(project):
+            if capped and not self._has_slot(project_id):
                 self._waiting = True
                 LOG.info("job %s waits for a slot (max_running_jobs, "
                          "max_running_jobs_per_project)", job_id)
@@ -232,7 +232,7 @@ class ConductorManager:
             runner = self._runners[job_id] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, start_new_session=True,
                 env=dict(os.environ))
-            self._projects[job_id] = project
+            self._projects[job_id] = project_id
         threading.Thread(target=self._after, args=(job_id, runner),
                          name="gvfs-runner-%s" % job_id[:8],
                          daemon=True).start()
@@ -262,7 +262,7 @@ class ConductorManager:
         if waiting:
             for job in self.store.jobs(states=(jobs.QUEUED,)):
                 if job["id"] != job_id and not self._running(job["id"]):
-                    self._launch(job["id"])
+                    self._launch(job["id"], job["project_id"])
 
     def _announce(self):
         if self.notifier is not None:
@@ -281,7 +281,7 @@ class ConductorManager:
         for job in self.store.jobs(states=(jobs.QUEUED, jobs.RUNNING)):
             if not self._running(job["id"]):
                 LOG.info("resuming job %s", job["id"])
-                self._launch(job["id"])
+                self._launch(job["id"], job["project_id"])
 
     def reap(self):
         """Forget runners that ended."""

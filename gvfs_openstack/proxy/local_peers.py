@@ -105,6 +105,8 @@ class LocalPeers:
     def __init__(self, uids=(), read=_read):
         self.uids = {0, os.geteuid(), *uids}
         self._read = read
+        #: Source ports below this were bound with privilege (read once).
+        self._privileged_below = _unprivileged_port_start()
 
     def refusal(self, peer, local):
         """Why the connection from ``peer`` to ``local`` is refused, or None.
@@ -118,7 +120,7 @@ class LocalPeers:
             ip = _plain(peer[0])
         except ValueError:
             return "a peer with no IP address"
-        if ip.is_loopback and int(peer[1]) < _unprivileged_port_start():
+        if ip.is_loopback and int(peer[1]) < self._privileged_below:
             return None
         owner = None
         for version in sorted((4, 6), key=lambda v: v != ip.version):

@@ -305,11 +305,13 @@ class BlockStore:
         """
         if frame is not None:
             return frame
-        valid = sum(self._is_valid(bank, f)
-                    for f in range(first, first + self.geometry.ways))
-        if valid >= max(1, self.geometry.ways // 2):
-            return None
-        return self._victim(bank, first)
+        free, valid = None, 0
+        for f in range(first, first + self.geometry.ways):
+            if self._is_valid(bank, f):
+                valid += 1
+            elif free is None:
+                free = f
+        return None if valid >= max(1, self.geometry.ways // 2) else free
 
     @staticmethod
     def _is_valid(bank, frame):
