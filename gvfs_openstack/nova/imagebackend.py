@@ -79,12 +79,16 @@ class GvfsImage(imagebackend.Qcow2):
               **kwargs):
         """Make the disk: a clone of a golden image when there is one."""
         if self.exists():
-            image_id = self._golden_backing()
-            if image_id is not None:
+            found = self._golden_backing_info()
+            if found is not None:
+                image_id, recorded_format = found
                 try:
-                    self._hold(self.export.datadir(), image_id)
+                    datadir = self.export.datadir()
+                    self._check_backing(golden.image_path(datadir, image_id),
+                                        recorded_format)
+                    self._hold(datadir, image_id)
                 except (golden.GoldenImageGone,
-                        gvfs_export.ExportUnavailable) as e:
+                        gvfs_export.ExportUnavailable, OSError) as e:
                     raise exception.InvalidDiskInfo(
                         reason="%s backs onto golden image %s: %s" % (
                             self.path, image_id, e)) from e
@@ -193,9 +197,37 @@ class GvfsImage(imagebackend.Qcow2):
 
     def _golden_backing(self):
         """The golden image id this existing disk backs onto, or None."""
-        backing = libvirt_utils.get_disk_backing_file(self.path,
-                                                      basename=False)
-        return self.export.golden_of(backing)
+        found = self._golden_backing_info()
+        return None if found is None else found[0]
+
+    def _golden_backing_info(self):
+        """(golden image id, backing format the overlay records), or None."""
+        info = images.qemu_img_info(self.path)
+        image_id = self.export.golden_of(info.backing_file)
+        if image_id is None:
+            return None
+        return image_id, info.backing_file_format
+
+    def _check_backing(self, path, recorded_format):
+        """Refuse a golden image that is no longer what this disk backs onto.
+
+        An existing disk is used again at every hard reboot, power-on and
+        resize, maybe months after its clone: whoever may write the export
+        could have put a qcow2 in the golden file's place whose own
+        backing file is a host file, which the guest would then read.  So
+        the golden file is inspected again (once per file identity: a
+        replaced file is a new one) with the safety check a clone runs,
+        and its format must still be the one the overlay records.
+        """
+        inspected = self.inspections.format_of(path)
+        if str(inspected) not in gvfs_export.CLONABLE_FORMATS or (
+                recorded_format and str(inspected) != recorded_format):
+            LOG.warning("Golden image %s is now %s; the overlay %s "
+                        "records %s", path, inspected, self.path,
+                        recorded_format)
+            raise exception.InvalidDiskInfo(
+                reason="its golden image's data is %s, not the %s the "
+                "overlay records" % (inspected, recorded_format))
 
     def _holder(self):
         return golden.holder_name(self.instance.uuid if self.instance

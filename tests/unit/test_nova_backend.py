@@ -471,6 +471,70 @@ def test_a_restart_of_an_existing_clone_downloads_nothing(node, images,
     assert len(golden.holders(images, GOLDEN)) == 1
 
 
+def _swap_golden(images, kind, secret):
+    """Put another file in the golden image's place, as an attacker would.
+
+    ``kind``: "host-backing" (a qcow2 whose backing file is ``secret``, a
+    file of the host) or "raw" (the same bytes, another format).
+    """
+    path = os.path.join(images, GOLDEN)
+    os.unlink(path)
+    if kind == "host-backing":
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b",
+                        secret, "-F", "raw", path], check=True)
+    else:
+        compute.make_golden(path, "raw", 16)
+
+
+@pytest.mark.parametrize("kind", ["host-backing", "raw"])
+def test_a_golden_image_swapped_under_an_existing_disk_is_refused(
+        node, images, glance_images, tmp_path, monkeypatch, kind):
+    """A hard reboot re-checks the backing chain before the disk is used."""
+    from nova import exception
+    from nova.virt import images as nova_images
+
+    secret = str(tmp_path / "host-secret")
+    with open(secret, "wb") as f:
+        f.write(b"secret" * 1000)
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance(root_gb=1)
+    disk = clone(node, instance)
+    inspected = []
+    real = nova_images.get_image_format
+    monkeypatch.setattr(nova_images, "get_image_format",
+                        lambda path: inspected.append(path) or real(path))
+    # The same golden file: used again without inspecting it again.
+    node.spawn_root_disk(instance, GOLDEN, fetch=refuse_download,
+                         name=disk.path)
+    assert inspected == []
+
+    _swap_golden(images, kind, secret)
+    for _ in range(2):  # A refusal is not remembered as a pass.
+        with pytest.raises(exception.InvalidDiskInfo):
+            node.spawn_root_disk(instance, GOLDEN, fetch=refuse_download,
+                                 name=disk.path)
+    # Inspected again: it is another file now.
+    assert set(inspected) == {os.path.join(images, GOLDEN)}
+    # The disk is left as it was, for the operator to look at.
+    assert compute.qemu_img_info(disk.path)["full-backing-filename"] == \
+        os.path.join(images, GOLDEN)
+
+
+def test_an_existing_disk_whose_golden_image_is_gone_is_refused(
+        node, images, glance_images):
+    from nova import exception
+
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance(root_gb=1)
+    disk = clone(node, instance)
+    os.unlink(os.path.join(images, GOLDEN))
+    with pytest.raises(exception.InvalidDiskInfo, match=GOLDEN):
+        node.spawn_root_disk(instance, GOLDEN, fetch=refuse_download,
+                             name=disk.path)
+
+
 def test_a_power_on_holds_the_reference_spawn_took(node, images,
                                                    glance_images):
     """Nova's power-on and hard reboot name the disk by its whole path.
