@@ -63,6 +63,7 @@ def _control(command, timeout=30.0, **args):
 def _mount():
     # Imported here: pyfuse3 (the ``fuse`` extra) is needed only to mount.
     from gvfs_openstack.fuse import fusefs
+    from gvfs_openstack.fuse import presentation
     from gvfs_openstack.fuse import session
     from gvfs_openstack.mount import mounter
 
@@ -81,6 +82,15 @@ def _mount():
     elif not port and not problem:
         problem = "no proxy port: set [mount] proxy_port or [listen] " \
             "port, or give --proxy"
+    if not problem:
+        try:
+            shown_as = presentation.for_group(mount.group)
+        except presentation.PresentationError as e:
+            problem = str(e)
+    if not problem and shown_as.gid is not None and \
+            mount.identity == "caller":
+        problem = "[mount] group is for identity = daemon: a mount acting " \
+            "as its callers shows the files' own owners"
     if problem:
         print("gvfs-proxy mount: " + problem, file=sys.stderr)
         return 2
@@ -97,7 +107,8 @@ def _mount():
             mount.allow_other, mount.max_background,
             mount.dir_entry_timeout, mount.read_cache_mb * 1024 * 1024,
             mount.identity, mount.read_ahead_kb,
-            trim_when_idle=CONF.proxy.heap_retain_mb > 0))
+            trim_when_idle=CONF.proxy.heap_retain_mb > 0,
+            shown_as=shown_as))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)

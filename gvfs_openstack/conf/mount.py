@@ -99,6 +99,20 @@ the kernel's value.
                 help="Let users other than the one running the mount use "
                      "it (FUSE ``allow_other``; Glance and Nova run as "
                      "their own users)."),
+    cfg.StrOpt("group",
+               help="""Local group the mount's files are presented to.
+
+Set, every file and directory of the mount is shown as owned by the
+account running the mount and this group (a name or a number), with the
+group's permission bits those of the file's owner and none for others:
+the kernel then lets only root, that account and the group's members use
+the mount, each with the rights the export's file account has. Make it
+the group that glance, nova and qemu (libvirt-qemu) share. Unset, the
+owners and modes are the NFS server's, whose numbers may name any
+account on this node: every local account reads a 0644 image, and a 0600
+one only whoever holds the file account's uid here. Only with identity =
+daemon. Related options: allow_other, identity.
+"""),
     cfg.StrOpt("identity", default="daemon", choices=[
         ("daemon", "every request reaches the NFS server as the user "
                    "running the mount (the server proxy maps it, by "

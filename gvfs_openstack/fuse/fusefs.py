@@ -35,6 +35,7 @@ from gvfs_openstack.fuse import callers
 from gvfs_openstack.fuse import fusectl
 from gvfs_openstack.fuse import inodes
 from gvfs_openstack.fuse import nfsattr
+from gvfs_openstack.fuse import presentation
 from gvfs_openstack.fuse import readcache
 from gvfs_openstack.fuse import session as nfs_session
 from gvfs_openstack.fuse import unlinked
@@ -138,9 +139,12 @@ class GvfsFuse(pyfuse3.Operations):
     def __init__(self, session, attr_timeout=1.0, entry_timeout=1.0,
                  write_buffer_bytes=64 * 1024 * 1024,
                  dir_entry_timeout=None, read_cache_bytes=0,
-                 unlinked_files=None, callers=None):
+                 unlinked_files=None, callers=None,
+                 shown_as=presentation.Presentation()):
         super().__init__()
         self.session = session
+        #: :class:`presentation.Presentation`: whose the files look like.
+        self.shown_as = shown_as
         #: :class:`callers.Callers` when requests go as the users who
         #: make them; None: as this daemon.
         self.callers = callers
@@ -182,8 +186,8 @@ class GvfsFuse(pyfuse3.Operations):
         if self.read_cache is not None:
             self.read_cache.observe(ino, fattr)
         entry = pyfuse3.EntryAttributes()
-        for field, value in nfsattr.stat_fields(
-                fattr, ino, self.session.client.rsize).items():
+        for field, value in self.shown_as.apply(nfsattr.stat_fields(
+                fattr, ino, self.session.client.rsize)).items():
             setattr(entry, field, value)
         if ino in self._hidden:
             # Its hidden name is no link to the user: unlinked while open
@@ -648,7 +652,7 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
                 write_buffer_bytes=64 * 1024 * 1024, allow_other=False,
                 max_background=0, dir_entry_timeout=None,
                 read_cache_bytes=0, identity="daemon", read_ahead_kb=0,
-                trim_when_idle=False):
+                trim_when_idle=False, shown_as=presentation.Presentation()):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
@@ -658,8 +662,12 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     permissions against the files' modes first (``default_permissions``)
     as it does for a local file system.  With ``trim_when_idle`` the
     memory kept for its READs (:func:`heap.retain_freed`) goes back to the
-    kernel once its calls stop.
+    kernel once its calls stop.  ``shown_as``: whose the files look like
+    (:mod:`presentation`; with ``identity`` "daemon" only).
     """
+    if shown_as.gid is not None and identity == "caller":
+        raise ValueError("a mount acting as its callers shows the files' "
+                         "own owners: it cannot present them to a group")
     await session.start()
     unlinked_files = unlinked.UnlinkedFiles(
         session, unlinked.mount_id(mountpoint, session.export))
@@ -672,7 +680,7 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     ops = GvfsFuse(session, attr_timeout, entry_timeout, write_buffer_bytes,
                    dir_entry_timeout, read_cache_bytes, unlinked_files,
                    callers.Callers(socket.gethostname())
-                   if acting_as_callers else None)
+                   if acting_as_callers else None, shown_as)
     options = set(pyfuse3.default_options)
     options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
     if allow_other:

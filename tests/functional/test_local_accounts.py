@@ -10,11 +10,19 @@ another uid in a child) connects from an ordinary port and sends a READ
 of a private image's handle with a forged credential.  The proxy must
 drop it at accept; the same bytes from an account listed in ``[listen]
 local_users`` are served, which shows the attack would otherwise work.
+
+The FUSE mount is the other way in: with ``[mount] group`` it shows its
+files as the services' group's only, and the kernel keeps every other
+account out (``default_permissions``).
 """
 
 import asyncio
+import errno
 import os
+import stat
 import subprocess
+import sys
+import tempfile
 
 import pytest
 
@@ -23,10 +31,14 @@ from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from tests.lab import fusemount
 from tests.lab.topology import FILE_GID
 from tests.lab.topology import FILE_UID
 
 ATTACKER = 2003
+#: A member of the services' group (as glance, nova and qemu are).
+MEMBER = 2004
+SERVICES_GROUP = 2010
 SECRET = b"the private image's first bytes" * 4
 
 #: Connects, sends one record, prints the reply's hex or CLOSED.
@@ -59,6 +71,12 @@ def lab(lab_factory):
         f.write(SECRET)
     os.chown(path, FILE_UID, FILE_GID)
     os.chmod(path, 0o600)
+    # Readable by all on the DTN, as an image the store wrote 0644.
+    path = os.path.join(lab.export, "shared.img")
+    with open(path, "wb") as f:
+        f.write(SECRET)
+    os.chown(path, FILE_UID, FILE_GID)
+    os.chmod(path, 0o644)
     return lab
 
 
@@ -120,3 +138,77 @@ def test_root_and_the_proxys_account_are_served(lab):
             fh = await client.lookup_path("private.img")
             return (await client.read(fh, 0, 4096)).data
     assert asyncio.run(read()) == SECRET
+
+
+#: Reads a file; prints its hex, or the errno's name.
+_READ = """
+import errno, sys
+try:
+    with open(sys.argv[1], "rb") as f:
+        print(f.read().hex())
+except OSError as e:
+    print(errno.errorcode[e.errno])
+"""
+
+
+def _read_as(uid, groups, path):
+    def become():
+        os.setgroups(groups)
+        os.setgid(uid)
+        os.setuid(uid)
+    done = subprocess.run(["/usr/bin/python3", "-I", "-c", _READ, path],
+                          preexec_fn=become, capture_output=True, text=True,
+                          timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.strip()
+    return said if said in errno.errorcode.values() else bytes.fromhex(said)
+
+
+def _mount(lab, name, **options):
+    # Other accounts must reach the mount point: not under pytest's 0700
+    # temporary directories.
+    mountpoint = tempfile.mkdtemp(prefix="gvfs-shown-")
+    os.chmod(mountpoint, 0o755)
+    return lab.mount(mountpoint, name=name, allow_other="true",
+                     **options).mountpoint
+
+
+def test_a_mount_without_a_group_shows_the_dtns_modes(lab):
+    """What a group mount prevents: any account reads a 0644 image."""
+    mountpoint = _mount(lab, "dtn-modes")
+    path = os.path.join(mountpoint, "shared.img")
+    assert _read_as(ATTACKER, [], path) == SECRET
+
+
+def test_a_group_mount_admits_only_the_services_group(lab):
+    mountpoint = _mount(lab, "group-shown", group=str(SERVICES_GROUP))
+    for name, mode in (("shared.img", 0o660), ("private.img", 0o660)):
+        path = os.path.join(mountpoint, name)
+        st = os.stat(path)
+        # The mount's own account and the group, with the owner's bits.
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (
+            os.geteuid(), SERVICES_GROUP, mode)
+        assert _read_as(ATTACKER, [], path) == "EACCES"
+        assert _read_as(MEMBER, [SERVICES_GROUP], path) == SECRET
+    assert stat.S_IMODE(os.stat(mountpoint).st_mode) & 0o007 == 0
+
+
+@pytest.mark.parametrize("options, said", [
+    ({"group": str(SERVICES_GROUP), "identity": "caller"},
+     "[mount] group is for identity = daemon: a mount acting as its "
+     "callers shows the files' own owners"),
+    ({"group": "no-such-group-here"},
+     "[mount] group no-such-group-here: no such group on this node"),
+])
+def test_a_group_the_mount_cannot_show_is_refused_at_start(lab, tmp_path,
+                                                           options, said):
+    config = fusemount.write_mount_config(str(tmp_path / "m.conf"),
+                                          options)
+    refused = subprocess.run(
+        [sys.executable, "-m", "gvfs_openstack.cmd.proxy", "--config-file",
+         lab.client_proxy.config, "--config-file", config, "mount",
+         "--export", lab.export, str(tmp_path)], capture_output=True,
+        text=True, timeout=60)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == "gvfs-proxy mount: " + said
+    assert not os.path.ismount(str(tmp_path))
