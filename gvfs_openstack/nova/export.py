@@ -112,6 +112,15 @@ class ImageExport:
         for location in image_meta.get("locations") or []:
             found = parse_url(location.get("url") or "")
             if found and (not wanted or found[0] in wanted):
+                if found[1] != image_id:
+                    # Every gvfs location names its own image's file (the
+                    # store, direct snapshots and migrations make them
+                    # so); one naming another file was added by hand, and
+                    # cloning it would give this image's users that
+                    # file, maybe another project's private image.
+                    LOG.warning("Image %s has a location of image %s's "
+                                "file; not cloning it", image_id, found[1])
+                    return None
                 return found[1]
         # A base property of Glance's schema: Nova keeps it at the top.
         listed = image_meta.get("stores") or props.get("stores") or ""

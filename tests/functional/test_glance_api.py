@@ -185,6 +185,38 @@ def test_project_roles_decide_who_sees_and_who_deletes(glance, lab,
     assert not os.path.exists(on_export)
 
 
+def test_a_member_cannot_point_an_image_at_another_images_file(
+        glance, tmp_path):
+    """No user-made gvfs location names another project's image file.
+
+    Glance as deployed (its default policy, ``show_multiple_locations``
+    off) refuses users any location but http ones; Nova's backend also
+    clones only a location naming its own image's file
+    (``tests/unit/test_nova_backend.py``).
+    """
+    source = str(tmp_path / "beta.raw")
+    sparse_image(source, data_mib=1, size_mib=4)
+    private = glance.add_image("beta-private", source, user="beta-member",
+                               visibility="private")
+    mine = glance.create_image("alpha-pointer", user="alpha-member")
+    url = "gvfs://dtn/%s" % private["id"]
+    for method, path, body, content_type in (
+            ("POST", "/v2/images/%s/locations" % mine,
+             {"url": url, "validation_data": {}}, "application/json"),
+            ("PATCH", "/v2/images/%s" % mine,
+             [{"op": "add", "path": "/locations/-",
+               "value": {"url": url, "metadata": {}}}],
+             "application/openstack-images-v2.1-json-patch")):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            glance._request(path, method, json.dumps(body).encode(),
+                            {"Content-Type": content_type},
+                            user="alpha-member")
+        assert refused.value.code == 403, path
+    assert glance.image(mine, user="alpha-member")["status"] == "queued"
+    glance.delete(mine, user="alpha-member")
+    glance.delete(private["id"], user="beta-member")
+
+
 def test_no_token_or_a_bad_one_is_401(glance):
     """auth_token turns away what Keystone did not vouch for."""
     images = glance.url + "/v2/images"

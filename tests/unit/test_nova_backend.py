@@ -177,6 +177,27 @@ def test_images_nova_must_download_are_downloaded(node, images,
     assert os.listdir(images) == [GOLDEN]  # The walk ahead made nothing.
 
 
+def test_a_location_of_another_images_file_is_not_cloned(node, images,
+                                                         glance_images):
+    """A location added by hand may name another project's image file."""
+    compute.make_golden(os.path.join(images, OTHER), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image(image_id=OTHER)
+    downloads = []
+
+    def download(target, *args, **kwargs):
+        downloads.append(target)
+        compute.make_golden(target, "qcow2", 16)
+
+    disk = node.spawn_root_disk(node.instance(), GOLDEN, fetch=download)
+    assert len(downloads) == 1
+    assert compute.qemu_img_info(disk.path)["full-backing-filename"] == \
+        downloads[0]
+    assert golden.holders(images, OTHER) == []
+    # Its own location is cloned as ever.
+    assert node.driver.image_export.image_id_of(
+        dict(gvfs_image(), id=GOLDEN)) == GOLDEN
+
+
 def test_formats_an_overlay_cannot_back_onto_are_not_cloned(node):
     export = node.driver.image_export
     assert export.image_id_of(dict(gvfs_image("qcow2"), id=GOLDEN)) == \
