@@ -9,6 +9,7 @@ catalog without the Images API is a clear, final error, an unreachable
 server a transient one.
 """
 
+import itertools
 import json
 import re
 import time
@@ -172,17 +173,31 @@ class GlanceClient:
             "GET", images_path(image_id), image_id, what),
             image_id, what).json()
 
-    def find(self, name_or_id):
-        """The image with this id, or else the one image with this name."""
+    def find(self, name_or_id, visible_to=None):
+        """The image with this id, or else the one image with this name.
+
+        ``visible_to``: a project id, when this client's credentials see
+        every project's images (the conductor's own).  A name then means
+        only the images that project may see -- its own, public and
+        community ones, those shared with it -- so that the answer says
+        nothing of other projects' images, such as that one of them has
+        the same name.  An id is looked up whatever it names: the caller
+        checks policy on what is found.
+        """
         try:
             return self.image(name_or_id)
         except exceptions.ImageNotFound:
             pass
-        what = "finding the image"
-        reply = self._check(self._api.request(
-            "GET", "/v2/images", name_or_id, what,
-            params={"name": name_or_id, "limit": 2}), name_or_id, what)
-        found = reply.json()["images"]
+        if visible_to is None:
+            what = "finding the image"
+            found = self._check(self._api.request(
+                "GET", "/v2/images", name_or_id, what,
+                params={"name": name_or_id, "limit": 2}), name_or_id,
+                what).json()["images"]
+        else:
+            found = list(itertools.islice((
+                image for image in self.images(name=name_or_id)
+                if self._visible(image, visible_to)), 2))
         if not found:
             raise exceptions.ImageNotFound(image=name_or_id, site=self.site)
         if len(found) > 1:
@@ -190,6 +205,22 @@ class GlanceClient:
                 image=name_or_id, reason="several images at site %s have "
                 "this name; name it by its id" % self.site)
         return found[0]
+
+    def _visible(self, image, project_id):
+        """Whether ``project_id`` may see ``image`` (as Glance decides)."""
+        if image.get("owner") == project_id or image.get("visibility") in (
+                "public", "community"):
+            return True
+        if image.get("visibility") != "shared":
+            return False
+        what = "reading the image's members"
+        reply = self._api.request(
+            "GET", self._path(what, image["id"], "members", project_id),
+            image["id"], what)
+        if reply.status_code == 404:
+            return False
+        self._check(reply, image["id"], what)
+        return True
 
     def images(self, **filters):
         """Yield every image the Images API lists with ``filters``.

@@ -138,12 +138,17 @@ class ConductorManager:
         self._launch(job_id, project_id)
         return self.show(job_id)
 
-    def _find(self, source, image_ids, trust_id=None):
-        """The source images named by ids or names, in that order."""
+    def _find(self, source, image_ids, trust_id=None, visible_to=None):
+        """The source images named by ids or names, in that order.
+
+        ``visible_to``: the requester's project, whose images a name
+        means when the lookup runs with the conductor's own credentials.
+        """
         glance = glance_api.GlanceClient(
             sites.glance_session(self.conf, source.name, trust_id), source)
         for name_or_id in image_ids:
-            yield dict(glance.find(name_or_id), requested_as=name_or_id)
+            yield dict(glance.find(name_or_id, visible_to),
+                       requested_as=name_or_id)
 
     def check_trust(self, trust_id, user_id, project_id):
         """Refuse a migration asked without the requester's own trust.
@@ -161,12 +166,16 @@ class ConductorManager:
         sites.check_trust(self.conf, self.local_site, trust_id, user_id,
                           project_id)
 
-    def find_images(self, image_ids):
-        """What gvfs-api checks policy on, for each image named."""
+    def find_images(self, image_ids, project_id=None):
+        """What gvfs-api checks policy on, for each image named.
+
+        Names mean the images ``project_id`` may see (the request's).
+        """
         source = sites.load(self.conf, self.local_site)
         return [dict({key: image.get(key) for key in (
             "id", "name", "owner", "visibility", "status", "requested_as")},
-            site=source.name) for image in self._find(source, image_ids)]
+            site=source.name) for image in self._find(
+                source, image_ids, visible_to=project_id)]
 
     def golden_references(self, image_id):
         """The source image's owner and who holds it on the DTN export."""

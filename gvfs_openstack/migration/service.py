@@ -89,7 +89,8 @@ class ConductorEndpoint:
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def find_images(self, ctxt, image_ids):
-        return self.manager.find_images(image_ids)
+        return self.manager.find_images(image_ids,
+                                        project_id=ctxt.get("project_id"))
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def golden_references(self, ctxt, image_id):

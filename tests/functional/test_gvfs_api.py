@@ -368,6 +368,31 @@ def test_who_holds_a_golden_image_is_shown_to_its_project(
     assert "Image %s not found" % image["id"] in said
 
 
+def test_a_name_says_nothing_of_other_projects_images(api, dr, keystone,
+                                                      tmp_path):
+    """A name means the images the caller's project may see.
+
+    Looked up with the conductor's own credentials, a name that an image
+    of another project shares was answered "several images have this
+    name": an oracle of other projects' image names.
+    """
+    path = tmp_path / "twin.raw"
+    path.write_bytes(os.urandom(MIB))
+    beta = keystone.project_id("beta")
+    for name in ("dr-twin", "dr-beta-only"):
+        dr.east.glance.add_image(name, path, drlab.GVFS_STORE, owner=beta,
+                                 visibility="private")
+    mine = dr.east.glance.add_image("dr-twin", path, drlab.GVFS_STORE,
+                                    owner=keystone.project_id("alpha"))
+    token = api.keystone.token("alpha-member")
+    status, found = api.request(
+        "GET", "/v1/golden-images/dr-twin/references", token=token)
+    assert (status, found["image_id"]) == (200, mine["id"]), found
+    said = _as_if_missing(api, "alpha-member", "GET",
+                          "/v1/golden-images/{}/references", "dr-beta-only")
+    assert "Image dr-beta-only not found" in said
+
+
 def test_tokens_are_required_and_checked(api):
     assert api.request("GET", "/v1/migrations")[0] == 401
     assert api.request("GET", "/v1/migrations",
