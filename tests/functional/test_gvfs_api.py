@@ -490,9 +490,14 @@ def test_restarting_gvfs_api_mid_job_loses_nothing(api, dr, keystone,
                             "--to", "west", "-f", "json"))
     assert job["state"] not in jobs.FINISHED
     api.restart()
-    process.wait_until(lambda: _ok(api.openstack(
-        "alpha-member", "gvfs", "migration", "show", job["id"], "-f",
-        "json"))["state"] in jobs.FINISHED, "the job's end", 300)
+    token = api.keystone.token("alpha-member")
+
+    def finished():
+        status, body = api.request("GET", "/v1/migrations/%s" % job["id"],
+                                   token=token)
+        return status == 200 and body["migration"]["state"] in \
+            jobs.FINISHED
+    process.wait_until(finished, "the job's end", 300, interval=0.5)
     waited = _ok(api.openstack("alpha-member", "gvfs", "migration", "show",
                                job["id"], "-f", "json"))
     assert waited["state"] == jobs.DONE, waited
@@ -538,12 +543,24 @@ def test_gvfs_api_tells_systemd_and_rereads_its_configuration(
 # --- replication policies ----------------------------------------------------
 
 def _replicated(api, user, policy_id, done, what, timeout=300):
-    """Wait until ``done(view)`` of the policy as ``user`` sees it."""
-    process.wait_until(lambda: done(_ok(api.openstack(
-        user, "gvfs", "replication", "show", policy_id, "-f", "json"))),
-        what, timeout, interval=0.5)
-    return _ok(api.openstack(user, "gvfs", "replication", "show", policy_id,
-                             "-f", "json"))
+    """Wait until ``done(view)`` of the policy as ``user`` sees it.
+
+    Asked of the REST API, whose view ``replication show -f json`` prints
+    (the tests run that too): a CLI run costs seconds of start-up on CI's
+    two cores, and a wait polls many times.
+    """
+    token = api.keystone.token(user)
+    found = [None]
+
+    def view():
+        status, body = api.request("GET", "/v1/replications/%s" % policy_id,
+                                   token=token)
+        assert status == 200, body
+        found[0] = body["replication"]
+        return done(found[0])
+
+    process.wait_until(view, what, timeout, interval=0.5)
+    return found[0]
 
 
 def _gone(glance, image_id):

@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+import sqlalchemy
+
 from gvfs_openstack.mount import mounter
 from tests.lab import neutron as neutron_lab
 from tests.lab import openstack_service as service
@@ -196,6 +198,9 @@ class Nova:
                 # Nova destroys the domain at once instead of after the
                 # default 60 s (stop, rebuild, rescue, resize, snapshot).
                 "shutdown_timeout": "0",
+                # Periodic tasks from the start, not after a random delay
+                # of up to a minute: the scheduler's maps new hosts.
+                "periodic_fuzzy_delay": "0",
                 "debug": "true",
             },
             "api": {"auth_strategy": "keystone"},
@@ -209,7 +214,10 @@ class Nova:
             "service_user": {"send_service_user_token": "false"},
             # One worker each: two cores, and fewer Keystone logins.
             "conductor": {"workers": "1"},
-            "scheduler": {"discover_hosts_in_cells_interval": "-1",
+            # The scheduler maps new compute hosts into cell1 itself, as
+            # a small deployment's does: a nova-manage run per look costs
+            # seconds of start-up.
+            "scheduler": {"discover_hosts_in_cells_interval": "1",
                           "workers": "1"},
             "libvirt": {"virt_type": "qemu",
                         "connection_uri": node.libvirt.uri,
@@ -351,21 +359,26 @@ class Nova:
 
     def _wait_for_compute_host(self, host=HOST, label="nova-compute",
                                timeout=240.0):
-        """nova-compute ``label`` reported ``host``; map it into cell1."""
+        """nova-compute ``label`` reported ``host``, mapped into cell1."""
         deadline = time.monotonic() + timeout
+        api_database = sqlalchemy.create_engine(
+            self._config_args[0]["nova_api"],
+            poolclass=sqlalchemy.pool.NullPool)
 
         def mapped():
             for name, proc in self.services.items():
                 if proc.poll() is not None:
                     raise process.LabError("%s exited (%s): see %s" % (
                         name, proc.returncode, proc.log_path))
-            self._manage("cell_v2", "discover_hosts")
-            return host in self._manage("cell_v2", "list_hosts").split()
+            with api_database.connect() as connection:
+                return connection.execute(sqlalchemy.text(
+                    "SELECT 1 FROM host_mappings WHERE host = :host"),
+                    {"host": host}).first() is not None
 
         try:
             process.wait_until(mapped, "%s in cell1" % host,
                                max(1.0, deadline - time.monotonic()),
-                               interval=3.0)
+                               interval=0.5)
         except process.LabError as e:
             # nova-compute may hang on after a fatal error: say which.
             errors = [line for line in self.log(label).splitlines()
@@ -421,16 +434,20 @@ class Nova:
             return f.read()
 
     def stop(self):
-        """Stop every service this Nova started, then its mounts."""
-        # Further compute hosts first, then the cell's own services.
-        for name in [n for n in self.services if n not in SERVICES] + \
-                list(reversed(SERVICES)):
-            if name.startswith("nova-compute"):
-                self._stop_compute(name)
-                continue
-            proc = self.services.pop(name, None)
-            if proc is not None:
-                proc.stop(timeout=60.0)
+        """Stop every service this Nova started, then its mounts.
+
+        The compute hosts first (their shutdown may still call the
+        conductor), then the cell's other services and the APIs together:
+        each takes seconds to shut down, half a minute in turn.
+        """
+        for name in [n for n in self.services
+                     if n.startswith("nova-compute")]:
+            self._stop_compute(name)
+        apps = [self.api] + [getattr(part, "app", None) for part in (
+            self.neutron, self.placement)]
+        process.stop_together(list(self.services.values()) + [
+            app.process for app in apps if app is not None])
+        self.services = {}
         for part in ("api", "neutron", "placement"):
             if getattr(self, part) is not None:
                 getattr(self, part).stop()

@@ -171,6 +171,25 @@ class ManagedProcess:
         return self.popen.returncode
 
 
+def stop_together(processes, timeout=60.0):
+    """Stop ``processes`` (:class:`ManagedProcess`) at once.
+
+    Each is sent SIGTERM before any is waited for: services that take
+    seconds to shut down gracefully then take them side by side.  One
+    still running at ``timeout`` is stopped as :meth:`ManagedProcess.stop`
+    does.
+    """
+    for proc in processes:
+        proc.signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in processes:
+        try:
+            proc.popen.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        proc.stop(timeout=10.0)
+
+
 def start_listening(name, argv, log_path, ports):
     """Start a process and wait until it listens on every port in ports.
 
