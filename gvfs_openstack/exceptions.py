@@ -47,6 +47,12 @@ class TrustRefused(GvfsError, PermissionError):
     message = "The migration's Keystone trust is refused: %(reason)s"
 
 
+class ConductorTooOld(GvfsError):
+    message = ("%(what)s needs gvfs-conductor RPC %(version)s; gvfs-api "
+               "sends at most %(cap)s ([upgrade_levels] conductor) while "
+               "conductors are upgraded")
+
+
 class ImageNotMigratable(GvfsError, ValueError):
     message = "Image %(image)s cannot be migrated: %(reason)s"
 

@@ -40,6 +40,7 @@ _STATUS_OF = (
     (exceptions.JobNotFound, 404),
     (exceptions.ReplicationNotFound, 404),
     (exceptions.JobFinished, 409),
+    (exceptions.ConductorTooOld, 409),
     (exceptions.UnknownSite, 400),
     (exceptions.ImageNotFound, 400),
     (exceptions.ImageNotMigratable, 400),
@@ -159,6 +160,13 @@ class Application:
             LOG.error("gvfs-conductor did not answer %s %s", request.method,
                       request.path_info)
             return _fault(503, "gvfs-conductor did not answer; try again")
+        except messaging.UnsupportedVersion as e:
+            LOG.error("gvfs-conductor rejected %s %s for its RPC version "
+                      "(%s): cap [upgrade_levels] conductor while "
+                      "conductors are upgraded", request.method,
+                      request.path_info, e)
+            return _fault(409, "gvfs-conductor does not serve this request "
+                          "yet: it is being upgraded")
         except exceptions.GvfsError as e:
             for kind, status in _STATUS_OF:
                 if isinstance(e, kind):
@@ -203,8 +211,9 @@ class _Unauthenticated:
 def build(conf, conductor=None):
     """The whole WSGI application of ``conf`` (options registered)."""
     if conductor is None:
-        conductor = rpcapi.ConductorAPI(rpcapi.get_transport(conf),
-                                        timeout=conf.api.rpc_timeout)
+        conductor = rpcapi.ConductorAPI(
+            rpcapi.get_transport(conf), timeout=conf.api.rpc_timeout,
+            version_cap=conf.upgrade_levels.conductor)
     app = Application(conf, conductor)
     authenticated = auth_token.AuthProtocol(
         app, {"oslo_config_config": conf})

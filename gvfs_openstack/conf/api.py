@@ -80,9 +80,26 @@ Related options: trusts.
 ]
 
 
+UPGRADE_LEVELS_GROUP = "upgrade_levels"
+
+UPGRADE_LEVELS_OPTS = [
+    cfg.StrOpt("conductor", regex=r"^1\.[0-9]+$",
+               help="""The newest RPC version gvfs-api sends gvfs-conductor.
+
+Unset: this release's own.  During a rolling upgrade, while some
+conductors still run the previous release, set it to their version (the
+release notes say which) and restart gvfs-api; unset it once every
+conductor is upgraded.  Requests that need a newer version (a
+migration against a named base needs 1.4; replication policies 1.3) are
+then answered 409 with the reason, and the rest go on.
+"""),
+]
+
+
 def register_opts(conf):
     conf.register_opts(API_OPTS, group=GROUP)
+    conf.register_opts(UPGRADE_LEVELS_OPTS, group=UPGRADE_LEVELS_GROUP)
 
 
 def list_opts():
-    return [(GROUP, API_OPTS)]
+    return [(GROUP, API_OPTS), (UPGRADE_LEVELS_GROUP, UPGRADE_LEVELS_OPTS)]

@@ -479,8 +479,30 @@ def test_user_errors_are_one_clear_line(api, alpha_image, args, message):
     assert result.stderr.strip() == message
 
 
+def _capped_at_the_previous_version(api, image):
+    token = api.keystone.token("alpha-member")
+    status, listed = api.request("GET", "/v1/replications", token=token)
+    assert status == 200, listed
+    body = json.dumps({"migration": {"images": [image["id"]],
+                                     "destination": "west",
+                                     "base": image["id"]}})
+    status, refused = api.request("POST", "/v1/migrations", token=token,
+                                  body=body)
+    assert status == 409, refused
+    assert refused["conflictingRequest"]["message"] == (
+        "A migration against a named base needs gvfs-conductor RPC 1.4; "
+        "gvfs-api sends at most 1.3 ([upgrade_levels] conductor) while "
+        "conductors are upgraded")
+
+
 def test_restarting_gvfs_api_mid_job_loses_nothing(api, dr, keystone,
                                                    tmp_path):
+    """gvfs-api restarted capped at the previous RPC version, mid-job.
+
+    As in a rolling upgrade whose conductors are not all upgraded yet:
+    the job goes on, calls the previous version carries are answered,
+    and one that needs this release's is refused with the reason.
+    """
     path = tmp_path / "restart.raw"
     path.write_bytes(os.urandom(64 * MIB))
     image = dr.east.glance.add_image(
@@ -489,7 +511,11 @@ def test_restarting_gvfs_api_mid_job_loses_nothing(api, dr, keystone,
     job = _ok(api.openstack("alpha-member", "gvfs", "migrate", image["id"],
                             "--to", "west", "-f", "json"))
     assert job["state"] not in jobs.FINISHED
-    api.restart()
+    api.restart({"upgrade_levels": {"conductor": "1.3"}})
+    try:
+        _capped_at_the_previous_version(api, image)
+    finally:
+        api.restart({})
     token = api.keystone.token("alpha-member")
 
     def finished():

@@ -43,6 +43,9 @@ class GvfsApi:
         self.policy = policy
         self.env = env
         self.debug = debug
+        #: More sections of the configuration, ``{section: {option:
+        #: value}}`` (``[upgrade_levels]``).
+        self.sections = {}
         self.port = process.free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.config_file = os.path.join(workdir, "gvfs-api.conf")
@@ -71,6 +74,8 @@ class GvfsApi:
                 f.writelines('"%s": "%s"\n' % rule
                              for rule in self.policy.items())
             conf["oslo_policy"]["policy_file"] = path
+        for section, options in self.sections.items():
+            conf[section] = options
         with open(self.config_file, "w") as f:
             conf.write(f)
 
@@ -100,9 +105,14 @@ class GvfsApi:
         self._write_config()
         self.process.signal(signal.SIGHUP)
 
-    def restart(self):
-        """Stop gvfs-api and start it again on the same port."""
+    def restart(self, sections=None):
+        """Stop gvfs-api and start it again on the same port.
+
+        ``sections``: its configuration's further sections from now on.
+        """
         self.process.stop(timeout=30)
+        if sections is not None:
+            self.sections = sections
         self.start()
 
     def openstack(self, user, *args, timeout=300):

@@ -9,6 +9,7 @@ import json
 
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
+import oslo_messaging as messaging
 import pytest
 import webob
 
@@ -243,6 +244,18 @@ def test_conductor_errors_keep_their_message_and_get_a_status(api):
     status, fault = api("GET", "/v1/migrations/nope")
     assert (status, fault["itemNotFound"]["message"]) == (
         404, "No migration job nope")
+
+
+def test_a_request_a_conductor_rejects_for_its_version_is_409(
+        api, monkeypatch):
+    """As a conductor of an older release answers a newer call."""
+    def older(context):
+        raise messaging.UnsupportedVersion("1.4")
+    monkeypatch.setattr(api.conductor, "list_sites", older)
+    status, fault = api("GET", "/v1/sites")
+    assert (status, fault["conflictingRequest"]["message"]) == (
+        409, "gvfs-conductor does not serve this request yet: it is being "
+        "upgraded")
 
 
 def test_unknown_paths_and_methods(api):

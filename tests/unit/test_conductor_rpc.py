@@ -165,3 +165,103 @@ def test_the_callers_user_is_read_from_its_request_context():
     assert service._user(ctxt) == "u1"
     assert service._user({"user_id": "u2"}) == "u2"
     assert service._user({}) is None
+
+
+# --- rolling upgrades --------------------------------------------------------
+
+def _sent(monkeypatch):
+    """The (method, version) of every call the clients prepare."""
+    sent = []
+    real = messaging.RPCClient.prepare
+
+    def prepare(self, **kwargs):
+        prepared = real(self, **kwargs)
+        call = prepared.call
+
+        def recorded(ctxt, method, **args):
+            sent.append((method, kwargs.get("version"), sorted(args)))
+            return call(ctxt, method, **args)
+        prepared.call = recorded
+        return prepared
+    monkeypatch.setattr(messaging.RPCClient, "prepare", prepare)
+    return sent
+
+
+def test_each_call_is_sent_with_the_oldest_version_that_carries_it(
+        conductor, monkeypatch):
+    manager, api = conductor
+    sent = _sent(monkeypatch)
+    api.list_jobs({})
+    api.list_jobs({}, project_id="p1")
+    api.list_replications({}, project_id="p1")
+    with pytest.raises(exceptions.UnknownSite):
+        api.migrate({}, ["image"], "north")
+    with pytest.raises(exceptions.UnknownSite):
+        api.migrate({}, ["image"], "north", pack="tar")
+    with pytest.raises(exceptions.UnknownSite):
+        api.migrate({}, ["image"], "north", base="v1")
+    assert sent == [
+        ("list_jobs", "1.0", []),
+        ("list_jobs", "1.2", ["project_id"]),
+        ("list_replications", "1.3", ["project_id"]),
+        ("migrate", "1.0", ["destination", "image_ids",
+                            "images_in_flight"]),
+        ("migrate", "1.1", ["destination", "image_ids", "images_in_flight",
+                            "pack"]),
+        ("migrate", "1.4", ["base", "destination", "image_ids",
+                            "images_in_flight"])]
+
+
+def test_a_capped_caller_refuses_what_the_cap_cannot_carry(conductor):
+    """Nothing that needs a newer version reaches the conductor."""
+    manager, _ = conductor
+    transport = rpcapi.get_transport(cfg.CONF, url="fake://")
+    capped = rpcapi.ConductorAPI(transport, timeout=10, version_cap="1.1")
+    ctxt = {"project_id": "p1", "user_id": "u1"}
+    assert capped.list_jobs(ctxt) == []
+    with pytest.raises(exceptions.ConductorTooOld, match=(
+            r"^A migration against a named base needs gvfs-conductor RPC "
+            r"1\.4; gvfs-api sends at most 1\.1 \(\[upgrade_levels\] "
+            r"conductor\) while conductors are upgraded$")):
+        capped.migrate(ctxt, ["image"], "west", trust_id="t", base="v1")
+    with pytest.raises(exceptions.ConductorTooOld,
+                       match="^A replication policy needs .* RPC 1.3;"):
+        capped.create_replication(ctxt, "west", "tag", {"tag": "t"})
+    with pytest.raises(exceptions.ConductorTooOld,
+                       match="^Listing jobs needs .* RPC 1.2;"):
+        capped.list_jobs(ctxt, project_id="p1")
+    assert manager.store.jobs() == []
+
+
+def test_a_conductor_of_the_previous_release_serves_a_capped_caller(
+        conductor):
+    """Why the cap: a 1.3 conductor rejects a 1.4 call it is sent."""
+    manager, _ = conductor
+    transport = rpcapi.get_transport(cfg.CONF, url="fake://")
+
+    class PreviousRelease(service.ConductorEndpoint):
+        target = messaging.Target(version="1.3")
+
+    server = messaging.get_rpc_server(
+        transport, messaging.Target(topic="previous", server="old"),
+        [PreviousRelease(manager, None)])
+    server.start()
+    try:
+        def client(cap):
+            api = rpcapi.ConductorAPI(transport, timeout=10,
+                                      version_cap=cap)
+            api.client = api.client.prepare(topic="previous")
+            return api
+        ctxt = {"project_id": "p1", "user_id": "u1"}
+        with pytest.raises(messaging.UnsupportedVersion):
+            client(None).migrate(ctxt, ["image"], "north", base="v1")
+        capped = client("1.3")
+        with pytest.raises(exceptions.UnknownSite):
+            capped.migrate(ctxt, ["image"], "north", trust_id=None)
+        assert capped.list_jobs(ctxt, project_id="p1") == []
+        with pytest.raises(exceptions.ConductorTooOld):
+            capped.migrate(ctxt, ["image"], "north", base="v1")
+    finally:
+        server.stop()
+        server.wait()
+        transport.cleanup()
