@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``gvfs-status upgrade check`` on a real sqlite job store."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gvfs_openstack.cmd import manage
+
+CONDUCTOR = """
+[conductor]
+sites = east,west
+local_site = east
+{conductor}
+[database]
+connection = sqlite:///{store}
+[site:east]
+auth_type = none
+glance_endpoint = http://127.0.0.1:9292
+dtn_export = /srv/images
+{east}
+[site:west]
+auth_type = none
+glance_endpoint = http://127.0.0.1:9393
+dtn_export = /export
+"""
+
+
+def _config(tmp_path, conductor="", east=""):
+    path = tmp_path / "gvfs-conductor.conf"
+    path.write_text(CONDUCTOR.format(store=tmp_path / "jobs.sqlite",
+                                     conductor=conductor, east=east))
+    return str(path)
+
+
+def _check(config):
+    """(exit code, {check: (result, details)}) of the JSON report."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gvfs_openstack.cmd.status", "--config-file",
+         config, "upgrade", "check", "--json"], capture_output=True,
+        text=True, timeout=120)
+    report = json.loads(done.stdout)
+    return done.returncode, {c["check"]: (c["result"], c["details"])
+                             for c in report["checks"]}
+
+
+def test_a_store_at_the_newest_revision_with_safe_settings_passes(
+        tmp_path):
+    config = _config(tmp_path)
+    assert manage.main(["--config-file", config, "db", "sync"]) == 0
+    code, checks = _check(config)
+    assert code == 0, checks
+    assert checks["Job store schema"][0] == 0
+    assert checks["Job store schema"][1].startswith(
+        "The job store is at revision ")
+    assert {name: result for name, (result, _) in checks.items()} == {
+        "Job store schema": 0, "Deprecated options": 0, "Trusts": 0,
+        "DTN identity": 0}
+
+
+def test_a_store_not_synced_fails_and_says_what_to_run(tmp_path):
+    code, checks = _check(_config(tmp_path))
+    assert code == 2
+    result, details = checks["Job store schema"]
+    assert result == 2
+    assert details.startswith("The job store is at revision none (empty)")
+    assert details.endswith("Run gvfs-manage db sync with the conductors "
+                            "stopped.")
+
+
+def test_a_store_that_cannot_be_opened_fails(tmp_path):
+    config = _config(tmp_path)
+    (tmp_path / "jobs.sqlite").mkdir()     # Not a database file.
+    code, checks = _check(config)
+    assert code == 2
+    assert checks["Job store schema"][1].startswith(
+        "Cannot read the job store: ")
+
+
+@pytest.mark.parametrize("conductor, east, check, says", [
+    ("job_store = sqlite:///{store}", "", "Deprecated options",
+     "[conductor] job_store is deprecated"),
+    ("require_trust = false", "", "Trusts",
+     "[conductor] require_trust is off"),
+    ("", "nfs_uid = 0", "DTN identity", "[site:east] nfs_uid = 0"),
+])
+def test_unsafe_or_deprecated_settings_warn(tmp_path, conductor, east,
+                                            check, says):
+    config = _config(tmp_path, conductor.format(
+        store=tmp_path / "jobs.sqlite"), east)
+    assert manage.main(["--config-file", config, "db", "sync"]) == 0
+    code, checks = _check(config)
+    assert code == 1, checks
+    result, details = checks[check]
+    assert result == 1 and details.startswith(says), details
+    assert all(r == 0 for name, (r, _) in checks.items() if name != check)
