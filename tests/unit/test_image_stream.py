@@ -359,8 +359,20 @@ def test_beside_a_profiled_boot_the_stream_waits_for_quiet(tmp_path):
     asyncio.run(scenario())
 
 
-def test_a_stream_from_near_by_waits_for_quiet(tmp_path):
+def _near_under_load(monkeypatch):
+    """A source in this process is near by, however loaded the machine.
+
+    Its first chunk comes back in well under NEAR_SECONDS on an idle
+    machine, but not always beside CI's other jobs on two cores; the far
+    side of the threshold is test_the_stream_keeps_its_window_of_wire_bytes'.
+    """
+    monkeypatch.setattr(stream, "NEAR_SECONDS", 5.0)
+
+
+def test_a_stream_from_near_by_waits_for_quiet(tmp_path, monkeypatch):
     """A first chunk back at once: a LAN proxy, where misses cost little."""
+    _near_under_load(monkeypatch)
+
     async def scenario():
         d = BulkDirectory()
         golden(d)
@@ -379,7 +391,10 @@ def test_a_stream_from_near_by_waits_for_quiet(tmp_path):
     asyncio.run(scenario())
 
 
-def test_a_busy_file_is_streamed_after_max_wait_all_the_same(tmp_path):
+def test_a_busy_file_is_streamed_after_max_wait_all_the_same(tmp_path,
+                                                             monkeypatch):
+    _near_under_load(monkeypatch)
+
     async def scenario():
         d = BulkDirectory()
         golden(d)
