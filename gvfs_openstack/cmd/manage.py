@@ -91,12 +91,8 @@ def main(argv=None):
         print("%s: %s" % (PROG, e), file=sys.stderr)
         return 1
     except (db_exception.DBError, sa.exc.DBAPIError) as e:
-        # oslo.db's errors wrap SQLAlchemy's, which wrap the driver's,
-        # whose message says why.
-        error = getattr(e, "inner_exception", e)
-        reason = " ".join(str(getattr(error, "orig", None) or error).split())
-        print("%s: cannot use the job store: %s" % (PROG, reason),
-              file=sys.stderr)
+        print("%s: cannot use the job store: %s"
+              % (PROG, jobs.store_error_reason(e)), file=sys.stderr)
         return 1
     finally:
         if engine is not None:

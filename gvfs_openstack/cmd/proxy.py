@@ -84,13 +84,9 @@ def _mount():
             "port, or give --proxy"
     if not problem:
         try:
-            shown_as = presentation.for_group(mount.group)
+            shown_as = presentation.for_group(mount.group, mount.identity)
         except presentation.PresentationError as e:
             problem = str(e)
-    if not problem and shown_as.gid is not None and \
-            mount.identity == "caller":
-        problem = "[mount] group is for identity = daemon: a mount acting " \
-            "as its callers shows the files' own owners"
     if problem:
         print("gvfs-proxy mount: " + problem, file=sys.stderr)
         return 2

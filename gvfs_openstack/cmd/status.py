@@ -52,10 +52,8 @@ class Checks(upgradecheck.UpgradeCommands):
                 empty = schema.is_empty(connection)
         except (exceptions.GvfsError, db_exception.DBError,
                 sa.exc.DBAPIError) as e:
-            error = getattr(e, "inner_exception", e)
-            return Result(Code.FAILURE, "Cannot read the job store: %s" % (
-                " ".join(str(getattr(error, "orig", None) or error)
-                         .split())))
+            return Result(Code.FAILURE, "Cannot read the job store: %s"
+                          % jobs.store_error_reason(e))
         finally:
             if engine is not None:
                 engine.dispose()

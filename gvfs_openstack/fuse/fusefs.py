@@ -663,11 +663,9 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     as it does for a local file system.  With ``trim_when_idle`` the
     memory kept for its READs (:func:`heap.retain_freed`) goes back to the
     kernel once its calls stop.  ``shown_as``: whose the files look like
-    (:mod:`presentation`; with ``identity`` "daemon" only).
+    (:func:`presentation.for_group` refuses a group with ``identity``
+    "caller").
     """
-    if shown_as.gid is not None and identity == "caller":
-        raise ValueError("a mount acting as its callers shows the files' "
-                         "own owners: it cannot present them to a group")
     await session.start()
     unlinked_files = unlinked.UnlinkedFiles(
         session, unlinked.mount_id(mountpoint, session.export))

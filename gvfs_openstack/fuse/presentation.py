@@ -29,7 +29,7 @@ _GROUP = stat.S_IRWXG
 
 
 class PresentationError(ValueError):
-    """A ``[mount] group`` that names no group of this node."""
+    """A ``[mount] group`` this mount cannot show its files to."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,13 +51,19 @@ class Presentation:
         return fields
 
 
-def for_group(group):
+def for_group(group, identity="daemon"):
     """The :class:`Presentation` of ``[mount] group`` for this process.
 
-    ``group``: a group name or number; None or empty: none.
+    ``group``: a group name or number; None or empty: none.  ``identity``:
+    ``[mount] identity``; a mount acting as its callers must show the
+    files' own owners, for the kernel to check.
     """
     if not group:
         return Presentation()
+    if identity == "caller":
+        raise PresentationError("[mount] group is for identity = daemon: a "
+                                "mount acting as its callers shows the "
+                                "files' own owners")
     try:
         gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
     except KeyError:

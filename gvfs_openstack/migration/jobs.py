@@ -246,6 +246,16 @@ def engine_options(conf):
     return {name: conf.database[name] for name in ENGINE_OPTIONS}
 
 
+def store_error_reason(error):
+    """Why the job store could not be used, in one line.
+
+    oslo.db's errors wrap SQLAlchemy's, which wrap the driver's, whose
+    message says why.
+    """
+    inner = getattr(error, "inner_exception", error)
+    return " ".join(str(getattr(inner, "orig", None) or inner).split())
+
+
 def create_engine(url, **options):
     """An engine on the store at ``url``, an SQLAlchemy URL.
 

@@ -47,17 +47,12 @@ def get_transport(conf, url=None):
                                        allowed_remote_exmods=ALLOWED_EXMODS)
 
 
-#: The version each argument of ``migrate`` came with.
+#: The version each argument of ``migrate`` came with, oldest first.
 _MIGRATE_ARGUMENTS = (("pack", "1.1", "Packing images"),
                       ("trust_id", "1.2", "A migration with a trust"),
                       ("base", "1.4", "A migration against a named base"))
 #: ``list_jobs``'s filters, all of 1.2.
 _LIST_FILTERS = ("project_id", "states", "limit", "marker")
-
-
-def _newer(version, than):
-    return tuple(map(int, version.split("."))) > tuple(
-        map(int, than.split(".")))
 
 
 class ConductorAPI:
@@ -84,8 +79,7 @@ class ConductorAPI:
         for name, since, needs in _MIGRATE_ARGUMENTS:
             if given[name] is not None:
                 arguments[name] = given[name]
-                if _newer(since, version):
-                    version, what = since, needs
+                version, what = since, needs
         return self._at(version, what).call(
             context, "migrate", image_ids=list(image_ids),
             destination=destination, images_in_flight=images_in_flight,
