@@ -8,7 +8,7 @@ the field, before anything reaches the conductor.
 import jsonschema
 
 from gvfs_openstack.api import faults
-from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 
 #: The most images one migration may name.
 MAX_IMAGES = 500
@@ -28,7 +28,7 @@ MIGRATION_CREATE = {
                 "images_in_flight": {"type": "integer", "minimum": 1,
                                      "maximum": 64},
                 "pack": {"type": ["string", "null"],
-                         "enum": list(jobs.PACK_METHODS) + [None]},
+                         "enum": list(states.PACK_METHODS) + [None]},
                 "base": _NAME,
             },
             "required": ["images", "destination"],
@@ -72,8 +72,7 @@ REPLICATION_CREATE = {
 #: What selects a policy's images: exactly one of these fields.
 REPLICATION_SELECTORS = ("tag", "property", "images")
 
-MIGRATION_STATES = ("queued", "running", jobs.DONE, jobs.FAILED,
-                    jobs.CANCELLED)
+MIGRATION_STATES = states.JOB_STATES
 
 
 def _where(error):

@@ -12,8 +12,8 @@ from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh
-from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import localcopy
+from gvfs_openstack.migration import states
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import NfsError
 
@@ -99,7 +99,7 @@ def _drop_destination_image(ctx, image_id):
 def cancel(ctx, rows):
     """Undo what a cancelled job did at the destination."""
     for row in rows:
-        if row["state"] == jobs.DONE:
+        if row["state"] == states.DONE:
             continue
         if row["transfer_task"]:
             from gvfs_openstack.migration import globus
@@ -107,6 +107,6 @@ def cancel(ctx, rows):
         if row["destination_image_id"]:
             _drop_destination_image(ctx, row["destination_image_id"])
         ctx.store.set_image(ctx.job_id, row["position"],
-                            state=jobs.CANCELLED)
+                            state=states.CANCELLED)
     staging_dirs(ctx)
-    ctx.store.set_job(ctx.job_id, state=jobs.CANCELLED)
+    ctx.store.set_job(ctx.job_id, state=states.CANCELLED)

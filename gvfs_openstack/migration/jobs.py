@@ -26,27 +26,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from gvfs_openstack import exceptions
-
-#: The stages of an image, in order.
-LOCAL_COPY = "local_copy"
-TRANSFER = "transfer"
-REMOTE_COPY = "remote_copy"
-DONE = "done"
-STAGES = (LOCAL_COPY, TRANSFER, REMOTE_COPY)
-
-#: States of a job and of an image.
-QUEUED = "queued"
-RUNNING = "running"
-FAILED = "failed"
-CANCELLED = "cancelled"
-FINISHED = (DONE, FAILED, CANCELLED)
+from gvfs_openstack.migration import states
 
 #: What a job's ``notified`` says was announced last.
 NOTIFIED_START = "start"
 NOTIFIED_END = "end"
-
-#: How a job's images may cross the DTN link together (``--pack``).
-PACK_METHODS = ("tar",)
 
 #: The option naming the store, in the errors about it.
 STORE_OPTION = "[database] connection"
@@ -115,7 +99,7 @@ IMAGES = sa.Table(
     sa.Column("image_id", sa.String(36), nullable=False),
     sa.Column("name", sa.String(255)),
     sa.Column("size", sa.BigInteger),
-    #: The next stage to run (DONE when all ran).
+    #: The next stage to run (states.DONE when all ran).
     sa.Column("stage", sa.String(16), nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
     #: Bytes of the current stage that are safely done (resume point).
@@ -327,7 +311,7 @@ class JobStore:
         with self.engine.begin() as db:
             db.execute(JOBS.insert().values(
                 id=job_id, source=source, destination=destination,
-                state=QUEUED, images_in_flight=images_in_flight,
+                state=states.QUEUED, images_in_flight=images_in_flight,
                 pack=pack, cancel_requested=False,
                 project_id=project_id, user_id=user_id, trust_id=trust_id,
                 created_at=now, updated_at=now))
@@ -335,7 +319,8 @@ class JobStore:
                 db.execute(IMAGES.insert().values(
                     job_id=job_id, position=position, image_id=image["id"],
                     name=image.get("name"), size=image.get("size"),
-                    stage=LOCAL_COPY, state=QUEUED, stage_bytes=0,
+                    stage=states.LOCAL_COPY, state=states.QUEUED,
+                    stage_bytes=0,
                     hash_algo=image.get("os_hash_algo"),
                     hash_value=image.get("os_hash_value"), attempts=0,
                     delta_base=delta_base, updated_at=now))
@@ -386,7 +371,7 @@ class JobStore:
         """Jobs with a change not yet announced: started or ended."""
         query = JOBS.select().where(sa.or_(
             JOBS.c.notified.is_(None),
-            sa.and_(JOBS.c.state.in_(FINISHED),
+            sa.and_(JOBS.c.state.in_(states.FINISHED),
                     JOBS.c.notified != NOTIFIED_END))).order_by(
             JOBS.c.created_at, JOBS.c.id)
         with self.engine.connect() as db:

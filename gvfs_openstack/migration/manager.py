@@ -21,6 +21,7 @@ from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import notifications
 from gvfs_openstack.migration import references
 from gvfs_openstack.migration import sites
+from gvfs_openstack.migration import states
 
 LOG = logging.getLogger(__name__)
 
@@ -84,10 +85,10 @@ class ConductorManager:
         if not image_ids:
             raise exceptions.ImageNotMigratable(image="-",
                                                 reason="no image was named")
-        if pack is not None and pack not in jobs.PACK_METHODS:
+        if pack is not None and pack not in states.PACK_METHODS:
             raise exceptions.InvalidConfig(
                 option="pack", reason="%r is not one of: %s" % (
-                    pack, ", ".join(jobs.PACK_METHODS)))
+                    pack, ", ".join(states.PACK_METHODS)))
         target = sites.load(self.conf, destination)
         source = sites.load(self.conf, self.local_site)
         if target.name == source.name:
@@ -203,7 +204,7 @@ class ConductorManager:
     def cancel(self, job_id):
         """Ask the job's runner to stop and undo the job."""
         job = self.store.job(job_id)
-        if job["state"] in jobs.FINISHED:
+        if job["state"] in states.FINISHED:
             raise exceptions.JobFinished(job=job_id, state=job["state"])
         self.store.set_job(job_id, cancel_requested=True)
         if not self._running(job_id):
@@ -269,7 +270,7 @@ class ConductorManager:
         with self._lock:
             waiting, self._waiting = self._waiting, False
         if waiting:
-            for job in self.store.jobs(states=(jobs.QUEUED,)):
+            for job in self.store.jobs(states=(states.QUEUED,)):
                 if job["id"] != job_id and not self._running(job["id"]):
                     self._launch(job["id"], job["project_id"])
 
@@ -287,7 +288,7 @@ class ConductorManager:
         """
         self.reap()
         self._announce()
-        for job in self.store.jobs(states=(jobs.QUEUED, jobs.RUNNING)):
+        for job in self.store.jobs(states=(states.QUEUED, states.RUNNING)):
             if not self._running(job["id"]):
                 LOG.info("resuming job %s", job["id"])
                 self._launch(job["id"], job["project_id"])

@@ -19,6 +19,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 
 LOG = logging.getLogger(__name__)
 
@@ -29,8 +30,8 @@ ERROR = "gvfs.migration.error"
 
 def event_of(job):
     """(event type, mark) of a job's unannounced change."""
-    if job["state"] in jobs.FINISHED:
-        return (ERROR if job["state"] == jobs.FAILED else END,
+    if job["state"] in states.FINISHED:
+        return (ERROR if job["state"] == states.FAILED else END,
                 jobs.NOTIFIED_END)
     return START, jobs.NOTIFIED_START
 

@@ -37,6 +37,7 @@ from gvfs_openstack.migration import localcopy
 from gvfs_openstack.migration import pack
 from gvfs_openstack.migration import remotecopy
 from gvfs_openstack.migration import sites
+from gvfs_openstack.migration import states
 from gvfs_openstack.migration import transfer
 from gvfs_openstack.nfs.errors import NfsError
 
@@ -106,9 +107,9 @@ class StageContext:
 
 #: The stages in order: (job-store name, module, next stage).
 STAGES = (
-    (jobs.LOCAL_COPY, localcopy, jobs.TRANSFER),
-    (jobs.TRANSFER, transfer, jobs.REMOTE_COPY),
-    (jobs.REMOTE_COPY, remotecopy, jobs.DONE),
+    (states.LOCAL_COPY, localcopy, states.TRANSFER),
+    (states.TRANSFER, transfer, states.REMOTE_COPY),
+    (states.REMOTE_COPY, remotecopy, states.DONE),
 )
 
 
@@ -126,13 +127,14 @@ def run_stage(ctx, stage, position):
     """
     name, module, next_stage = stage
     row = ctx.store.image(ctx.job_id, position)
-    if row["state"] in (jobs.FAILED, jobs.CANCELLED) or row["stage"] != name:
-        return row["state"] not in (jobs.FAILED, jobs.CANCELLED)
+    ended = (states.FAILED, states.CANCELLED)
+    if row["state"] in ended or row["stage"] != name:
+        return row["state"] not in ended
     delay = ctx.retry_backoff
     for attempt in range(ctx.retries + 1):
         if ctx.cancelled():
             return False
-        ctx.record(row, state=jobs.RUNNING, attempts=attempt + 1)
+        ctx.record(row, state=states.RUNNING, attempts=attempt + 1)
         resume_point = getattr(module, "resume_point", None)
         run_id = ctx.store.start_run(
             ctx.job_id, position, name, os.getpid(),
@@ -140,17 +142,17 @@ def run_stage(ctx, stage, position):
         try:
             values = module.run(ctx, row)
         except jobs.Cancelled:
-            ctx.store.end_run(run_id, jobs.CANCELLED, 0)
+            ctx.store.end_run(run_id, states.CANCELLED, 0)
             return False
         except Exception as e:  # Every failure is recorded, not lost.
             transient = _is_transient(e)
-            ctx.store.end_run(run_id, jobs.FAILED, 0)
+            ctx.store.end_run(run_id, states.FAILED, 0)
             LOG.warning("%s of image %s failed (attempt %d of %d, %s): %s",
                         name, row["image_id"], attempt + 1, ctx.retries + 1,
                         "transient" if transient else "permanent", e)
             ctx.record(row, error="%s: %s" % (name, e))
             if not transient or attempt == ctx.retries:
-                ctx.record(row, state=jobs.FAILED)
+                ctx.record(row, state=states.FAILED)
                 return False
             time.sleep(delay)
             delay = min(delay * 2, _MAX_BACKOFF)
@@ -158,8 +160,8 @@ def run_stage(ctx, stage, position):
             continue
         ctx.store.end_run(run_id, "done", row["size"] or 0)
         ctx.store.finish_stage(ctx.job_id, position, next_stage,
-                               state=jobs.RUNNING if next_stage != jobs.DONE
-                               else jobs.DONE, **values)
+                               state=(states.DONE if next_stage == states.DONE
+                                      else states.RUNNING), **values)
         return True
     return False
 
@@ -214,15 +216,15 @@ def run(conf, store_url, job_id, owner=None):
     owner = owner or "%s:%d" % (socket.gethostname(), os.getpid())
     store = jobs.open_store(conf, store_url)
     job = store.job(job_id)
-    if job["state"] in jobs.FINISHED:
+    if job["state"] in states.FINISHED:
         return job["state"]
     if not store.claim(job_id, owner, conf.conductor.lease_seconds):
         raise exceptions.JobBusy(job=job_id, owner=store.job(job_id)["owner"])
     try:
-        store.set_job(job_id, state=jobs.RUNNING, error=None)
+        store.set_job(job_id, state=states.RUNNING, error=None)
         store.dispose()  # No connection crosses the fork.
         state = _run_claimed(conf, store_url, job, owner)
-        if job.get("trust_id") and state in jobs.FINISHED:
+        if job.get("trust_id") and state in states.FINISHED:
             _forget_trust(conf, job)
         return state
     finally:
@@ -299,21 +301,21 @@ def _run_packed(conf, store_url, job, owner):
         for row in ctx.store.images(ctx.job_id):
             run_stage(ctx, STAGES[0], row["position"])
         waiting = [r for r in ctx.store.images(ctx.job_id)
-                   if r["stage"] == jobs.TRANSFER
-                   and r["state"] not in (jobs.FAILED, jobs.CANCELLED)]
+                   if r["stage"] == states.TRANSFER
+                   and r["state"] not in (states.FAILED, states.CANCELLED)]
         if waiting:
             lead = waiting[0]
-            sent = run_stage(ctx, (jobs.TRANSFER,
+            sent = run_stage(ctx, (states.TRANSFER,
                                    pack.PackedTransfer(waiting),
-                                   jobs.REMOTE_COPY), lead["position"])
+                                   states.REMOTE_COPY), lead["position"])
             outcome = ctx.store.image(ctx.job_id, lead["position"])
             for row in waiting[1:]:
                 if sent:
                     ctx.store.finish_stage(ctx.job_id, row["position"],
-                                           jobs.REMOTE_COPY,
-                                           state=jobs.RUNNING)
-                elif outcome["state"] == jobs.FAILED:
-                    ctx.record(row, state=jobs.FAILED, error="%s (packed "
+                                           states.REMOTE_COPY,
+                                           state=states.RUNNING)
+                elif outcome["state"] == states.FAILED:
+                    ctx.record(row, state=states.FAILED, error="%s (packed "
                                "with image %s)" % (outcome["error"],
                                                    lead["image_id"]))
         _remote_copies(ctx, [row["position"] for row in
@@ -348,7 +350,7 @@ def _remote_copies(ctx, positions, workers, done=None):
 
 def _clean_source_staging(ctx, position):
     row = ctx.store.image(ctx.job_id, position)
-    if row["state"] != jobs.DONE:
+    if row["state"] != states.DONE:
         return
     staged = ctx.source.staged_path(ctx.job_id, row["image_id"])
     if row["source_path"] != staged:
@@ -364,9 +366,9 @@ def _finish(ctx):
     rows = ctx.store.images(ctx.job_id)
     if ctx.cancelled():
         cleanup.cancel(ctx, rows)
-        return jobs.CANCELLED
-    failed = [r for r in rows if r["state"] != jobs.DONE]
-    state = jobs.FAILED if failed else jobs.DONE
+        return states.CANCELLED
+    failed = [r for r in rows if r["state"] != states.DONE]
+    state = states.FAILED if failed else states.DONE
     # Clean first: a finished job has nothing left in transit.
     cleanup.staging_dirs(ctx)
     ctx.store.set_job(ctx.job_id, state=state, error="; ".join(

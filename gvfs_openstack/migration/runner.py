@@ -19,6 +19,7 @@ from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import pipeline
+from gvfs_openstack.migration import states
 
 LOG = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def main(argv=None):
         LOG.error("%s", e)
         return 2
     LOG.info("job %s: %s", conf.job_id, state)
-    return 0 if state == jobs.DONE else 1
+    return 0 if state == states.DONE else 1
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ context = priv_context.PrivContext(
     pypath=__name__ + ".context",
     capabilities=[capabilities.CAP_SYS_ADMIN],
 )
-privileged_conf.register(cfg.CONF)
 
 #: One option of ``mount -o``: a word, or word=value without separators
 #: that ``mount`` or a shell would treat specially ...
@@ -48,6 +47,9 @@ _SHARE = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:/[A-Za-z0-9_./+-]*$")
 
 
 def _allowed(conf):
+    # Registered here, not at import: the daemon imports this module
+    # before it has a configuration, and registering twice is a no-op.
+    privileged_conf.register(conf)
     return conf[privileged_conf.GROUP]
 
 

@@ -15,10 +15,10 @@ import time
 from rich import console as rich_console
 from rich import progress as rich_progress
 
-from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 
-_STAGE_NAMES = {jobs.LOCAL_COPY: "local copy", jobs.TRANSFER: "DTN->DTN",
-                jobs.REMOTE_COPY: "remote copy", jobs.DONE: "done"}
+_STAGE_NAMES = {states.LOCAL_COPY: "local copy", states.TRANSFER: "DTN->DTN",
+                states.REMOTE_COPY: "remote copy", states.DONE: "done"}
 MIB = 1024 * 1024
 
 
@@ -58,12 +58,12 @@ class LiveBars:
     def _update(self, image):
         name = image["name"] or image["image_id"]
         stage = image["stage"]
-        if image["state"] in (jobs.FAILED, jobs.CANCELLED):
+        if image["state"] in (states.FAILED, states.CANCELLED):
             label = image["state"]
         else:
             label = _STAGE_NAMES.get(stage, stage)
         size = image["size"] or None
-        done = size if stage == jobs.DONE else image["stage_bytes"] or 0
+        done = size if stage == states.DONE else image["stage_bytes"] or 0
         known = self._tasks.get(image["position"])
         if known is None:
             task = self.bars.add_task(name, total=size, completed=done,
@@ -84,7 +84,7 @@ class LiveBars:
         for image in job["images"]:
             self._update(image)
         self.bars.refresh()
-        if job["state"] in jobs.FINISHED:
+        if job["state"] in states.FINISHED:
             self.bars.stop()
             for image in job["images"]:
                 if image["error"]:
@@ -120,10 +120,10 @@ class PlainLines:
         self._seen[position] = (stage, done, now)
         rate = self._rates.get(position)
         name = image["name"] or image["image_id"]
-        if image["state"] in (jobs.FAILED, jobs.CANCELLED):
+        if image["state"] in (states.FAILED, states.CANCELLED):
             return "%-20.20s %s: %s" % (name, image["state"],
                                         image["error"] or "")
-        if stage == jobs.DONE:
+        if stage == states.DONE:
             return "%-20.20s done" % name
         fraction = min(done / size, 1.0) if size else 0.0
         eta = (size - done) / rate if rate else None
@@ -140,7 +140,7 @@ class PlainLines:
         lines.append("job %s: %s" % (job["id"], job["state"]))
         changed = any(stages_before.get(i["position"]) != i["stage"]
                       for i in job["images"])
-        if changed or job["state"] in jobs.FINISHED or \
+        if changed or job["state"] in states.FINISHED or \
                 self._last_plain is None or \
                 now - self._last_plain >= self.plain_every:
             for line in lines:

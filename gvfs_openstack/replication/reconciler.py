@@ -19,6 +19,7 @@ from gvfs_openstack import exceptions
 from gvfs_openstack.migration import glance as glance_api
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import sites
+from gvfs_openstack.migration import states
 from gvfs_openstack.replication import plan
 
 LOG = logging.getLogger(__name__)
@@ -146,13 +147,13 @@ class Reconciler:
                                              state=plan.PENDING)
                 continue
             job = self.job_store.job(record["job_id"])
-            if job["state"] == jobs.DONE:
+            if job["state"] == states.DONE:
                 # Properties are compared at the next round.
                 self.replications.update(
                     policy["id"], image_id, state=plan.IN_SYNC,
                     synced_at=jobs._now(), synced_properties=None,
                     error=None)
-            elif job["state"] in jobs.FINISHED:
+            elif job["state"] in states.FINISHED:
                 self.replications.update(
                     policy["id"], image_id, state=plan.FAILED,
                     error=job.get("error") or "job %s %s" % (

@@ -19,7 +19,7 @@ import pytest
 from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack.delta import blocks
 from gvfs_openstack import exceptions
-from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 from gvfs_openstack.sidecar import scan
 from tests.functional import test_migration
 from tests.lab import drlab
@@ -109,7 +109,7 @@ def _first_version(dr, tmp_path, name, size=64 * MIB):
     manager = test_migration._manager(dr, tmp_path, name="first")
     job = test_migration._wait(
         manager, manager.migrate([first["id"]], "west")["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     assert job["images"][0]["sent_bytes"] == size
     assert job["images"][0]["delta_base"] is None
     return v1, first
@@ -137,7 +137,7 @@ def _migrate_noting(dr, tmp_path, image, name, damage_deltas=False):
         west={"gvfs_meta_command": _noting_meta(tmp_path, "west")[0]})
     job = test_migration._wait(
         manager, manager.migrate([image["id"]], "west")["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     [row] = job["images"]
     return row, _sent(log)
 
@@ -213,7 +213,7 @@ def test_a_named_base_is_used_and_an_unrelated_image_goes_whole(
         east={"gvfs_meta_command": _noting_meta(tmp_path, "east")[0]})
     job = test_migration._wait(manager, manager.migrate(
         [renamed["id"]], "west", base=first["id"])["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     [row] = job["images"]
     assert row["delta_base"] == first["id"]
     [mine, handed] = [c for c in _commands(tmp_path / "meta-east.log")
@@ -226,7 +226,7 @@ def test_a_named_base_is_used_and_an_unrelated_image_goes_whole(
     # would be the whole image, so the whole file goes.
     job = test_migration._wait(manager, manager.migrate(
         [unrelated["id"]], "west", base=first["id"])["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     [row] = job["images"]
     assert row["delta_base"] is None
     assert row["sent_bytes"] == 4 * MIB
@@ -298,7 +298,7 @@ def test_another_projects_private_image_is_never_a_base(dr, tmp_path):
     beta = dr.keystone.project_id("beta")
     job = test_migration._wait(manager, manager.migrate(
         [theirs["id"]], "west", project_id=beta)["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     v2 = tmp_path / "alpha-v2.raw"
     _changed(v1, v2, 0.03, "alpha-v2")
     mine = dr.east.glance.add_image("private-golden-v2", v2,
@@ -306,7 +306,7 @@ def test_another_projects_private_image_is_never_a_base(dr, tmp_path):
     alpha = dr.keystone.project_id("alpha")
     job = test_migration._wait(manager, manager.migrate(
         [mine["id"]], "west", project_id=alpha)["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     [row] = job["images"]
     assert row["delta_base"] is None and row["sent_bytes"] == size
     _arrived_right(dr, mine)

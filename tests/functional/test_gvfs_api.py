@@ -17,8 +17,8 @@ import pytest
 from gvfs_openstack.api import policies
 from gvfs_openstack import exceptions
 from gvfs_openstack import golden
-from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import rpcapi
+from gvfs_openstack.migration import states
 from tests.lab import drlab
 from tests.lab import gvfs_api
 from tests.lab import process
@@ -164,7 +164,7 @@ def alpha_job(api, alpha_image):
 
 def test_a_member_migrates_its_own_private_image(dr, keystone, alpha_image,
                                                  alpha_job):
-    assert alpha_job["state"] == jobs.DONE
+    assert alpha_job["state"] == states.DONE
     assert alpha_job["project_id"] == keystone.project_id("alpha")
     assert alpha_job["user_id"] == keystone.client().users.find(
         name="alpha-member").id
@@ -192,7 +192,7 @@ def test_a_shared_image_stays_shared_with_the_same_projects(
     job = _ok(api.openstack(
         "alpha-member", "gvfs", "migrate", image["id"], "--to", "west",
         "--wait", "--poll-interval", "0.2", "-f", "json"))
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     copy = dr.west.glance.image(image["id"])
     assert (copy["visibility"], copy["owner"]) == (
         "shared", keystone.project_id("alpha"))
@@ -274,14 +274,14 @@ def test_the_job_is_announced_when_it_starts_and_ends(
     assert start == "gvfs.migration.start"
     assert publisher == "gvfs-conductor.conductor-1"
     assert ctxt["project_id"] == keystone.project_id("alpha")
-    assert end[0] == "gvfs.migration.end" and end[3]["state"] == jobs.DONE
+    assert end[0] == "gvfs.migration.end" and end[3]["state"] == states.DONE
 
 
 def test_the_project_reads_its_jobs_and_others_are_refused(api, alpha_job):
     job_id = alpha_job["id"]
     shown = _ok(api.openstack("alpha-reader", "gvfs", "migration", "show",
                               job_id, "-f", "json"))
-    assert shown["state"] == jobs.DONE
+    assert shown["state"] == states.DONE
     listed = _ok(api.openstack("alpha-reader", "gvfs", "migration", "list",
                                "-f", "json"))
     assert job_id in [job["ID"] for job in listed]
@@ -510,7 +510,7 @@ def test_restarting_gvfs_api_mid_job_loses_nothing(api, dr, keystone,
         owner=keystone.project_id("alpha"))
     job = _ok(api.openstack("alpha-member", "gvfs", "migrate", image["id"],
                             "--to", "west", "-f", "json"))
-    assert job["state"] not in jobs.FINISHED
+    assert job["state"] not in states.FINISHED
     api.restart({"upgrade_levels": {"conductor": "1.3"}})
     try:
         _capped_at_the_previous_version(api, image)
@@ -522,11 +522,11 @@ def test_restarting_gvfs_api_mid_job_loses_nothing(api, dr, keystone,
         status, body = api.request("GET", "/v1/migrations/%s" % job["id"],
                                    token=token)
         return status == 200 and body["migration"]["state"] in \
-            jobs.FINISHED
+            states.FINISHED
     process.wait_until(finished, "the job's end", 300, interval=0.5)
     waited = _ok(api.openstack("alpha-member", "gvfs", "migration", "show",
                                job["id"], "-f", "json"))
-    assert waited["state"] == jobs.DONE, waited
+    assert waited["state"] == states.DONE, waited
     assert dr.west.glance.image(image["id"])["os_hash_value"] == \
         image["os_hash_value"]
 

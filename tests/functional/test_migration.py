@@ -22,9 +22,9 @@ from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import glance as migration_glance
-from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import sites
+from gvfs_openstack.migration import states
 from tests.functional.conftest import sha256
 from tests.lab import drlab
 
@@ -74,7 +74,7 @@ def _wait(manager, job_id, timeout=300, resume_every=None):
     resumed = 0
     while time.monotonic() < deadline:
         job = manager.show(job_id)
-        if job["state"] in jobs.FINISHED:
+        if job["state"] in states.FINISHED:
             return job
         if resume_every and time.monotonic() - resumed > resume_every:
             manager.resume()
@@ -107,7 +107,7 @@ def test_three_images_arrive_identical_and_registered_in_place(
     manager = _manager(dr, tmp_path)
     job = manager.migrate([i["id"] for i in images], "west")
     job = _wait(manager, job["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     for image, path in zip(images, (sparse, qcow2, rich)):
         there = dr.west.glance.image(image["id"])
         assert there["status"] == "active"
@@ -148,7 +148,7 @@ def test_a_compressed_local_copy_sends_less_and_keeps_the_holes(
     before = dr.east.proxy.stats()
     manager = _manager(dr, tmp_path, east=dr.east.compressed_local_copy())
     job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     there = dr.west.glance.image(image["id"])
     assert there["status"] == "active"
     assert there["os_hash_value"] == image["os_hash_value"] == \
@@ -169,11 +169,11 @@ def test_a_chunk_the_dtn_proxy_refuses_fails_at_once_and_says_why(
     manager = _manager(dr, tmp_path, east=dict(
         dr.east.compressed_local_copy(), local_copy_chunk_mib=4))
     job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
-    assert job["state"] == jobs.FAILED, job
+    assert job["state"] == states.FAILED, job
     assert "local_copy_chunk_mib must be at most half" in \
         manager.show(job["id"])["images"][0]["error"]
     tries = [run for run in manager.store.runs(job["id"])
-             if run["stage"] == jobs.LOCAL_COPY]
+             if run["stage"] == states.LOCAL_COPY]
     assert len(tries) == 1    # Not retried: it would fail the same way.
 
 
@@ -185,7 +185,7 @@ def test_a_compressed_local_copy_to_plain_nfs_falls_back(dr, tmp_path):
     manager = _manager(dr, tmp_path,
                        east={"local_copy_compression": "zstd"})
     job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     assert dr.west.glance.image(image["id"])["os_hash_value"] == \
         _sha512(path)
 
@@ -205,7 +205,7 @@ def test_packed_images_cross_the_dtn_link_as_one_archive(dr, tmp_path):
     job = manager.migrate([i["id"] for i in images], "west", pack="tar")
     assert job["pack"] == "tar"
     job = _wait(manager, job["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     for image, path in zip(images, paths):
         there = dr.west.glance.image(image["id"])
         assert there["status"] == "active"
@@ -218,7 +218,7 @@ def test_packed_images_cross_the_dtn_link_as_one_archive(dr, tmp_path):
     stored = os.stat(os.path.join(dr.west.images, images[0]["id"]))
     assert stored.st_blocks * 512 < 16 * MIB
     transfers = [run for run in manager.store.runs(job["id"])
-                 if run["stage"] == jobs.TRANSFER]
+                 if run["stage"] == states.TRANSFER]
     assert len(transfers) == 1 and transfers[0]["outcome"] == "done"
     for site in (dr.east, dr.west):
         assert os.listdir(os.path.join(site.export, drlab.STAGING_DIR)) == []
@@ -231,7 +231,7 @@ def test_upload_through_the_api_when_the_destination_has_no_gvfs_store(
     image = dr.east.glance.add_image("plain", path, drlab.FILE_STORE)
     manager = _manager(dr, tmp_path, west_in_place=False)
     job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     there = dr.west.glance.image(image["id"])
     assert there["status"] == "active"
     assert there["os_hash_value"] == image["os_hash_value"]
@@ -324,9 +324,9 @@ printf "\\\\$(printf %%o $(( (byte + 1) %% 256 )))" |
     flipper.chmod(0o755)
     manager = _manager(dr, tmp_path, globus_url_copy=str(flipper))
     job = _wait(manager, manager.migrate([image["id"]], "west")["id"])
-    assert job["state"] == jobs.FAILED
+    assert job["state"] == states.FAILED
     [row] = job["images"]
-    assert row["stage"] == jobs.REMOTE_COPY
+    assert row["stage"] == states.REMOTE_COPY
     assert "the data's sha512 is" in row["error"]
     assert "the source's is %s" % image["os_hash_value"] in row["error"]
     # Nothing at the destination: no image, no file, no staging.
@@ -349,18 +349,18 @@ def test_an_unreachable_destination_dtn_is_retried(dr, tmp_path):
     try:
         job_id = manager.migrate([image["id"]], "west")["id"]
         deadline = time.monotonic() + 120
-        while not any(run["stage"] == jobs.TRANSFER and
-                      run["outcome"] == jobs.FAILED
+        while not any(run["stage"] == states.TRANSFER and
+                      run["outcome"] == states.FAILED
                       for run in manager.store.runs(job_id)):
             assert time.monotonic() < deadline, manager.show(job_id)
             time.sleep(0.1)
     finally:
         dr.west.gridftp.start()
     job = _wait(manager, job_id)
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     outcomes = [run["outcome"] for run in manager.store.runs(job_id)
-                if run["stage"] == jobs.TRANSFER]
-    assert outcomes[0] == jobs.FAILED and outcomes[-1] == "done"
+                if run["stage"] == states.TRANSFER]
+    assert outcomes[0] == states.FAILED and outcomes[-1] == "done"
     assert dr.west.glance.image(image["id"])["os_hash_value"] == \
         image["os_hash_value"]
 
@@ -376,7 +376,7 @@ def test_a_killed_runner_is_resumed_from_its_last_committed_byte(
     deadline = time.monotonic() + 120
     while manager.store.image(job_id, 0)["stage_bytes"] < 16 * MIB:
         assert time.monotonic() < deadline, manager.show(job_id)
-        assert manager.store.image(job_id, 0)["stage"] == jobs.LOCAL_COPY
+        assert manager.store.image(job_id, 0)["stage"] == states.LOCAL_COPY
         time.sleep(0.02)
     runner = manager._runners[job_id]
     os.killpg(runner.pid, 9)   # The conductor's host dies.
@@ -384,9 +384,9 @@ def test_a_killed_runner_is_resumed_from_its_last_committed_byte(
     # A new conductor takes the job over once the dead runner's lease ends.
     successor = _manager(dr, tmp_path, lease_seconds=3)
     job = _wait(successor, job_id, resume_every=1.0)
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     local_runs = [r for r in successor.store.runs(job_id)
-                  if r["stage"] == jobs.LOCAL_COPY]
+                  if r["stage"] == states.LOCAL_COPY]
     assert len(local_runs) == 2
     assert local_runs[0]["outcome"] is None   # Killed mid-way.
     assert local_runs[1]["resumed_from"] >= 16 * MIB
@@ -411,12 +411,12 @@ def test_cancel_leaves_no_partial_files_and_no_queued_images(dr, tmp_path):
         time.sleep(0.02)
     manager.cancel(job_id)
     job = _wait(manager, job_id)
-    assert job["state"] == jobs.CANCELLED
-    states = [row["state"] for row in job["images"]]
-    assert states[1:] == [jobs.CANCELLED, jobs.CANCELLED]
+    assert job["state"] == states.CANCELLED
+    image_states = [row["state"] for row in job["images"]]
+    assert image_states[1:] == [states.CANCELLED, states.CANCELLED]
     west = _images_of(dr.west.glance)
-    for image, state in zip(images, states):
-        if state == jobs.DONE:
+    for image, state in zip(images, image_states):
+        if state == states.DONE:
             assert west[image["id"]]["status"] == "active"
         else:
             assert image["id"] not in west
@@ -442,7 +442,7 @@ def test_two_conductors_sharing_postgresql_run_each_job_once(dr, tmp_path):
                for image in images]
     b.resume()   # B sees both jobs unfinished and starts runners too.
     for job_id in job_ids:
-        assert _wait(a, job_id)["state"] == jobs.DONE
+        assert _wait(a, job_id)["state"] == states.DONE
     for job_id in job_ids:
         codes = sorted(m._runners[job_id].wait(timeout=60)
                        for m in (a, b))
@@ -474,14 +474,14 @@ def test_a_reset_dtn_link_mid_transfer_is_survived(linked_dr, tmp_path):
     job_id = manager.migrate([image["id"]], "west")["id"]
     deadline = time.monotonic() + 120
     while not [r for r in manager.store.runs(job_id)
-               if r["stage"] == jobs.TRANSFER]:
+               if r["stage"] == states.TRANSFER]:
         assert time.monotonic() < deadline, manager.show(job_id)
         time.sleep(0.02)
     time.sleep(1.5)
-    assert manager.show(job_id)["images"][0]["stage"] == jobs.TRANSFER
+    assert manager.show(job_id)["images"][0]["stage"] == states.TRANSFER
     dr.reset_dtn_link()
     job = _wait(manager, job_id)
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     assert dr.west.glance.image(image["id"])["os_hash_value"] == \
         image["os_hash_value"]
 
@@ -500,9 +500,9 @@ def test_a_local_copy_killed_after_its_last_commit_resumes_at_the_end(
     shutil.copyfile(path, os.path.join(staged, image["id"]))
     manager.store.progress(job_id, 0, image["size"])
     job = _wait(manager, job_id, resume_every=1.0)
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     [local] = [r for r in manager.store.runs(job_id)
-               if r["stage"] == jobs.LOCAL_COPY]
+               if r["stage"] == states.LOCAL_COPY]
     assert local["resumed_from"] == image["size"]
     assert dr.west.glance.image(image["id"])["os_hash_value"] == \
         image["os_hash_value"]
@@ -527,9 +527,9 @@ def test_a_killed_runner_goes_on_from_the_last_whole_segment(linked_dr,
     done = manager.store.image(job_id, 0)["transfer_done"]
     successor = _manager(dr, tmp_path, lease_seconds=3, east=east)
     job = _wait(successor, job_id, resume_every=1.0)
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     transfers = [r for r in successor.store.runs(job_id)
-                 if r["stage"] == jobs.TRANSFER]
+                 if r["stage"] == states.TRANSFER]
     assert len(transfers) == 2 and transfers[0]["outcome"] is None
     # It went on at a segment boundary, at or after what was recorded.
     resumed = transfers[1]["resumed_from"]
@@ -555,14 +555,14 @@ def test_a_segmented_file_differing_at_the_end_is_sent_again(dr, tmp_path):
     for name in (staged, os.path.join(staged, image["id"])):
         os.chown(name, dr.west.gridftp.uid, dr.west.gridftp.gid)
     job = _wait(manager, job_id, resume_every=1.0)
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     assert dr.west.glance.image(image["id"])["os_hash_value"] == \
         image["os_hash_value"] == _sha512(path)
 
 
 def _overlapping(runs):
     """Pairs of transfer runs that were on the link at the same time."""
-    done = sorted((r for r in runs if r["stage"] == jobs.TRANSFER
+    done = sorted((r for r in runs if r["stage"] == states.TRANSFER
                    and r["outcome"] == "done"),
                   key=lambda r: r["started_at"])
     return sum(1 for a, b in zip(done, done[1:])
@@ -583,7 +583,7 @@ def test_transfers_run_as_many_at_once_as_configured(
                        images_in_flight=3)
     job_id = manager.migrate([i["id"] for i in images], "west")["id"]
     job = _wait(manager, job_id)
-    assert job["state"] == jobs.DONE, job
+    assert job["state"] == states.DONE, job
     for image in images:
         assert dr.west.glance.image(image["id"])["os_hash_value"] == \
             image["os_hash_value"]
@@ -615,15 +615,15 @@ def test_jobs_beyond_a_projects_cap_wait_queued_then_run(dr, tmp_path):
     # The first is running: the second waits, queued.
     assert manager._running(theirs[0])
     assert not manager._running(theirs[1])
-    assert manager.show(theirs[1])["state"] == jobs.QUEUED
+    assert manager.show(theirs[1])["state"] == states.QUEUED
     beta = manager.migrate([made[2]["id"]], "west",
                            project_id=dr.keystone.project_id("beta"))["id"]
     assert manager._running(beta)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         assert sum(manager._running(j) for j in theirs) <= 1
-        states = [manager.show(j)["state"] for j in theirs + [beta]]
-        if all(state in jobs.FINISHED for state in states):
+        job_states = [manager.show(j)["state"] for j in theirs + [beta]]
+        if all(state in states.FINISHED for state in job_states):
             break
         time.sleep(0.1)
-    assert states == [jobs.DONE] * 3
+    assert job_states == [states.DONE] * 3

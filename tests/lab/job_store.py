@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 
 #: The images of the job :func:`store_at_0001` leaves.
 IMAGES = [{"id": "i%d" % n, "name": "n%d" % n, "size": 10 * n,
@@ -37,7 +38,8 @@ def store_at_0001(url):
                 db.execute(tables.tables["job_images"].insert().values(
                     job_id="j1", position=position, image_id=image["id"],
                     name=image["name"], size=image["size"],
-                    stage=jobs.LOCAL_COPY, state=jobs.QUEUED, stage_bytes=0,
+                    stage=states.LOCAL_COPY, state=states.QUEUED,
+                    stage_bytes=0,
                     transfer_task="task-%d" % position, attempts=0,
                     updated_at=now))
     finally:

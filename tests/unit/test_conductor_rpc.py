@@ -12,10 +12,10 @@ import pytest
 
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
-from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import rpcapi
 from gvfs_openstack.migration import service
+from gvfs_openstack.migration import states
 from gvfs_openstack.replication import listener
 
 
@@ -54,7 +54,7 @@ def test_calls_reach_the_manager(conductor):
         "id": "i0", "name": "n", "size": 1, "os_hash_algo": "sha512",
         "os_hash_value": "h"}], 1)
     [listed] = api.list_jobs(ctxt)
-    assert listed["id"] == job_id and listed["state"] == jobs.QUEUED
+    assert listed["id"] == job_id and listed["state"] == states.QUEUED
     shown = api.show_job(ctxt, job_id)
     assert [i["image_id"] for i in shown["images"]] == ["i0"]
     assert isinstance(shown["created_at"], str)
@@ -74,7 +74,7 @@ def test_user_errors_cross_rpc_as_themselves(conductor):
                        match="'zip' is not one of: tar"):
         api.migrate({}, ["image"], "west", pack="zip")
     job_id = manager.store.create_job("east", "west", [], 1)
-    manager.store.set_job(job_id, state=jobs.DONE)
+    manager.store.set_job(job_id, state=states.DONE)
     with pytest.raises(exceptions.JobFinished, match="is done already"):
         api.cancel_job({}, job_id)
 

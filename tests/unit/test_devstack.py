@@ -233,7 +233,9 @@ def test_stack_starts_the_dtn_proxies_mount_and_conductor(devstack):
     calls = devstack.calls()
     assert "stop_process n-cpu" in calls
     assert "run_process n-cpu %s libvirt" % running["n-cpu"] in calls
-    assert "setup_develop %s fuse" % env["GVFS_DIR"] in calls
+    # The extras of the enabled services; glance and nova are devstack's.
+    assert ("setup_develop %s proxy,fuse,conductor,api" % env["GVFS_DIR"]
+            in calls)
     install = [c for c in calls if c.startswith("install_package")]
     assert install and "nfs-ganesha-vfs" in install[0].split()
     # The DTN, then the proxies, then the mount: each needs the one before.
@@ -575,6 +577,9 @@ def test_compute_only_node_runs_no_dtn(tmp_path):
         GVFS_DTN_HOST="192.0.2.30")
     devstack.stack()
     assert set(devstack.running()) == {"gvfs-client", "gvfs-mount", "n-cpu"}
+    # Neither the job store's libraries nor gvfs-api's.
+    assert ("setup_develop %s proxy,fuse" % devstack.env["GVFS_DIR"]
+            in devstack.calls())
     assert not os.path.exists(os.path.join(devstack.state, "keystone"))
     assert not os.path.exists(devstack.conf_path("gvfs-api.conf"))
     assert not os.path.exists(devstack.env["GVFS_DTN_EXPORT"])

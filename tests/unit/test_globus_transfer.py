@@ -24,6 +24,7 @@ from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import pack
 from gvfs_openstack.migration import pipeline
 from gvfs_openstack.migration import sites
+from gvfs_openstack.migration import states
 from gvfs_openstack.migration import transfer
 
 EAST_COLLECTION = "8d6f3b8e-0d53-4c4b-9a36-6f1c2b1b9e01"
@@ -87,7 +88,7 @@ class _Ctx:
             "id": "img-1", "name": "golden", "size": 1000,
             "os_hash_algo": "sha512", "os_hash_value": DIGEST}], 2)
         self.store.set_image(
-            self.job_id, 0, stage=jobs.TRANSFER,
+            self.job_id, 0, stage=states.TRANSFER,
             source_path=self.source.staged_path(self.job_id, "img-1"))
         self.globus_poll_interval = 0.0
         # Whole files only: deltas are tests/functional/

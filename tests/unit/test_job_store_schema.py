@@ -19,6 +19,7 @@ from gvfs_openstack import exceptions
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration.db import sync
 from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 from tests.lab import job_store
 
 IMAGES = job_store.IMAGES
@@ -217,7 +218,7 @@ def test_a_store_of_the_first_release_is_synced(tmp_path):
         ("running", None, None)
     images = store.images("j1")
     assert [(i["image_id"], i["stage"], i["stage_bytes"]) for i in images] \
-        == [("i0", jobs.TRANSFER, 5), ("i1", jobs.LOCAL_COPY, 0)]
+        == [("i0", states.TRANSFER, 5), ("i1", states.LOCAL_COPY, 0)]
     store.set_image("j1", 0, transfer_task="task-1", transfer_done=4)
     image = store.image("j1", 0)
     assert (image["transfer_task"], image["transfer_done"]) == ("task-1", 4)
@@ -344,8 +345,8 @@ def test_jobs_page_by_marker_and_limit_within_a_project(store):
     assert [j["id"] for j in store.jobs(project_id="p0", marker=p0[0],
                                         limit=1)] == p0[1:2]
 
-    store.set_job(ordered[4], state=jobs.FAILED)
-    assert [j["id"] for j in store.jobs(states=(jobs.QUEUED,),
+    store.set_job(ordered[4], state=states.FAILED)
+    assert [j["id"] for j in store.jobs(states=(states.QUEUED,),
                                         marker=ordered[1])] == \
         ordered[2:4] + ordered[5:]
 

@@ -20,6 +20,7 @@ from gvfs_openstack.migration import localcopy
 from gvfs_openstack.migration import pipeline
 from gvfs_openstack.migration import remotecopy
 from gvfs_openstack.migration import sites
+from gvfs_openstack.migration import states
 
 MIB = 1024 * 1024
 
@@ -234,11 +235,11 @@ def test_a_job_starts_queued_with_its_images_in_order(store):
     job_id = store.create_job("east", "west", IMAGES, 2)
     job = store.job(job_id)
     assert (job["state"], job["images_in_flight"], job["owner"]) == \
-        (jobs.QUEUED, 2, None)
+        (states.QUEUED, 2, None)
     rows = store.images(job_id)
     assert [r["image_id"] for r in rows] == ["i0", "i1", "i2"]
     assert {(r["stage"], r["state"], r["stage_bytes"]) for r in rows} == \
-        {(jobs.LOCAL_COPY, jobs.QUEUED, 0)}
+        {(states.LOCAL_COPY, states.QUEUED, 0)}
     with pytest.raises(exceptions.JobNotFound, match="No migration job x"):
         store.job("x")
 
@@ -263,10 +264,10 @@ def test_a_finished_stage_moves_the_image_on_and_clears_its_progress(store):
     job_id = store.create_job("east", "west", IMAGES, 2)
     store.progress(job_id, 1, 4096)
     store.set_image(job_id, 1, error="earlier", attempts=2)
-    store.finish_stage(job_id, 1, jobs.TRANSFER, source_path="/p")
+    store.finish_stage(job_id, 1, states.TRANSFER, source_path="/p")
     row = store.image(job_id, 1)
     assert (row["stage"], row["stage_bytes"], row["attempts"], row["error"],
-            row["source_path"]) == (jobs.TRANSFER, 0, 0, None, "/p")
+            row["source_path"]) == (states.TRANSFER, 0, 0, None, "/p")
 
 
 # --- stage retries -----------------------------------------------------------
@@ -302,7 +303,7 @@ class _Stage:
 
 
 def _stage(module):
-    return (jobs.LOCAL_COPY, module, jobs.TRANSFER)
+    return (states.LOCAL_COPY, module, states.TRANSFER)
 
 
 def test_transient_faults_are_retried_and_recorded(store):
@@ -313,9 +314,9 @@ def test_transient_faults_are_retried_and_recorded(store):
     assert module.calls == 3
     row = store.image(job_id, 0)
     assert (row["stage"], row["source_path"], row["error"]) == \
-        (jobs.TRANSFER, "/done", None)
+        (states.TRANSFER, "/done", None)
     assert [r["outcome"] for r in store.runs(job_id)] == \
-        [jobs.FAILED, jobs.FAILED, "done"]
+        [states.FAILED, states.FAILED, "done"]
 
 
 def test_a_permanent_fault_fails_the_image_at_once(store):
@@ -325,7 +326,7 @@ def test_a_permanent_fault_fails_the_image_at_once(store):
     assert not pipeline.run_stage(_Ctx(store, job_id), _stage(module), 0)
     assert module.calls == 1
     row = store.image(job_id, 0)
-    assert row["state"] == jobs.FAILED and row["stage"] == jobs.LOCAL_COPY
+    assert row["state"] == states.FAILED and row["stage"] == states.LOCAL_COPY
     assert "sha512 is a, the source's is b" in row["error"]
 
 
@@ -335,12 +336,12 @@ def test_retries_end(store):
     assert not pipeline.run_stage(_Ctx(store, job_id, retries=2),
                                   _stage(module), 0)
     assert module.calls == 3
-    assert store.image(job_id, 0)["state"] == jobs.FAILED
+    assert store.image(job_id, 0)["state"] == states.FAILED
 
 
 def test_an_image_past_the_stage_or_a_cancelled_job_runs_nothing(store):
     job_id = store.create_job("east", "west", IMAGES, 2)
-    store.finish_stage(job_id, 0, jobs.TRANSFER)
+    store.finish_stage(job_id, 0, states.TRANSFER)
     module = _Stage()
     ctx = _Ctx(store, job_id)
     assert pipeline.run_stage(ctx, _stage(module), 0)  # Resumed: passes.
@@ -403,7 +404,7 @@ def test_remote_copies_run_side_by_side(store, monkeypatch):
     """Three registrations wait for each other: only concurrent ones end."""
     job_id = store.create_job("east", "west", IMAGES, 3)
     for position in range(3):
-        store.set_image(job_id, position, stage=jobs.REMOTE_COPY)
+        store.set_image(job_id, position, stage=states.REMOTE_COPY)
     together = threading.Barrier(3, timeout=10)
 
     class Remote:
@@ -412,13 +413,13 @@ def test_remote_copies_run_side_by_side(store, monkeypatch):
             return {}
 
     monkeypatch.setattr(pipeline, "STAGES", pipeline.STAGES[:2] + (
-        (jobs.REMOTE_COPY, Remote(), jobs.DONE),))
+        (states.REMOTE_COPY, Remote(), states.DONE),))
     monkeypatch.setattr(pipeline, "_clean_source_staging",
                         lambda ctx, position: None)
     released = []
     pipeline._remote_copies(_Ctx(store, job_id, retries=0), iter(range(3)),
                             3, lambda: released.append(1))
-    assert [row["state"] for row in store.images(job_id)] == [jobs.DONE] * 3
+    assert [row["state"] for row in store.images(job_id)] == [states.DONE] * 3
     assert len(released) == 3
 
 

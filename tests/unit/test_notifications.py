@@ -13,6 +13,7 @@ from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import notifications
+from gvfs_openstack.migration import states
 
 IMAGE = {"id": "i0", "name": "golden", "size": 1, "os_hash_algo": "sha512",
          "os_hash_value": "h"}
@@ -56,27 +57,27 @@ def test_a_job_is_announced_when_it_starts_and_when_it_ends(conductors):
                               user_id="u1")
     a.announce()
     b.announce()
-    assert _sent() == [("p1", notifications.START, "INFO", jobs.QUEUED)]
+    assert _sent() == [("p1", notifications.START, "INFO", states.QUEUED)]
     [start] = _messages()
     assert start["publisher_id"] == "gvfs-conductor.conductor-a"
     assert [i["image_id"] for i in start["payload"]["images"]] == ["i0"]
     assert "owner" not in start["payload"]     # The runner's lease.
-    store.set_job(job_id, state=jobs.RUNNING)
+    store.set_job(job_id, state=states.RUNNING)
     a.announce()
     assert len(_sent()) == 1                   # Running is no news.
-    store.set_job(job_id, state=jobs.DONE)
+    store.set_job(job_id, state=states.DONE)
     b.announce()
     a.announce()
-    assert _sent()[1:] == [("p1", notifications.END, "INFO", jobs.DONE)]
+    assert _sent()[1:] == [("p1", notifications.END, "INFO", states.DONE)]
 
 
 def test_a_failed_job_is_an_error_and_a_job_seen_only_ended_is_too(
         conductors):
     store, (a, _) = conductors
     failed = store.create_job("east", "west", [IMAGE], 1)
-    store.set_job(failed, state=jobs.FAILED, error="checksum")
+    store.set_job(failed, state=states.FAILED, error="checksum")
     a.announce()   # Never announced started: only its end is news now.
-    assert _sent() == [(None, notifications.ERROR, "ERROR", jobs.FAILED)]
+    assert _sent() == [(None, notifications.ERROR, "ERROR", states.FAILED)]
     assert _messages()[0]["payload"]["error"] == "checksum"
     a.announce()
     assert len(_sent()) == 1

@@ -7,7 +7,7 @@ import re
 import pytest
 import requests
 
-from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 from gvfs_openstack.osc import client
 from gvfs_openstack.osc import progress
 from gvfs_openstack.osc.v1 import migration
@@ -69,7 +69,7 @@ def test_list_takes_filters_and_a_page():
 
 
 def test_json_output_keeps_the_images_structure():
-    job = _job(jobs.RUNNING, jobs.TRANSFER, 10 * MIB)
+    job = _job(states.RUNNING, states.TRANSFER, 10 * MIB)
     columns, values = migration._job_row(job)
     images = values[columns.index("images")]
     assert images.machine_readable() == job["images"]
@@ -91,7 +91,7 @@ def test_api_faults_become_their_message():
         "gvfs-api answered 403 Forbidden"
 
 
-def _job(state, stage, done, size=100 * MIB, image_state=jobs.RUNNING,
+def _job(state, stage, done, size=100 * MIB, image_state=states.RUNNING,
          error=None):
     return {"id": "j1", "state": state, "images": [{
         "position": 0, "image_id": "i1", "name": "golden", "size": size,
@@ -110,19 +110,19 @@ class _Clock:
 def test_plain_lines_give_rate_and_eta_and_only_on_change():
     out, clock = io.StringIO(), _Clock()
     view = progress.view(out, tty=False, plain_every=10, clock=clock)
-    view.show(_job(jobs.RUNNING, jobs.TRANSFER, 10 * MIB))
+    view.show(_job(states.RUNNING, states.TRANSFER, 10 * MIB))
     clock.now += 2
-    view.show(_job(jobs.RUNNING, jobs.TRANSFER, 30 * MIB))  # Same stage.
+    view.show(_job(states.RUNNING, states.TRANSFER, 30 * MIB))  # Same stage.
     assert out.getvalue().count("\n") == 2                  # Not printed.
     clock.now += 10
-    view.show(_job(jobs.RUNNING, jobs.TRANSFER, 50 * MIB))
+    view.show(_job(states.RUNNING, states.TRANSFER, 50 * MIB))
     lines = out.getvalue().splitlines()
     assert lines[-2].split() == [
         "golden", "DTN->DTN", "50.0%", "50.0/100.0", "MiB", "2.0",
         "MiB/s", "ETA", "0:25"]
     assert lines[-1] == "job j1: running"
     clock.now += 1
-    view.show(_job(jobs.RUNNING, jobs.REMOTE_COPY, 0))     # New stage.
+    view.show(_job(states.RUNNING, states.REMOTE_COPY, 0))     # New stage.
     assert "remote copy" in out.getvalue().splitlines()[-2]
     assert "[" not in out.getvalue()                       # No bar.
 
@@ -135,10 +135,10 @@ def _visible(text):
 def test_a_terminal_gets_bars_that_fit_80_columns_and_errors_spelled_out():
     out = io.StringIO()
     view = progress.view(out, tty=True, width=80)
-    view.show(_job(jobs.RUNNING, jobs.LOCAL_COPY, 25 * MIB))
-    view.show(_job(jobs.RUNNING, jobs.TRANSFER, 50 * MIB))
-    view.show(_job(jobs.FAILED, jobs.REMOTE_COPY, 0, image_state=jobs.FAILED,
-                   error="remote copy: checksum"))
+    view.show(_job(states.RUNNING, states.LOCAL_COPY, 25 * MIB))
+    view.show(_job(states.RUNNING, states.TRANSFER, 50 * MIB))
+    view.show(_job(states.FAILED, states.REMOTE_COPY, 0,
+                   image_state=states.FAILED, error="remote copy: checksum"))
     text = out.getvalue()
     assert "\x1b[" in text                       # Redrawn in place.
     shown = _visible(text)

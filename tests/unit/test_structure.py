@@ -72,8 +72,10 @@ def test_modules_log_through_oslo_log(path, tree):
             assert "logging" not in [a.name for a in node.names], path
 
 
-#: oslo.config's registering calls, and ours named after them.
-REGISTERING = ("register_opt", "register_cli_opt", "register_group")
+#: oslo.config's registering calls (register_opt, register_opts,
+#: register_cli_opt, register_group), and ours named after them
+#: (``conf.privileged.register``).
+REGISTERING = ("register",)
 
 
 @pytest.mark.parametrize("path,tree", list(_modules()))
@@ -90,3 +92,23 @@ def test_no_option_is_registered_by_an_import(path, tree):
             assert not name.startswith(REGISTERING), \
                 "%s registers options at import (line %d)" % (path,
                                                               call.lineno)
+
+
+def test_state_names_import_nothing():
+    """The OSC plugin and gvfs-api read them without the job store."""
+    with open(os.path.join(PACKAGE, "migration", "states.py")) as f:
+        tree = ast.parse(f.read())
+    assert list(_imported(tree)) == []
+
+
+#: What only the conductor's job store needs.
+JOB_STORE = ("sqlalchemy", "oslo_db", "alembic",
+             "gvfs_openstack.migration.jobs", "gvfs_openstack.migration.db")
+
+
+@pytest.mark.parametrize("path,tree", list(_modules("osc"))
+                         + list(_modules("api")))
+def test_the_cli_and_the_api_do_not_load_the_job_store(path, tree):
+    """``[osc]`` and ``[api]`` install neither SQLAlchemy nor oslo.db."""
+    for name in _imported(tree):
+        assert not name.startswith(JOB_STORE), (path, name)

@@ -21,7 +21,7 @@ it); the ratio is the baseline's over the compressed copy's.
 import os
 import tempfile
 
-from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 from tests.lab import drlab
 from tests.lab import toxiproxy
 from tools.bench import charts
@@ -79,7 +79,7 @@ def run(quick=False, plot=None, rtt_ms=1, rate_mbit=500):
                     after = lab.east.proxy.stats()
                     migrate.forget_destination(lab, [image_id])
                     rows[name] = (
-                        migrate.stage_seconds(runs)[jobs.LOCAL_COPY],
+                        migrate.stage_seconds(runs)[states.LOCAL_COPY],
                         after["bulk_write_wire_bytes"] -
                         before["bulk_write_wire_bytes"])
             finally:

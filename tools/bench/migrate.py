@@ -35,15 +35,15 @@ import time
 from oslo_config import cfg
 
 from gvfs_openstack.conf import migration as migration_conf
-from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
+from gvfs_openstack.migration import states
 from tests.lab import drlab
 from tools.bench import charts
 from tools.bench import data
 
 MIB = 1024 * 1024
-STAGE_NAMES = {jobs.LOCAL_COPY: "local copy", jobs.TRANSFER: "DTN-to-DTN",
-               jobs.REMOTE_COPY: "remote copy"}
+STAGE_NAMES = {states.LOCAL_COPY: "local copy", states.TRANSFER: "DTN-to-DTN",
+               states.REMOTE_COPY: "remote copy"}
 
 
 @contextlib.contextmanager
@@ -75,11 +75,11 @@ def migrate_once(lab, work, image_ids, name, images_in_flight, streams,
     manager = manager_mod.ConductorManager(conf)
     start = time.monotonic()
     job_id = manager.migrate(image_ids, "west", pack=pack)["id"]
-    while manager.show(job_id)["state"] not in jobs.FINISHED:
+    while manager.show(job_id)["state"] not in states.FINISHED:
         time.sleep(0.05)
     seconds = time.monotonic() - start
     job = manager.show(job_id)
-    if job["state"] != jobs.DONE:
+    if job["state"] != states.DONE:
         raise RuntimeError("%s run ended %s: %s" % (name, job["state"],
                                                     job["error"]))
     runs = manager.store.runs(job_id)
@@ -189,7 +189,7 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
               count, size // MIB, rtt_ms, rate_mbit, link_mibps, streams))
     print("%-34s %9s %9s" % ("run", "seconds", "MiB/s"))
     rows = [("%s, all images (sequential run)" % STAGE_NAMES[stage],
-             stages[stage]) for stage in jobs.STAGES if stage in stages]
+             stages[stage]) for stage in states.STAGES if stage in stages]
     rows += [("paper's procedure (sequential)", sequential),
              ("pipelined conductor", pipelined),
              ("plain scp between the DTNs", scp),
@@ -220,8 +220,8 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
 
 def _plot(seq_runs, pipe_runs, path):
     plt = charts.pyplot()
-    colours = {jobs.LOCAL_COPY: "tab:blue", jobs.TRANSFER: "tab:red",
-               jobs.REMOTE_COPY: "tab:green"}
+    colours = {states.LOCAL_COPY: "tab:blue", states.TRANSFER: "tab:red",
+               states.REMOTE_COPY: "tab:green"}
     fig, axes = plt.subplots(2, 1, figsize=(11, 5), sharex=True)
     for ax, runs, title in ((axes[0], seq_runs, "paper's procedure"),
                             (axes[1], pipe_runs, "pipelined conductor")):

@@ -17,7 +17,7 @@ The ratio is the pipelined run's time over the packed run's.
 import os
 import tempfile
 
-from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 from tools.bench import charts
 from tools.bench import data
 from tools.bench import migrate
@@ -44,7 +44,7 @@ def run(quick=False, plot=None, rtt_ms=20, rate_mbit=500, streams=4):
             migrate.forget_destination(lab, image_ids)
             packed, pack_runs = migrate.migrate_once(
                 lab, work, image_ids, "packed", 3, streams, pack="tar")
-    transfers = {name: sum(1 for r in runs if r["stage"] == jobs.TRANSFER
+    transfers = {name: sum(1 for r in runs if r["stage"] == states.TRANSFER
                            and r["outcome"] == "done")
                  for name, runs in (("pipelined", pipe_runs),
                                     ("packed", pack_runs))}
@@ -77,8 +77,8 @@ def _plot(pipe_runs, pack_runs, path):
     """Each run's time in each stage, summed over its images."""
     plt = charts.pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    colours = {jobs.LOCAL_COPY: "tab:blue", jobs.TRANSFER: "tab:red",
-               jobs.REMOTE_COPY: "tab:green"}
+    colours = {states.LOCAL_COPY: "tab:blue", states.TRANSFER: "tab:red",
+               states.REMOTE_COPY: "tab:green"}
     for row, (name, runs) in enumerate((("pipelined", pipe_runs),
                                         ("--pack tar", pack_runs))):
         done = [r for r in runs if r["outcome"] == "done"]

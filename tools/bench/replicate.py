@@ -31,8 +31,8 @@ import time
 from oslo_config import cfg
 
 from gvfs_openstack.conf import migration as migration_conf
-from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
+from gvfs_openstack.migration import states
 from gvfs_openstack.replication import manager as replication_mod
 from tests.lab import drlab
 from tools.bench import charts
@@ -87,17 +87,17 @@ def _conductor(lab, work, name):
 
 
 def _wait_job(manager, job_id):
-    while manager.show(job_id)["state"] not in jobs.FINISHED:
+    while manager.show(job_id)["state"] not in states.FINISHED:
         time.sleep(0.1)
     job = manager.show(job_id)
-    if job["state"] != jobs.DONE:
+    if job["state"] != states.DONE:
         raise RuntimeError("job %s ended %s: %s" % (job_id, job["state"],
                                                     job["error"]))
     return job
 
 
 def _transfer_seconds(manager, job_id):
-    return migrate.stage_seconds(manager.store.runs(job_id))[jobs.TRANSFER]
+    return migrate.stage_seconds(manager.store.runs(job_id))[states.TRANSFER]
 
 
 def _job_seconds(job):

@@ -9,7 +9,7 @@ from cliff import columns
 from osc_lib.command import command
 from osc_lib import exceptions as osc_exceptions
 
-from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 from gvfs_openstack.osc import progress
 from gvfs_openstack.osc import servers
 
@@ -52,7 +52,7 @@ def _wait(client, job, interval, stream=None):
     view = progress.view(stream, stream.isatty())
     while True:
         view.show(job)
-        if job["state"] in jobs.FINISHED:
+        if job["state"] in states.FINISHED:
             return job
         time.sleep(interval)
         job = client.show_job(job["id"])
@@ -98,7 +98,7 @@ class Migrate(command.ShowOne):
         parser.add_argument("--parallel", metavar="<n>", type=int,
                             help="Images in flight at once (default: the "
                                  "conductor's images_in_flight)")
-        parser.add_argument("--pack", choices=jobs.PACK_METHODS,
+        parser.add_argument("--pack", choices=states.PACK_METHODS,
                             help="Pack the images into one compressed "
                                  "archive on the source DTN and send that "
                                  "(the DTN paper's tar+compress, for many "
@@ -143,7 +143,7 @@ class Migrate(command.ShowOne):
 
     def _finished(self, client, job, parsed_args):
         job = _wait(client, job, parsed_args.poll_interval, self.app.stderr)
-        if job["state"] != jobs.DONE:
+        if job["state"] != states.DONE:
             raise osc_exceptions.CommandError(
                 "migration %s ended %s: %s" % (job["id"], job["state"],
                                                job["error"] or ""))
@@ -245,8 +245,7 @@ class ListMigrations(command.Lister):
                             help="Jobs of this project (admin, unless it "
                                  "is yours)")
         parser.add_argument("--status", metavar="<state>",
-                            choices=("queued", "running", jobs.DONE,
-                                     jobs.FAILED, jobs.CANCELLED),
+                            choices=states.JOB_STATES,
                             help="Only jobs in this state")
         parser.add_argument("--limit", metavar="<n>", type=int,
                             help="At most this many jobs (one page)")
