@@ -31,7 +31,7 @@ qcow2's default cluster size.
     cfg.IntOpt("bank_size_mb", default=256, min=1,
                help="Size of one bank file in MiB; banks are created on "
                     "first use."),
-    cfg.StrOpt("consistency", default="window", choices=[
+    cfg.StrOpt("consistency", default="window", mutable=True, choices=[
         ("window", "trust the file's attributes for coherence_window "
                    "seconds, then ask the server (GETATTR)"),
         ("immutable", "golden images: ask the server only every "
@@ -42,22 +42,23 @@ qcow2's default cluster size.
 Either way a block fetched under other attributes than the file's current
 ones is never served.
 """),
-    cfg.DictOpt("export_consistency", default={},
+    cfg.DictOpt("export_consistency", default={}, mutable=True,
                 help="""Per-export ``consistency``, e.g.
 ``/srv/golden:immutable,/srv/scratch:window``.
 
 Exports not named here use ``consistency``. A file's export is learnt from
 the MNT and LOOKUP replies that pass through the proxy.
 """),
-    cfg.FloatOpt("coherence_window", default=3.0, min=0.0,
+    cfg.FloatOpt("coherence_window", default=3.0, min=0.0, mutable=True,
                  help="Seconds the file attributes are trusted under the "
                       "``window`` policy (NFS clients use 3 to 60); under "
                       "``immutable``, seconds after a check that the proxy "
                       "answers GETATTR itself."),
     cfg.FloatOpt("immutable_revalidate", default=600.0, min=0.0,
+                 mutable=True,
                  help="Seconds between checks under the ``immutable`` "
                       "policy."),
-    cfg.IntOpt("warm_rate_mib", default=50, min=1,
+    cfg.IntOpt("warm_rate_mib", default=50, min=1, mutable=True,
                help="""Default cap, in MiB/s, of ``gvfs-proxy warm``.
 
 Keeps many hosts warming the same golden image from flooding the DTN.

@@ -40,10 +40,10 @@ headers: 2 MiB with the default.
 Related options:
   [cache] readahead_kb, [cache] whole_file_chunk_mb (bounded by it).
 """),
-    cfg.IntOpt("max_inflight", default=128, min=1, max=4096,
+    cfg.IntOpt("max_inflight", default=128, min=1, max=4096, mutable=True,
                help="Calls a single downstream connection may have in "
                     "flight before the proxy stops reading from it."),
-    cfg.IntOpt("max_buffered_mb", default=32, min=1, max=1024,
+    cfg.IntOpt("max_buffered_mb", default=32, min=1, max=1024, mutable=True,
                help="""MiB of replies a downstream connection may leave unread.
 
 Past it the proxy stops reading that connection's calls until its
@@ -105,7 +105,7 @@ listen_opts = [
     cfg.PortOpt("port", default=0,
                 help="Port to listen on; 0 picks a free port, which is "
                      "logged and shown by ``gvfs-proxy stats``."),
-    cfg.ListOpt("allowed_peers", default=[],
+    cfg.ListOpt("allowed_peers", default=[], mutable=True,
                 help="""Networks (CIDR) whose hosts may connect.
 
 On a server proxy list only the tunnel endpoints: the address sshd connects
@@ -116,7 +116,7 @@ listener off loopback with an empty list, and a server proxy's plain TCP
 listener off loopback do not start unless ``trusted_network`` is set.
 Related options: trusted_network.
 """),
-    cfg.ListOpt("local_users", default=[],
+    cfg.ListOpt("local_users", default=[], mutable=True,
                 help="""Other local accounts that may connect.
 
 A connection from a socket of this host is served only if the kernel says

@@ -11,6 +11,7 @@ import os
 import resource
 import signal
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
@@ -114,16 +115,7 @@ class ProxyService:
         self.cache = None
         self.writeback = None
         listen = conf.listen
-        exposed = policy.exposure(conf.proxy.role, listen.host,
-                                  bool(listen.tls_cert),
-                                  listen.allowed_peers)
-        if exposed is not None and not listen.trusted_network:
-            raise exceptions.InvalidConfig(
-                option="[listen] allowed_peers",
-                reason=exposed + " (or set [listen] trusted_network)")
-        if exposed is not None:
-            LOG.warning("listening exposed on a trusted network: %s",
-                        exposed)
+        peers, local = _peers(conf)
         self.role = self._build_role()
         ssl_context = None
         if listen.tls_cert:
@@ -133,17 +125,6 @@ class ProxyService:
                     reason="required with tls_cert (mutual TLS)")
             ssl_context = tunnel.server_tls_context(
                 listen.tls_cert, listen.tls_key, listen.tls_ca)
-        try:
-            peers = policy.PeerAllowlist(listen.allowed_peers)
-        except ValueError as e:
-            raise exceptions.InvalidConfig(option="[listen] allowed_peers",
-                                           reason=str(e)) from e
-        try:
-            local = local_peers.LocalPeers(
-                local_peers.resolve_users(listen.local_users))
-        except ValueError as e:
-            raise exceptions.InvalidConfig(option="[listen] local_users",
-                                           reason=str(e)) from e
         self.listener = Listener(
             self.role, listen.host, listen.port,
             self.counters.part(counters.ListenerCounters), ssl_context,
@@ -179,23 +160,13 @@ class ProxyService:
         geometry = store.Geometry.for_capacity(
             opts.capacity_mb * mib, opts.block_size, opts.associativity,
             opts.bank_size_mb * mib)
-        seconds = {"window": opts.coherence_window,
-                   "immutable": opts.immutable_revalidate}
-        # GETATTR is answered by the proxy only where files do not change,
-        # and only briefly: a client's GETATTR after that still reveals
-        # an image changed in place against the policy.
-        answers = {"window": 0.0, "immutable": opts.coherence_window}
         write_back = {"writeback": True, "writethrough": False}
+        windows = _windows(opts)
         policies = exports.ExportPolicies(
-            seconds[opts.consistency],
-            _per_export(opts.export_consistency, seconds,
-                        "[cache] export_consistency"),
-            write_back[opts.write_policy],
+            windows[0], windows[1], write_back[opts.write_policy],
             _per_export(opts.export_write_policy, write_back,
                         "[cache] export_write_policy"),
-            answers[opts.consistency],
-            _per_export(opts.export_consistency, answers,
-                        "[cache] export_consistency"))
+            windows[2], windows[3])
         _private(opts.directory, "[cache] directory")
         block_store = store.BlockStore(opts.directory, geometry)
         upstream = UpstreamCalls(pool)
@@ -426,6 +397,37 @@ class ProxyService:
         LOG.info("gvfs-proxy stopped; counters: %s",
                  self.counters.as_dict())
 
+    def reload(self):
+        """SIGHUP: re-read the configuration files, apply what may change.
+
+        The options marked mutable -- who may connect, the per-connection
+        limits, the cache's coherence windows, the warm rate, logging's
+        ``debug`` -- apply to new connections and calls; oslo.config logs
+        each other option that changed as ignored until a restart.  A new
+        value that does not hold (a bad network, an unknown account) is
+        logged and nothing changes.  No data is flushed or dropped: that
+        is SIGUSR1 and ``gvfs-proxy flush``.
+        """
+        try:
+            changed = self.conf.mutate_config_files()
+            peers, local = _peers(self.conf)
+            windows = _windows(self.conf.cache) if self.cache else None
+            inflight = self.conf.proxy.max_inflight
+            buffered = self.conf.proxy.max_buffered_mb * 1024 * 1024
+        except (exceptions.InvalidConfig, cfg.Error, ValueError) as e:
+            LOG.error("reload: %s; kept the running settings", e)
+            return []
+        names = sorted("[%s] %s" % (group or "DEFAULT", name)
+                       for group, name in changed)
+        listener = self.listener
+        listener.peers, listener.local_peers = peers, local
+        listener.max_inflight, listener.max_buffered = inflight, buffered
+        if windows is not None:
+            self.cache.policies.set_windows(*windows)
+        LOG.info("reload: configuration re-read; changed: %s",
+                 ", ".join(names) or "nothing that applies live")
+        return names
+
     def _flush_and_drop(self):
         async def flush_and_drop():
             try:
@@ -442,6 +444,7 @@ class ProxyService:
         self._stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
         if self.writeback is not None:
             loop.add_signal_handler(
                 signal.SIGUSR1, self.writeback.start_flush, "SIGUSR1")
@@ -465,6 +468,54 @@ def _private(directory, option):
         LOG.warning("%s %s was open to other accounts (mode bits %04o); "
                     "closed it: it holds images' blocks", option, directory,
                     loose)
+
+
+def _peers(conf):
+    """``(PeerAllowlist, LocalPeers)`` of ``[listen]``, checked.
+
+    A listener exposed beyond what its role allows is refused unless
+    ``trusted_network`` says so, at start and at a reload alike.
+    """
+    listen = conf.listen
+    exposed = policy.exposure(conf.proxy.role, listen.host,
+                              bool(listen.tls_cert), listen.allowed_peers)
+    if exposed is not None and not listen.trusted_network:
+        raise exceptions.InvalidConfig(
+            option="[listen] allowed_peers",
+            reason=exposed + " (or set [listen] trusted_network)")
+    if exposed is not None:
+        LOG.warning("listening exposed on a trusted network: %s", exposed)
+    try:
+        peers = policy.PeerAllowlist(listen.allowed_peers)
+    except ValueError as e:
+        raise exceptions.InvalidConfig(option="[listen] allowed_peers",
+                                       reason=str(e)) from e
+    try:
+        local = local_peers.LocalPeers(
+            local_peers.resolve_users(listen.local_users))
+    except ValueError as e:
+        raise exceptions.InvalidConfig(option="[listen] local_users",
+                                       reason=str(e)) from e
+    return peers, local
+
+
+def _windows(opts):
+    """The cache's coherence windows from ``[cache]``.
+
+    In the order :meth:`exports.ExportPolicies.set_windows` takes them.
+    """
+    seconds = {"window": opts.coherence_window,
+               "immutable": opts.immutable_revalidate}
+    # GETATTR is answered by the proxy only where files do not change,
+    # and only briefly: a client's GETATTR after that still reveals an
+    # image changed in place against the policy.
+    answers = {"window": 0.0, "immutable": opts.coherence_window}
+    return (seconds[opts.consistency],
+            _per_export(opts.export_consistency, seconds,
+                        "[cache] export_consistency"),
+            answers[opts.consistency],
+            _per_export(opts.export_consistency, answers,
+                        "[cache] export_consistency"))
 
 
 def _per_export(table, names, option):

@@ -6,6 +6,7 @@ a SIGKILL and a replay, a full journal disk, a corrupted journal.
 """
 
 import asyncio
+import configparser
 import os
 import random
 import signal
@@ -317,6 +318,72 @@ def test_signals_and_clean_shutdown_write_back(lab_factory):
     with open(on_export(lab, "term.bin"), "rb") as f:
         assert f.read() == chunk(13)
     assert stats(lab)["journal_replayed_records"] == 0
+
+
+def _set_options(proxy, section, **values):
+    """Edit the proxy's configuration file as an operator would."""
+    parser = configparser.ConfigParser()
+    parser.read(proxy.config)
+    if not parser.has_section(section):
+        parser.add_section(section)
+    for name, value in values.items():
+        parser[section][name] = str(value)
+    with open(proxy.config, "w") as f:
+        parser.write(f)
+
+
+def _logged(proxy, text, times=1, timeout=30):
+    """Whether the proxy's log says ``text`` ``times`` times, soon."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(proxy.process.log_path, errors="replace") as f:
+            if f.read().count(text) >= times:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def _read_back(lab, name):
+    async def scenario():
+        async with client(lab) as nfs:
+            await nfs.mount(lab.export)
+            fh = await nfs.lookup_path(name)
+            return b"".join([bytes(d) async for _, d in nfs.read_file(fh)])
+
+    return asyncio.run(scenario())
+
+
+def test_sighup_reloads_what_may_change_and_keeps_dirty_data(lab_factory):
+    lab = lab_factory("tcp", cache=WRITEBACK)
+    proxy = lab.client_proxy
+    _write(lab, "hup.bin", 21)
+    dirty = stats(lab)["writeback_dirty_bytes"]
+    assert dirty >= MIB
+    # Who may connect changes live; the cache's size waits for a restart.
+    _set_options(proxy, "listen", allowed_peers="192.0.2.0/24")
+    _set_options(proxy, "cache", capacity_mb=128)
+    proxy.process.signal(signal.SIGHUP)
+    assert _logged(proxy, "reload: configuration re-read; changed: "
+                          "[listen] allowed_peers")
+    assert _logged(proxy, "Ignoring change to immutable option "
+                          "cache.capacity_mb")
+    refused = stats(lab)["peers_refused"]
+    with pytest.raises((ConnectionError, OSError, asyncio.TimeoutError)):
+        _read_back(lab, "hup.bin")
+    now = stats(lab)
+    assert now["peers_refused"] > refused
+    # Nothing was written back or dropped, and the proxy runs on.
+    assert now["writeback_dirty_bytes"] == dirty
+    assert os.path.getsize(on_export(lab, "hup.bin")) == 0
+    assert now["cache_capacity"] == 64 * MIB
+
+    _set_options(proxy, "listen", allowed_peers="")
+    proxy.process.signal(signal.SIGHUP)
+    assert _logged(proxy, "changed: [listen] allowed_peers", times=2)
+    assert _read_back(lab, "hup.bin") == chunk(21)
+    flush(lab)
+    with open(on_export(lab, "hup.bin"), "rb") as f:
+        assert f.read() == chunk(21)
 
 
 def test_an_idle_proxy_writes_back(lab_factory):

@@ -42,6 +42,18 @@ class ExportPolicies:
         self.write_back_overrides = _normalized(write_back_overrides)
         self._export_of = collections.OrderedDict()
 
+    def set_windows(self, default_after, overrides, answer_after,
+                    answer_overrides):
+        """New revalidation and GETATTR-answer windows (a reload).
+
+        The write policies stay: turning write-back off under dirty data
+        is a restart's job, after its flush.
+        """
+        self.default_after = default_after
+        self.overrides = _normalized(overrides)
+        self.answer_after = answer_after
+        self.answer_overrides = _normalized(answer_overrides)
+
     def _remember(self, fh, export):
         self._export_of[bytes(fh)] = export
         self._export_of.move_to_end(bytes(fh))
