@@ -14,7 +14,7 @@ import itertools
 #: The option modules (of this package) of each program, by the short
 #: name of its namespace.
 PROGRAMS = {
-    "proxy": ("proxy", "cache", "mount"),
+    "proxy": ("proxy", "cache", "mount", "metrics"),
     "glance": ("glance",),
     "nova": ("nova",),
     "conductor": ("migration",),

@@ -36,6 +36,7 @@ from gvfs_openstack.proxy import exportguard
 from gvfs_openstack.proxy import limits
 from gvfs_openstack.proxy.listener import Listener
 from gvfs_openstack.proxy import local_peers
+from gvfs_openstack.proxy import metrics
 from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy import tunnel
@@ -137,6 +138,10 @@ class ProxyService:
                                             "flush": self._flush,
                                             "drop": self._drop,
                                             "warm": self._warm})
+        self.metrics = None
+        if conf.metrics.port is not None:
+            self.metrics = metrics.MetricsEndpoint(
+                conf.metrics.host, conf.metrics.port, self.snapshot)
         self._stopping = None
         #: Hands back, once traffic stops, what ``heap_retain_mb`` kept.
         self._trimmer = None
@@ -298,6 +303,9 @@ class ProxyService:
             self.counters.part(counters.RoleCounters), limits=self.limits)
 
     async def _stats(self, request):
+        return self.snapshot()
+
+    def snapshot(self):
         """The counters, with the gauges read now (sizes, dirty bytes)."""
         gauges = {}
         if self.cache is not None:
@@ -362,6 +370,8 @@ class ProxyService:
         port = await self.listener.start()
         if self.control is not None:
             await self.control.start()
+        if self.metrics is not None:
+            await self.metrics.start()
         if self.conf.proxy.heap_retain_mb:
             self._trimmer = asyncio.ensure_future(
                 heap.trim_when_idle(self._traffic))
@@ -394,6 +404,8 @@ class ProxyService:
             self.cache.store.close()
         if self.control is not None:
             await self.control.close()
+        if self.metrics is not None:
+            await self.metrics.close()
         LOG.info("gvfs-proxy stopped; counters: %s",
                  self.counters.as_dict())
 

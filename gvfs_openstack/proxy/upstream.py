@@ -12,6 +12,7 @@ fail, and are never replayed blindly.
 import asyncio
 import dataclasses
 import random
+import time
 
 from oslo_log import log as logging
 
@@ -313,11 +314,15 @@ class UpstreamPool:
         return await self._wait(pending, send=True)
 
     async def _wait(self, pending, send):
+        started = time.monotonic()
         try:
             await deadline.within(
                 self.call_timeout,
                 self._send_and_wait(pending) if send else pending.future)
-            return pending.future.result()
+            reply = pending.future.result()
+            self.counters.upstream_call_seconds.observe(
+                time.monotonic() - started)
+            return reply
         except TimeoutError:
             self.counters.upstream_failed_calls += 1
             raise UpstreamTimeout("no reply from %s within %.0fs" % (

@@ -104,10 +104,11 @@ def dr(tmp_path_factory, keystone):
 def lab_factory(tmp_path_factory):
     labs = []
 
-    def make(tunnel, link=False, cache=None, wan=None, write_behind_mb=0):
+    def make(tunnel, link=False, cache=None, wan=None, write_behind_mb=0,
+             metrics=False):
         workdir = str(tmp_path_factory.mktemp("lab-%s" % tunnel))
         lab = Lab(workdir, tunnel=tunnel, link=link, cache=cache, wan=wan,
-                  write_behind_mb=write_behind_mb)
+                  write_behind_mb=write_behind_mb, metrics=metrics)
         labs.append(lab)
         return lab.__enter__()
 

@@ -42,6 +42,8 @@ class Proxy:
         sections.setdefault("proxy", {})["control_socket"] = \
             self.control_socket
         self.config = os.path.join(workdir, name + ".conf")
+        #: Port of its Prometheus endpoint, or None.
+        self.metrics_port = sections.get("metrics", {}).get("port")
         parser = configparser.ConfigParser()
         for section, values in sections.items():
             parser[section] = {k: str(v) for k, v in values.items()}
@@ -91,7 +93,7 @@ class Lab:
 
     def __init__(self, workdir, tunnel="tcp", link=False,
                  upstream_connections=2, cache=None, wan=None,
-                 write_behind_mb=0):
+                 write_behind_mb=0, metrics=False):
         if tunnel not in ("tcp", "tls", "ssh"):
             raise ValueError("unknown tunnel %r" % tunnel)
         self.workdir = workdir
@@ -102,6 +104,8 @@ class Lab:
         self.upstream_connections = upstream_connections
         #: The client proxies' ``[proxy] write_behind_mb``.
         self.write_behind_mb = write_behind_mb
+        #: Whether both proxies serve Prometheus metrics.
+        self.metrics = metrics
         self.export = os.path.join(workdir, "export")
         #: Options of the client proxy's [cache] section; None: no cache.
         #: String values may name the export as ``{export}``.
@@ -148,6 +152,8 @@ class Lab:
         self.pki = certs.make_pki(os.path.join(self.workdir, "pki")) \
             if self.tunnel == "tls" else None
         self._server_config = self._server_sections()
+        if self.metrics:
+            self._server_config["metrics"] = {"port": process.free_port()}
         self.server_proxy = self._keep(Proxy(self.workdir, "server-proxy",
                                              self._server_config))
         if self.sshd is not None:
@@ -168,6 +174,8 @@ class Lab:
             self._wan_target = self.toxiproxy.add_link("wan",
                                                        self._wan_target)
         self._client_config = self._client_sections(self.cache)
+        if self.metrics:
+            self._client_config["metrics"] = {"port": process.free_port()}
         self.client_proxy = self._keep(Proxy(self.workdir, "client-proxy",
                                              self._client_config))
 

@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The proxy's Prometheus metrics: names, labels, values, the endpoint.
+
+A real :class:`ProxyService` (not started) gives the snapshot, the
+families are rendered by prometheus_client and parsed back by its own
+parser, as a Prometheus server would read them.
+"""
+
+import asyncio
+import textwrap
+
+from oslo_config import cfg
+from prometheus_client import parser
+import pytest
+
+from gvfs_openstack.cmd import proxy as proxy_cmd
+from gvfs_openstack.proxy import counters
+from gvfs_openstack.proxy import metrics
+from gvfs_openstack.proxy import service
+
+
+@pytest.fixture
+def proxy(tmp_path):
+    """A caching client proxy with an endpoint on a free port."""
+    path = tmp_path / "client.conf"
+    path.write_text(textwrap.dedent("""\
+        [proxy]
+        role = client
+        [upstream]
+        tunnel = tcp
+        host = 127.0.0.1
+        port = 1
+        [cache]
+        directory = %s
+        capacity_mb = 8
+        bank_size_mb = 8
+        [metrics]
+        port = 0
+        """ % (tmp_path / "cache")))
+    conf = cfg.ConfigOpts()
+    proxy_cmd.register_opts(conf)
+    conf(["--config-file", str(path)])
+    return service.ProxyService(conf)
+
+
+def _samples(text):
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in parser.text_string_to_metric_families(text)
+            for s in family.samples}
+
+
+def _scrape(endpoint, request=b"GET /metrics HTTP/1.0\r\n\r\n"):
+    async def scenario():
+        port = await endpoint.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1",
+                                                           port)
+            writer.write(request)
+            answer = await reader.read()
+            writer.close()
+            return answer
+        finally:
+            await endpoint.close()
+
+    return asyncio.run(scenario())
+
+
+def test_counters_are_named_by_convention(proxy):
+    listener = proxy.counters.part(counters.ListenerCounters)
+    listener.downstream_bytes_out = 5 * 1024 * 1024
+    cache = proxy.counters.part(counters.CacheCounters)
+    cache.cache_hits = 7
+    cache.cache_bytes_fetched = 4096
+    cache.export("/srv/images")["bytes_fetched"] = 4096
+    proxy.counters.part(counters.RoleCounters).calls["nfs_read"] = 3
+    up = proxy.counters.part(counters.UpstreamCounters)
+    for seconds in (0.0004, 0.05, 0.05, 20.0):
+        up.upstream_call_seconds.observe(seconds)
+    text = _render(proxy)
+    samples = _samples(text)
+    assert samples[("gvfs_proxy_transferred_bytes_total",
+                    (("direction", "out"), ("hop", "downstream")))] \
+        == 5 * 1024 * 1024
+    assert samples[("gvfs_proxy_cache_hits_total", ())] == 7
+    assert samples[("gvfs_proxy_cache_fetched_bytes_total", ())] == 4096
+    assert samples[("gvfs_proxy_cache_export_fetched_bytes_total",
+                    (("export", "/srv/images"),))] == 4096
+    assert samples[("gvfs_proxy_calls_total",
+                    (("procedure", "nfs_read"),))] == 3
+    assert samples[("gvfs_proxy_cache_capacity_bytes", ())] == 8 * 1024 ** 2
+    assert samples[("gvfs_proxy_info", (("port", "0"),
+                                        ("role", "client")))] == 1
+    # Cumulative buckets, as Prometheus expects them.
+    hist = "gvfs_proxy_upstream_call_seconds_bucket"
+    assert samples[(hist, (("le", "0.0005"),))] == 1
+    assert samples[(hist, (("le", "0.05"),))] == 3
+    assert samples[(hist, (("le", "10.0"),))] == 3
+    assert samples[(hist, (("le", "+Inf"),))] == 4
+    assert samples[("gvfs_proxy_upstream_call_seconds_count", ())] == 4
+    # Every counter ends in _total; no name carries the unit elsewhere.
+    for name, _ in samples:
+        assert name.startswith("gvfs_proxy_"), name
+        assert "_bytes_" not in name.replace("_bytes_total", ""), name
+
+
+def _render(proxy):
+    from prometheus_client import exposition
+    return exposition.generate_latest(proxy.metrics.registry).decode()
+
+
+def test_the_endpoint_serves_metrics_and_nothing_else(proxy):
+    answer = _scrape(proxy.metrics)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200 OK")
+    assert b"Content-Type: text/plain; version=" in head
+    assert ("gvfs_proxy_transferred_bytes_total", (
+        ("direction", "in"), ("hop", "downstream"))) in _samples(
+            body.decode())
+    assert _scrape(proxy.metrics, b"GET /stats HTTP/1.0\r\n\r\n") \
+        .startswith(b"HTTP/1.0 404")
+    assert _scrape(proxy.metrics, b"POST /metrics HTTP/1.0\r\n\r\n") \
+        .startswith(b"HTTP/1.0 405")
+    # A request that never ends its head is dropped, not answered.
+    metrics.MetricsEndpoint.READ_TIMEOUT = 0.2
+    try:
+        assert _scrape(proxy.metrics, b"GET /metrics") == b""
+    finally:
+        metrics.MetricsEndpoint.READ_TIMEOUT = 10.0
+
+
+def test_counter_names_put_the_unit_last():
+    assert metrics.counter_name("downstream_bytes_in") \
+        == "gvfs_proxy_downstream_in_bytes"
+    assert metrics.counter_name("cache_hits") == "gvfs_proxy_cache_hits"
+
+
+def test_the_grafana_dashboard_names_only_exported_metrics():
+    """etc/grafana/gvfs-proxies.json queries metrics a proxy serves."""
+    import dataclasses
+    import json
+    import os
+    import re
+
+    every = counters.Counters()
+    for kind in vars(counters).values():
+        if dataclasses.is_dataclass(kind) and kind.__name__.endswith(
+                "Counters"):
+            every.part(kind)
+    snapshot = dict(every.as_dict(), role="client", port=1,
+                    writeback_dirty_bytes=0, journal_bytes=0,
+                    cache_capacity=0)
+    exported = set()
+    for family in metrics.families(snapshot):
+        exported.update(sample.name for sample in family.samples)
+        exported.add(family.name)
+        exported.add(family.name + "_total")
+        exported.add(family.name + "_bucket")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "etc", "grafana", "gvfs-proxies.json")
+    with open(path) as f:
+        dashboard = json.load(f)
+    queried = {name for panel in dashboard["panels"]
+               for target in panel["targets"]
+               for name in re.findall(r"gvfs_proxy_\w+", target["expr"])}
+    assert queried and queried <= exported, queried - exported
