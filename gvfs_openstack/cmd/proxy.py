@@ -204,8 +204,8 @@ def _add_parsers(subparsers):
 
 
 def register_opts(conf):
-    """The groups ``gvfs-proxy`` reads: both roles, cache and mount."""
-    for module in opts.modules("proxy"):
+    """The groups ``gvfs-proxy`` reads: roles, cache, mount, metrics."""
+    for module in opts.modules("proxy") + opts.modules("metrics"):
         module.register_opts(conf)
 
 

@@ -14,6 +14,8 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_db import options as db_options
 
+from gvfs_openstack.conf import metrics as metrics_conf
+
 GROUP = "conductor"
 SITE_GROUP = "site:%s"
 
@@ -408,6 +410,7 @@ def register_opts(conf):
     db_options.set_defaults(conf, connection=DEFAULT_STORE)
     conf.register_opts(GLOBUS_OPTS, group=GLOBUS_GROUP)
     conf.register_opts(REPLICATION_OPTS, group=REPLICATION_GROUP)
+    metrics_conf.register_opts(conf)
 
 
 def register_sites(conf):

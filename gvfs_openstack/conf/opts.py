@@ -14,12 +14,14 @@ import itertools
 #: The option modules (of this package) of each program, by the short
 #: name of its namespace.
 PROGRAMS = {
-    "proxy": ("proxy", "cache", "mount", "metrics"),
+    "proxy": ("proxy", "cache", "mount"),
     "glance": ("glance",),
     "nova": ("nova",),
     "conductor": ("migration",),
     "privileged": ("privileged",),
     "api": ("api",),
+    # gvfs-proxy's and gvfs-conductor's: one namespace, shown once.
+    "metrics": ("metrics",),
 }
 
 
@@ -65,6 +67,11 @@ def list_conductor_opts():
 def list_privileged_opts():
     """The privsep section of kernel NFS mounts, in glance-api and Nova."""
     return _listed("privileged")
+
+
+def list_metrics_opts():
+    """``[metrics]`` of ``gvfs-proxy`` and ``gvfs-conductor``."""
+    return _listed("metrics")
 
 
 def list_api_opts():

@@ -191,7 +191,8 @@ REPLICATED_IMAGES = sa.Table(
 )
 
 
-def _now():
+def utcnow():
+    """Now in UTC, naive, as the store's timestamps are kept."""
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 
 
@@ -307,7 +308,7 @@ class JobStore:
         ``delta_base``: the image every one is sent as a delta against.
         """
         job_id = str(uuid.uuid4())
-        now = _now()
+        now = utcnow()
         with self.engine.begin() as db:
             db.execute(JOBS.insert().values(
                 id=job_id, source=source, destination=destination,
@@ -390,7 +391,7 @@ class JobStore:
                 JOBS.c.id == job_id, last).values(notified=now)).rowcount == 1
 
     def set_job(self, job_id, **values):
-        values["updated_at"] = _now()
+        values["updated_at"] = utcnow()
         with self.engine.begin() as db:
             db.execute(JOBS.update().where(JOBS.c.id == job_id).values(
                 **values))
@@ -401,7 +402,7 @@ class JobStore:
         One conditional UPDATE: of two runners racing for a job, in one
         database, exactly one sees its row updated.
         """
-        now = _now()
+        now = utcnow()
         expired = now - datetime.timedelta(seconds=lease_seconds)
         with self.engine.begin() as db:
             taken = db.execute(JOBS.update().where(
@@ -416,7 +417,7 @@ class JobStore:
         with self.engine.begin() as db:
             return db.execute(JOBS.update().where(
                 JOBS.c.id == job_id, JOBS.c.owner == owner).values(
-                heartbeat=_now())).rowcount == 1
+                heartbeat=utcnow())).rowcount == 1
 
     def release(self, job_id, owner):
         with self.engine.begin() as db:
@@ -439,7 +440,7 @@ class JobStore:
                 IMAGES.c.position == position)).mappings().one())
 
     def set_image(self, job_id, position, **values):
-        values["updated_at"] = _now()
+        values["updated_at"] = utcnow()
         with self.engine.begin() as db:
             db.execute(IMAGES.update().where(
                 IMAGES.c.job_id == job_id,
@@ -460,14 +461,14 @@ class JobStore:
         with self.engine.begin() as db:
             return db.execute(STAGE_RUNS.insert().values(
                 job_id=job_id, position=position, stage=stage, pid=pid,
-                started_at=_now(), resumed_from=resumed_from,
+                started_at=utcnow(), resumed_from=resumed_from,
                 bytes=0)).inserted_primary_key[0]
 
     def end_run(self, run_id, outcome, nbytes):
         with self.engine.begin() as db:
             db.execute(STAGE_RUNS.update().where(
                 STAGE_RUNS.c.id == run_id).values(
-                    finished_at=_now(), outcome=outcome, bytes=nbytes))
+                    finished_at=utcnow(), outcome=outcome, bytes=nbytes))
 
     def runs(self, job_id):
         with self.engine.connect() as db:

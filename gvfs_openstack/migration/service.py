@@ -17,6 +17,7 @@ import oslo_messaging as messaging
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
+from gvfs_openstack.migration import metrics
 from gvfs_openstack.migration import rpcapi
 from gvfs_openstack.replication import listener
 from gvfs_openstack.replication import manager as replication_manager
@@ -140,6 +141,7 @@ class ConductorService:
         #: Set to start a reconciliation round now.
         self._wake = threading.Event()
         self._listener = None
+        self._metrics = None
         self._periodic = threading.Thread(target=self._resume_periodically,
                                           name="gvfs-resume", daemon=True)
         self._reconciling = threading.Thread(
@@ -173,12 +175,19 @@ class ConductorService:
         self._periodic.start()
         self._listener = listener.listen(self.conf, self._wake.set)
         self._reconciling.start()
+        if self.conf.metrics.port is not None:
+            self._metrics = metrics.MetricsServer(
+                self.conf.metrics.host, self.conf.metrics.port,
+                self.manager.store)
+            self._metrics.start()
         LOG.info("gvfs-conductor %s serves topic %s",
                  self.conf.conductor.host, rpcapi.TOPIC)
 
     def stop(self):
         self._stop.set()
         self._wake.set()
+        if self._metrics is not None:
+            self._metrics.stop()
         if self._listener is not None:
             self._listener.stop()
             self._listener.wait()

@@ -58,7 +58,7 @@ class ReplicationManager:
             r["size"] or 0 if r["sent_bytes"] is None else r["sent_bytes"]
             for r in records if r["state"] == plan.IN_SYNC)
         view["recovery_point_seconds"] = round(
-            plan.recovery_point(records, jobs._now()), 1)
+            plan.recovery_point(records, jobs.utcnow()), 1)
         return view
 
     def create(self, project_id, user_id, destination, selector_kind,

@@ -116,7 +116,7 @@ class Reconciler:
         self.replications.reconciled(policy["id"])
 
     def _copy(self, policy, image):
-        now = jobs._now()
+        now = jobs.utcnow()
         self.replications.add(policy["id"], image, _changed_at(image, now))
         if not self.replications.claim(policy["id"], image["id"]):
             return  # Another conductor is starting it.
@@ -135,7 +135,7 @@ class Reconciler:
 
     def _follow_jobs(self, policy, records):
         """Copying images whose job ended: in sync, or failed."""
-        stale = jobs._now() - datetime.timedelta(
+        stale = jobs.utcnow() - datetime.timedelta(
             seconds=self.conf.conductor.lease_seconds)
         for image_id, record in records.items():
             if record["state"] != plan.COPYING:
@@ -151,7 +151,7 @@ class Reconciler:
                 # Properties are compared at the next round.
                 self.replications.update(
                     policy["id"], image_id, state=plan.IN_SYNC,
-                    synced_at=jobs._now(), synced_properties=None,
+                    synced_at=jobs.utcnow(), synced_properties=None,
                     error=None)
             elif job["state"] in states.FINISHED:
                 self.replications.update(
@@ -166,7 +166,7 @@ class Reconciler:
             # Deleted at the destination: copied again.
             self.replications.update(policy["id"], action.image_id,
                                      state=plan.PENDING,
-                                     changed_at=jobs._now())
+                                     changed_at=jobs.utcnow())
             return
         operations = glance_api.attribute_patch(action.image, copy)
         if operations:

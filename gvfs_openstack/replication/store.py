@@ -39,7 +39,7 @@ class ReplicationStore:
                       selector_kind, selector, delete_follows=False,
                       name=None):
         policy_id = str(uuid.uuid4())
-        now = jobs._now()
+        now = jobs.utcnow()
         with self.engine.begin() as db:
             db.execute(POLICIES.insert().values(
                 id=policy_id, name=name, project_id=project_id,
@@ -86,19 +86,19 @@ class ReplicationStore:
         with self.engine.begin() as db:
             if not db.execute(POLICIES.update().where(
                     POLICIES.c.id == policy_id).values(
-                    paused=paused, updated_at=jobs._now())).rowcount:
+                    paused=paused, updated_at=jobs.utcnow())).rowcount:
                 raise exceptions.ReplicationNotFound(policy=policy_id)
             if not paused:
                 db.execute(IMAGES.update().where(
                     IMAGES.c.policy_id == policy_id,
                     IMAGES.c.state == plan.FAILED).values(
-                    state=plan.PENDING, error=None, updated_at=jobs._now()))
+                    state=plan.PENDING, error=None, updated_at=jobs.utcnow()))
 
     def reconciled(self, policy_id):
         with self.engine.begin() as db:
             db.execute(POLICIES.update().where(
                 POLICIES.c.id == policy_id).values(
-                reconciled_at=jobs._now()))
+                reconciled_at=jobs.utcnow()))
 
     # --- images --------------------------------------------------------------
 
@@ -125,7 +125,7 @@ class ReplicationStore:
                     policy_id=policy_id, image_id=image["id"],
                     name=image.get("name"), size=image.get("size"),
                     state=plan.PENDING, changed_at=changed_at,
-                    updated_at=jobs._now()))
+                    updated_at=jobs.utcnow()))
         except (db_exception.DBDuplicateEntry, sa.exc.IntegrityError):
             return False    # Another conductor recorded it first.
         return True
@@ -138,10 +138,10 @@ class ReplicationStore:
                 IMAGES.c.image_id == image_id,
                 IMAGES.c.state == plan.PENDING).values(
                 state=plan.COPYING, job_id=None,
-                updated_at=jobs._now())).rowcount == 1
+                updated_at=jobs.utcnow())).rowcount == 1
 
     def update(self, policy_id, image_id, **values):
-        values["updated_at"] = jobs._now()
+        values["updated_at"] = jobs.utcnow()
         with self.engine.begin() as db:
             db.execute(IMAGES.update().where(
                 IMAGES.c.policy_id == policy_id,

@@ -14,8 +14,10 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 
 from oslo_config import cfg
+from prometheus_client import parser as prometheus_parser
 import pytest
 
 from gvfs_openstack.cmd import meta as meta_cmd
@@ -23,6 +25,7 @@ from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import glance as migration_glance
 from gvfs_openstack.migration import manager as manager_mod
+from gvfs_openstack.migration import metrics as conductor_metrics
 from gvfs_openstack.migration import sites
 from gvfs_openstack.migration import states
 from tests.functional.conftest import sha256
@@ -84,6 +87,15 @@ def _wait(manager, job_id, timeout=300, resume_every=None):
         job_id, manager.show(job_id)))
 
 
+def _scrape(endpoint):
+    url = "http://127.0.0.1:%d/metrics" % endpoint.port
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        text = answer.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in prometheus_parser.text_string_to_metric_families(
+                text) for s in family.samples}
+
+
 def test_three_images_arrive_identical_and_registered_in_place(
         dr, tmp_path):
     sparse = tmp_path / "sparse.raw"
@@ -105,9 +117,27 @@ def test_three_images_arrive_identical_and_registered_in_place(
                                  visibility="public"),
     ]
     manager = _manager(dr, tmp_path)
-    job = manager.migrate([i["id"] for i in images], "west")
-    job = _wait(manager, job["id"])
+    # Prometheus scrapes the job store while the job runs, and after.
+    endpoint = conductor_metrics.MetricsServer("127.0.0.1", 0,
+                                               manager.store)
+    endpoint.start()
+    try:
+        job = manager.migrate([i["id"] for i in images], "west")
+        during = _scrape(endpoint)
+        job = _wait(manager, job["id"])
+        after = _scrape(endpoint)
+    finally:
+        endpoint.stop()
     assert job["state"] == states.DONE, job
+    assert during[("gvfs_conductor_jobs", (("state", "done"),))] == 0
+    assert after[("gvfs_conductor_jobs", (("state", "done"),))] == 1
+    for stage in states.STAGES:
+        # Each image's one run of each stage, moving the image's bytes.
+        assert after[("gvfs_conductor_moved_bytes_total",
+                      (("stage", stage),))] \
+            == sum(image["size"] for image in images)
+        assert after[("gvfs_conductor_stage_run_seconds_count",
+                      (("outcome", "done"), ("stage", stage)))] == 3
     for image, path in zip(images, (sparse, qcow2, rich)):
         there = dr.west.glance.image(image["id"])
         assert there["status"] == "active"

@@ -29,7 +29,7 @@ def store_at_0001(url):
             command.upgrade(schema.alembic_config(db), "0001")
             tables = sa.MetaData()
             tables.reflect(db)
-            now = jobs._now()
+            now = jobs.utcnow()
             db.execute(tables.tables["jobs"].insert().values(
                 id="j1", source="east", destination="west", state="queued",
                 images_in_flight=2, pack="tar", cancel_requested=False,

@@ -57,20 +57,22 @@ def _registered(conf):
 def test_each_program_registers_what_its_sample_lists():
     proxy = cfg.ConfigOpts()
     proxy_cmd.register_opts(proxy)
-    assert _registered(proxy) == _listed(opts.list_proxy_opts())
+    assert _registered(proxy) == _listed(opts.list_proxy_opts()) \
+        | _listed(opts.list_metrics_opts())
     nova = cfg.ConfigOpts()
     nova_conf.register_opts(nova)
     assert _registered(nova) == _listed(opts.list_nova_opts())
     conductor = cfg.ConfigOpts()
     migration_conf.register_opts(conductor)
-    assert _registered(conductor) <= _listed(opts.list_conductor_opts())
+    assert _registered(conductor) <= _listed(opts.list_conductor_opts()) \
+        | _listed(opts.list_metrics_opts())
 
 
 def test_list_opts_holds_every_option_of_the_project():
     every = _listed(opts.list_opts())
     for program in (opts.list_proxy_opts, opts.list_glance_opts,
                     opts.list_nova_opts, opts.list_conductor_opts,
-                    opts.list_privileged_opts):
+                    opts.list_privileged_opts, opts.list_metrics_opts):
         assert _listed(program()) <= every
     for _, group_opts in opts.list_opts():
         for opt in group_opts:

@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The conductor's Prometheus metrics, read from the job store.
+
+Stages run in forked runner processes and conductors may share one job
+store, so the store, not a process's memory, is the record of what
+every job did: a scrape counts jobs by state and images by stage, sums
+the bytes and seconds of the stage runs, and computes each replication
+policy's recovery point (:func:`plan.recovery_point`) -- the same for
+every conductor that serves the store.  Labels are bounded: states and
+stages are fixed sets, policies are as many as operators made.
+"""
+
+import threading
+from wsgiref import simple_server
+
+from oslo_log import log as logging
+from prometheus_client import core
+from prometheus_client import exposition
+import sqlalchemy as sa
+
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
+from gvfs_openstack.replication import plan
+from gvfs_openstack.replication import store as replication_store
+
+LOG = logging.getLogger(__name__)
+
+PREFIX = "gvfs_conductor_"
+
+
+def families(store, now=None):
+    """The metric families of the job store ``store`` now."""
+    now = now or jobs.utcnow()
+    with store.engine.connect() as db:
+        by_state = db.execute(sa.select(
+            jobs.JOBS.c.state, sa.func.count()).group_by(
+                jobs.JOBS.c.state)).all()
+        images = db.execute(sa.select(
+            jobs.IMAGES.c.stage, jobs.IMAGES.c.state,
+            sa.func.count()).group_by(jobs.IMAGES.c.stage,
+                                      jobs.IMAGES.c.state)).all()
+        runs = db.execute(sa.select(
+            jobs.STAGE_RUNS.c.stage, jobs.STAGE_RUNS.c.outcome,
+            jobs.STAGE_RUNS.c.started_at, jobs.STAGE_RUNS.c.finished_at,
+            jobs.STAGE_RUNS.c.bytes).where(
+                jobs.STAGE_RUNS.c.finished_at.is_not(None))).all()
+    gauge = core.GaugeMetricFamily(PREFIX + "jobs", "Jobs by state.",
+                                   labels=["state"])
+    # Every state, 0 included: an alert on "failed" needs the series.
+    counts = dict.fromkeys(states.JOB_STATES, 0)
+    counts.update(by_state)
+    for state, count in sorted(counts.items()):
+        gauge.add_metric([state], count)
+    yield gauge
+    gauge = core.GaugeMetricFamily(
+        PREFIX + "images", "Images of jobs by the stage they are at and "
+        "their state.", labels=["stage", "state"])
+    for stage, state, count in sorted(images):
+        gauge.add_metric([stage, state], count)
+    yield gauge
+    yield from _runs(runs)
+    yield _recovery_points(replication_store.ReplicationStore(store), now)
+
+
+def _runs(runs):
+    count, seconds, moved = {}, {}, {}
+    for stage, outcome, started, finished, nbytes in runs:
+        key = (stage, outcome or "")
+        count[key] = count.get(key, 0) + 1
+        seconds[key] = seconds.get(key, 0.0) + max(
+            0.0, (finished - started).total_seconds())
+        moved[stage] = moved.get(stage, 0) + (nbytes or 0)
+    summary = core.SummaryMetricFamily(
+        PREFIX + "stage_run_seconds",
+        "Finished stage runs and their durations, by stage and outcome.",
+        labels=["stage", "outcome"])
+    for key in sorted(count):
+        summary.add_metric(list(key), count[key], seconds[key])
+    yield summary
+    counter = core.CounterMetricFamily(
+        PREFIX + "moved_bytes",
+        "Bytes moved by finished stage runs, by stage (a transfer run's "
+        "are those that crossed between the DTNs).", labels=["stage"])
+    for stage in sorted(moved):
+        counter.add_metric([stage], moved[stage])
+    yield counter
+
+
+def _recovery_points(policies, now):
+    gauge = core.GaugeMetricFamily(
+        PREFIX + "replication_recovery_point_seconds",
+        "Seconds since the oldest change of a policy's images not yet at "
+        "its destination; 0 when every change arrived.",
+        labels=["policy"])
+    for policy in policies.policies():
+        gauge.add_metric([policy["id"]], plan.recovery_point(
+            policies.records(policy["id"]).values(), now))
+    return gauge
+
+
+class _Collector:
+    def __init__(self, store):
+        self.store = store
+
+    def collect(self):
+        return families(self.store)
+
+
+class _Quiet(simple_server.WSGIRequestHandler):
+    def log_message(self, format, *args):
+        LOG.debug("metrics: " + format, *args)
+
+
+class MetricsServer:
+    """``GET /metrics`` of a job store, served by a thread."""
+
+    def __init__(self, host, port, store):
+        self.registry = core.CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(store))
+        self._httpd = simple_server.make_server(
+            host, port, exposition.make_wsgi_app(self.registry),
+            handler_class=_Quiet)
+        self.port = self._httpd.server_port
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        name="gvfs-metrics", daemon=True)
+
+    def start(self):
+        self._thread.start()
+        LOG.info("Prometheus metrics on http://%s:%d/metrics",
+                 self._httpd.server_address[0], self.port)
+
+    def stop(self):
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()

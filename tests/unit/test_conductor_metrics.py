@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The conductor's Prometheus metrics, from a real sqlite job store.
+
+Jobs, stage runs and a replication policy are written through the
+store's own API; the families are served over HTTP by
+:class:`metrics.MetricsServer` and parsed with prometheus_client's
+parser, as a Prometheus server reads them.
+"""
+
+import datetime
+import urllib.request
+
+from prometheus_client import parser
+
+from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import metrics
+from gvfs_openstack.migration import states
+from gvfs_openstack.replication import store as replication_store
+
+MIB = 1024 * 1024
+
+
+def _image(n, size):
+    return {"id": "00000000-0000-4000-8000-%012d" % n, "name": "img%d" % n,
+            "size": size}
+
+
+def _scrape(server):
+    url = "http://127.0.0.1:%d/metrics" % server.port
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        text = answer.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in parser.text_string_to_metric_families(text)
+            for s in family.samples}
+
+
+def test_jobs_runs_bytes_and_recovery_points(tmp_path):
+    store = jobs.JobStore("sqlite:///%s" % (tmp_path / "jobs.sqlite"))
+    first_id = store.create_job("east", "west", [_image(1, 8 * MIB)], 1)
+    second_id = store.create_job("east", "west", [_image(2, 4 * MIB)], 1)
+    store.set_job(first_id, state=states.DONE)
+    store.finish_stage(first_id, 0, states.DONE, state=states.DONE)
+    for stage, nbytes, outcome in ((states.LOCAL_COPY, 8 * MIB, "done"),
+                                   (states.TRANSFER, 3 * MIB, "failed"),
+                                   (states.TRANSFER, 8 * MIB, "done")):
+        run = store.start_run(first_id, 0, stage, pid=1)
+        store.end_run(run, outcome, nbytes)
+    store.start_run(second_id, 0, states.LOCAL_COPY, pid=2)  # Running.
+
+    policies = replication_store.ReplicationStore(store)
+    policy = policies.create_policy("alpha", "u", "east", "west", "tag",
+                                    ["dr"])
+    changed = jobs.utcnow() - datetime.timedelta(seconds=600)
+    policies.add(policy, _image(3, MIB), changed)
+
+    server = metrics.MetricsServer("127.0.0.1", 0, store)
+    server.start()
+    try:
+        samples = _scrape(server)
+    finally:
+        server.stop()
+    # Jobs by state; images by stage and state.
+    assert samples[("gvfs_conductor_jobs", (("state", "queued"),))] == 1
+    assert samples[("gvfs_conductor_jobs", (("state", "done"),))] == 1
+    assert samples[("gvfs_conductor_jobs", (("state", "failed"),))] == 0
+    assert samples[("gvfs_conductor_images", (
+        ("stage", "done"), ("state", "done")))] == 1
+    # Finished runs only; bytes by stage, failed runs' included.
+    assert samples[("gvfs_conductor_moved_bytes_total",
+                    (("stage", "transfer"),))] == 11 * MIB
+    assert samples[("gvfs_conductor_moved_bytes_total",
+                    (("stage", "local_copy"),))] == 8 * MIB
+    assert samples[("gvfs_conductor_stage_run_seconds_count", (
+        ("outcome", "failed"), ("stage", "transfer")))] == 1
+    assert samples[("gvfs_conductor_stage_run_seconds_count", (
+        ("outcome", "done"), ("stage", "local_copy")))] == 1
+    # The policy's one change has waited about ten minutes.
+    point = samples[("gvfs_conductor_replication_recovery_point_seconds",
+                     (("policy", policy),))]
+    assert 600 <= point < 700
