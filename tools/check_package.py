@@ -333,13 +333,17 @@ def _answer(port, path):
         return None
 
 
-def check_api(venv, work):
-    """gvfs-api starts, answers its health check, asks for a token."""
+def _free_port():
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def check_api(venv, work):
+    """gvfs-api starts, answers, asks for a token, counts the refusal."""
+    port, metrics_port = _free_port(), _free_port()
     conf = os.path.join(work, "gvfs-api.conf")
     with open(conf, "w") as f:
         f.write(textwrap.dedent("""\
@@ -351,7 +355,9 @@ def check_api(venv, work):
             trusts = false
             [keystone_authtoken]
             www_authenticate_uri = http://127.0.0.1:1/identity
-            """ % port))
+            [metrics]
+            port = %d
+            """ % (port, metrics_port)))
     log = os.path.join(work, "api.log")
     proc = _service(venv, ["gvfs-api", "--config-file", conf], log)
     try:
@@ -363,6 +369,15 @@ def check_api(venv, work):
         status = _answer(port, "/v1/migrations")
         if status != 401:
             raise SystemExit("gvfs-api answered %s without a token" % status)
+        connection = http.client.HTTPConnection("127.0.0.1", metrics_port,
+                                                timeout=5)
+        connection.request("GET", "/metrics")
+        scraped = connection.getresponse().read().decode()
+        counted = ('gvfs_api_requests_total{code="401",method="GET",'
+                   'route="/v1/migrations"} 1.0')
+        if counted not in scraped:
+            raise SystemExit("gvfs-api's metrics lack %s:\n%s"
+                             % (counted, scraped))
     finally:
         _stop(proc, log)
 

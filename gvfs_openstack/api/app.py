@@ -24,6 +24,7 @@ import webob.dec
 
 from gvfs_openstack.api import faults
 from gvfs_openstack.api import golden
+from gvfs_openstack.api import metrics as api_metrics
 from gvfs_openstack.api import migrations
 from gvfs_openstack.api import policy
 from gvfs_openstack.api import replications as replications_mod
@@ -57,10 +58,26 @@ class Router:
 
     def __init__(self):
         self._routes = []
+        #: Compiled pattern -> its name in metrics.
+        self._names = {}
 
     def add(self, method, pattern, handler, body=False):
-        self._routes.append((method, re.compile(
-            "^" + pattern % {"id": _ID % "ident"} + "/?$"), handler, body))
+        compiled = re.compile("^" + pattern % {"id": _ID % "ident"} + "/?$")
+        self._routes.append((method, compiled, handler, body))
+        self._names[compiled] = pattern % {"id": "{id}"}
+
+    def route_of(self, path):
+        """The name of the route of ``path``, for metrics.
+
+        The pattern it matches (``/v1/migrations/{id}``) or ``other``,
+        never the path itself: a label set as small as the API.
+        """
+        if path.rstrip("/") in ("", "/v1", "/healthcheck"):
+            return path.rstrip("/") or "/"
+        for pattern, name in self._names.items():
+            if pattern.match(path):
+                return name
+        return "other"
 
     def dispatch(self, request):
         allowed = []
@@ -208,8 +225,12 @@ class _Unauthenticated:
         return self.authenticated(environ, start_response)
 
 
-def build(conf, conductor=None):
-    """The whole WSGI application of ``conf`` (options registered)."""
+def build(conf, conductor=None, metrics=False):
+    """The whole WSGI application of ``conf`` (options registered).
+
+    With ``metrics``, ``(application, api_metrics.RequestMetrics)``: its
+    requests counted and timed.
+    """
     if conductor is None:
         conductor = rpcapi.ConductorAPI(
             rpcapi.get_transport(conf), timeout=conf.api.rpc_timeout,
@@ -220,4 +241,8 @@ def build(conf, conductor=None):
     health = healthcheck.Healthcheck(None, conf)
     wrapped = _Unauthenticated(authenticated, health)
     wrapped = request_id.RequestId(wrapped)
-    return http_proxy_to_wsgi.HTTPProxyToWSGI(wrapped, conf)
+    wrapped = http_proxy_to_wsgi.HTTPProxyToWSGI(wrapped, conf)
+    if not metrics:
+        return wrapped
+    measured = api_metrics.RequestMetrics(app.router.route_of)
+    return measured.wrap(wrapped), measured

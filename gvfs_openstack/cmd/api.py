@@ -22,6 +22,7 @@ from oslo_service.backend import base
 from gvfs_openstack import launch
 from gvfs_openstack.api import app  # noqa: H306
 from gvfs_openstack.api import service
+from gvfs_openstack import metrics_server
 
 LOG = logging.getLogger(__name__)
 
@@ -101,10 +102,18 @@ class ApiService(base.ServiceBase):
         self.conf = conf
         self.server = None
         self._serving = None
+        self._metrics = None
 
     def start(self):
         # In the worker: the message bus connection is made after the fork.
-        application = app.build(self.conf)
+        if self.conf.metrics.port is None:
+            application = app.build(self.conf)
+        else:
+            application, measured = app.build(self.conf, metrics=True)
+            self._metrics = metrics_server.MetricsServer(
+                self.conf.metrics.host, self.conf.metrics.port,
+                measured.registry)
+            self._metrics.start()
         self.server = make_server(
             self.conf.api.host_ip, self.conf.api.port, application,
             self.conf.api.max_connections, self.conf.api.client_timeout)
@@ -118,6 +127,9 @@ class ApiService(base.ServiceBase):
         if self.server is not None:
             self.server.shutdown()      # Requests in progress finish.
             self.server.server_close()
+        if self._metrics is not None:
+            self._metrics.stop()
+            self._metrics = None
 
     def wait(self):
         if self._serving is not None:

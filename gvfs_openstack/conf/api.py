@@ -10,6 +10,8 @@ whose options their libraries register and document.  SIGHUP makes
 
 from oslo_config import cfg
 
+from gvfs_openstack.conf import metrics as metrics_conf
+
 GROUP = "api"
 
 API_OPTS = [
@@ -98,6 +100,7 @@ then answered 409 with the reason, and the rest go on.
 
 def register_opts(conf):
     conf.register_opts(API_OPTS, group=GROUP)
+    metrics_conf.register_opts(conf)
     conf.register_opts(UPGRADE_LEVELS_OPTS, group=UPGRADE_LEVELS_GROUP)
 
 

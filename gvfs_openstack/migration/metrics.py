@@ -10,20 +10,14 @@ every conductor that serves the store.  Labels are bounded: states and
 stages are fixed sets, policies are as many as operators made.
 """
 
-import threading
-from wsgiref import simple_server
-
-from oslo_log import log as logging
 from prometheus_client import core
-from prometheus_client import exposition
 import sqlalchemy as sa
 
+from gvfs_openstack import metrics_server
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import states
 from gvfs_openstack.replication import plan
 from gvfs_openstack.replication import store as replication_store
-
-LOG = logging.getLogger(__name__)
 
 PREFIX = "gvfs_conductor_"
 
@@ -106,30 +100,8 @@ class _Collector:
         return families(self.store)
 
 
-class _Quiet(simple_server.WSGIRequestHandler):
-    def log_message(self, format, *args):
-        LOG.debug("metrics: " + format, *args)
-
-
-class MetricsServer:
-    """``GET /metrics`` of a job store, served by a thread."""
-
-    def __init__(self, host, port, store):
-        self.registry = core.CollectorRegistry(auto_describe=False)
-        self.registry.register(_Collector(store))
-        self._httpd = simple_server.make_server(
-            host, port, exposition.make_wsgi_app(self.registry),
-            handler_class=_Quiet)
-        self.port = self._httpd.server_port
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        name="gvfs-metrics", daemon=True)
-
-    def start(self):
-        self._thread.start()
-        LOG.info("Prometheus metrics on http://%s:%d/metrics",
-                 self._httpd.server_address[0], self.port)
-
-    def stop(self):
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
+def server(host, port, store):
+    """A :class:`metrics_server.MetricsServer` of the job store ``store``."""
+    registry = core.CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(store))
+    return metrics_server.MetricsServer(host, port, registry)

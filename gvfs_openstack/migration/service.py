@@ -176,7 +176,7 @@ class ConductorService:
         self._listener = listener.listen(self.conf, self._wake.set)
         self._reconciling.start()
         if self.conf.metrics.port is not None:
-            self._metrics = metrics.MetricsServer(
+            self._metrics = metrics.server(
                 self.conf.metrics.host, self.conf.metrics.port,
                 self.manager.store)
             self._metrics.start()

@@ -118,8 +118,7 @@ def test_three_images_arrive_identical_and_registered_in_place(
     ]
     manager = _manager(dr, tmp_path)
     # Prometheus scrapes the job store while the job runs, and after.
-    endpoint = conductor_metrics.MetricsServer("127.0.0.1", 0,
-                                               manager.store)
+    endpoint = conductor_metrics.server("127.0.0.1", 0, manager.store)
     endpoint.start()
     try:
         job = manager.migrate([i["id"] for i in images], "west")

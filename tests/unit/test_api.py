@@ -19,6 +19,8 @@ from gvfs_openstack.conf import api as api_conf
 from gvfs_openstack import exceptions
 
 ALPHA, BETA = "a" * 32, "b" * 32
+#: A migration id nobody made.
+UNKNOWN = "0f0f0f0f-0000-4000-8000-000000000000"
 
 
 class Conductor:
@@ -412,3 +414,35 @@ def test_a_body_over_the_limit_is_refused_without_reading_it(api, headers):
         "The body is larger than %d bytes" % app.MAX_BODY)
     assert body.read_bytes <= app.MAX_BODY + 1
     assert api.conductor.calls == []
+
+
+def test_requests_are_counted_and_timed_by_route(api):
+    """The route label is the pattern, never an id from the path."""
+    from prometheus_client import exposition
+    from prometheus_client import parser
+
+    from gvfs_openstack.api import metrics as api_metrics
+
+    measured = api_metrics.RequestMetrics(api.application.router.route_of)
+    wrapped = measured.wrap(api.application)
+    for path in ("/v1/migrations", "/v1/migrations/%s" % UNKNOWN,
+                 "/v1/no-such-thing"):
+        request = webob.Request.blank(path, headers={
+            "X-Project-Id": ALPHA, "X-User-Id": "u-a",
+            "X-Roles": "member,reader", "X-Identity-Status": "Confirmed"})
+        request.get_response(wrapped)
+    text = exposition.generate_latest(measured.registry).decode()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in parser.text_string_to_metric_families(text)
+               for s in family.samples}
+    assert samples[("gvfs_api_requests_total", (
+        ("code", "200"), ("method", "GET"),
+        ("route", "/v1/migrations")))] == 1
+    assert samples[("gvfs_api_requests_total", (
+        ("code", "404"), ("method", "GET"),
+        ("route", "/v1/migrations/{id}")))] == 1
+    assert samples[("gvfs_api_requests_total", (
+        ("code", "404"), ("method", "GET"), ("route", "other")))] == 1
+    assert samples[("gvfs_api_request_duration_seconds_count", (
+        ("method", "GET"), ("route", "/v1/migrations")))] == 1
+    assert UNKNOWN not in text

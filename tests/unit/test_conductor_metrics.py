@@ -3,7 +3,7 @@
 
 Jobs, stage runs and a replication policy are written through the
 store's own API; the families are served over HTTP by
-:class:`metrics.MetricsServer` and parsed with prometheus_client's
+:func:`metrics.server` and parsed with prometheus_client's
 parser, as a Prometheus server reads them.
 """
 
@@ -53,7 +53,7 @@ def test_jobs_runs_bytes_and_recovery_points(tmp_path):
     changed = jobs.utcnow() - datetime.timedelta(seconds=600)
     policies.add(policy, _image(3, MIB), changed)
 
-    server = metrics.MetricsServer("127.0.0.1", 0, store)
+    server = metrics.server("127.0.0.1", 0, store)
     server.start()
     try:
         samples = _scrape(server)

@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``GET /metrics`` of a prometheus_client registry, served by a thread.
+
+For the threaded services, gvfs-conductor and gvfs-api; the proxies
+serve theirs on their event loop (:mod:`gvfs_openstack.proxy.metrics`).
+"""
+
+import threading
+from wsgiref import simple_server
+
+from oslo_log import log as logging
+from prometheus_client import exposition
+
+LOG = logging.getLogger(__name__)
+
+
+class _Quiet(simple_server.WSGIRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 (the base's name)
+        LOG.debug("metrics: " + format, *args)
+
+
+class MetricsServer:
+    """The endpoint of ``[metrics] host`` and ``port``, bound at once."""
+
+    def __init__(self, host, port, registry):
+        self.registry = registry
+        self._httpd = simple_server.make_server(
+            host, port, exposition.make_wsgi_app(registry),
+            handler_class=_Quiet)
+        self.port = self._httpd.server_port
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        name="gvfs-metrics", daemon=True)
+
+    def start(self):
+        self._thread.start()
+        LOG.info("Prometheus metrics on http://%s:%d/metrics",
+                 self._httpd.server_address[0], self.port)
+
+    def stop(self):
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
