@@ -5,6 +5,7 @@ For the threaded services, gvfs-conductor and gvfs-api; the proxies
 serve theirs on their event loop (:mod:`gvfs_openstack.proxy.metrics`).
 """
 
+import socketserver
 import threading
 from wsgiref import simple_server
 
@@ -15,8 +16,22 @@ LOG = logging.getLogger(__name__)
 
 
 class _Quiet(simple_server.WSGIRequestHandler):
+    #: Seconds a scraper may take to send its request or read the answer.
+    timeout = 10.0
+
     def log_message(self, format, *args):  # noqa: A002 (the base's name)
         LOG.debug("metrics: " + format, *args)
+
+
+class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
+    """A thread per scrape, so a slow scraper holds up no other.
+
+    Nor a stop: its thread is a daemon, ended by ``timeout`` at the
+    latest.
+    """
+
+    daemon_threads = True
+    block_on_close = False
 
 
 class MetricsServer:
@@ -26,7 +41,7 @@ class MetricsServer:
         self.registry = registry
         self._httpd = simple_server.make_server(
             host, port, exposition.make_wsgi_app(registry),
-            handler_class=_Quiet)
+            server_class=_Server, handler_class=_Quiet)
         self.port = self._httpd.server_port
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         name="gvfs-metrics", daemon=True)

@@ -225,12 +225,23 @@ class _Unauthenticated:
         return self.authenticated(environ, start_response)
 
 
-def build(conf, conductor=None, metrics=False):
-    """The whole WSGI application of ``conf`` (options registered).
+def build(conf, conductor=None):
+    """The whole WSGI application of ``conf`` (options registered)."""
+    return _build(conf, conductor)[0]
 
-    With ``metrics``, ``(application, api_metrics.RequestMetrics)``: its
-    requests counted and timed.
+
+def build_measured(conf, conductor=None):
+    """:func:`build`'s application, its requests counted and timed.
+
+    Returns ``(application, api_metrics.RequestMetrics)``.
     """
+    application, router = _build(conf, conductor)
+    measured = api_metrics.RequestMetrics(router.route_of)
+    return measured.wrap(application), measured
+
+
+def _build(conf, conductor):
+    """The application and its router."""
     if conductor is None:
         conductor = rpcapi.ConductorAPI(
             rpcapi.get_transport(conf), timeout=conf.api.rpc_timeout,
@@ -241,8 +252,4 @@ def build(conf, conductor=None, metrics=False):
     health = healthcheck.Healthcheck(None, conf)
     wrapped = _Unauthenticated(authenticated, health)
     wrapped = request_id.RequestId(wrapped)
-    wrapped = http_proxy_to_wsgi.HTTPProxyToWSGI(wrapped, conf)
-    if not metrics:
-        return wrapped
-    measured = api_metrics.RequestMetrics(app.router.route_of)
-    return measured.wrap(wrapped), measured
+    return http_proxy_to_wsgi.HTTPProxyToWSGI(wrapped, conf), app.router

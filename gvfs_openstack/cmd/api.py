@@ -109,7 +109,7 @@ class ApiService(base.ServiceBase):
         if self.conf.metrics.port is None:
             application = app.build(self.conf)
         else:
-            application, measured = app.build(self.conf, metrics=True)
+            application, measured = app.build_measured(self.conf)
             self._metrics = metrics_server.MetricsServer(
                 self.conf.metrics.host, self.conf.metrics.port,
                 measured.registry)

@@ -12,7 +12,7 @@ metrics_opts = [
     cfg.HostAddressOpt("host", default="127.0.0.1",
                        help="""Address the endpoint listens on.
 
-The metrics name export paths and peers: keep it on loopback or a
+The proxies' metrics name export paths: keep it on loopback or a
 management network that only the Prometheus server reaches.
 """),
     cfg.PortOpt("port",

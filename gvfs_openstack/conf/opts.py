@@ -20,7 +20,7 @@ PROGRAMS = {
     "conductor": ("migration",),
     "privileged": ("privileged",),
     "api": ("api",),
-    # gvfs-proxy's and gvfs-conductor's: one namespace, shown once.
+    # gvfs-proxy's, gvfs-conductor's and gvfs-api's: shown once.
     "metrics": ("metrics",),
 }
 
@@ -70,7 +70,7 @@ def list_privileged_opts():
 
 
 def list_metrics_opts():
-    """``[metrics]`` of ``gvfs-proxy`` and ``gvfs-conductor``."""
+    """``[metrics]`` of ``gvfs-proxy``, ``gvfs-conductor``, ``gvfs-api``."""
     return _listed("metrics")
 
 

@@ -6,8 +6,9 @@ record of what moved: a scrape reads the same snapshot ``gvfs-proxy
 stats`` prints and renames it by Prometheus' conventions (a ``gvfs_proxy_``
 prefix, the unit last, ``_total`` on counters).  Bytes that cross the
 proxy are one family labelled by hop and direction; calls are labelled
-by procedure and the cache's per-export counters by export, both sets
-bounded by the protocol and the configured exports.
+by procedure (bounded by the protocol) and the cache's per-export
+counters by export: the first :data:`MAX_EXPORTS` the proxy saw, the
+rest summed under ``other``, since clients name the paths they mount.
 
 The endpoint runs on the proxy's event loop, so a scrape never reads a
 counter while the loop changes it.
@@ -38,7 +39,6 @@ HOPS = {
 GAUGES = {
     "max_inflight_seen": ("downstream_max_inflight_calls", 1),
     "cache_capacity": ("cache_capacity_bytes", 1),
-    "cache_corrupt_blocks": ("cache_corrupt_blocks", 1),
     "writeback_dirty_bytes": ("writeback_dirty_bytes", 1),
     "journal_bytes": ("journal_bytes", 1),
     "peak_rss_kb": ("peak_resident_memory_bytes", 1024),
@@ -46,14 +46,11 @@ GAUGES = {
     "started_at": ("start_time_seconds", 1),
 }
 
-#: The cache's per-export counters, by their metric names.
-EXPORT_COUNTERS = {
-    "hits": "cache_export_hits",
-    "misses": "cache_export_misses",
-    "bytes_local": "cache_export_local_bytes",
-    "bytes_fetched": "cache_export_fetched_bytes",
-    "bytes_zero_map": "cache_export_zero_map_bytes",
-}
+#: Exports labelled by their path; those seen later count as ``other``.
+MAX_EXPORTS = 32
+
+#: The per-export counter that is a gauge: data not yet written back.
+EXPORT_GAUGE = "dirty_bytes"
 
 #: What a snapshot holds that is not a number to export as such.
 NOT_COUNTED = {"role", "port", "upstream", "calls", "cache_exports"}
@@ -109,20 +106,39 @@ def _help(field):
     return "gvfs-proxy stats: %s." % field
 
 
+def _bounded(exports):
+    """``{label: {field: value}}`` of at most ``MAX_EXPORTS + 1`` labels.
+
+    The first :data:`MAX_EXPORTS` exports seen keep their paths; the
+    others are summed under ``other``.
+    """
+    labelled = {}
+    for export, values in exports.items():     # In the order first seen.
+        label = export if len(labelled) < MAX_EXPORTS \
+            or export in labelled else "other"
+        into = labelled.setdefault(label, dict.fromkeys(values, 0))
+        for field, value in values.items():
+            into[field] = into.get(field, 0) + value
+    return labelled
+
+
 def _exports(exports):
-    for field, name in EXPORT_COUNTERS.items():
+    labelled = _bounded(exports)
+    for field in counters_mod.EXPORT_COUNTERS:
+        if field == EXPORT_GAUGE:
+            continue
         family = core.CounterMetricFamily(
-            PREFIX + name, "The cache's %s, by export." % field,
-            labels=["export"])
-        for export, values in sorted(exports.items()):
-            family.add_metric([export], values[field])
+            counter_name("cache_export_" + field),
+            "The cache's %s, by export." % field, labels=["export"])
+        for export, values in sorted(labelled.items()):
+            family.add_metric([export], values.get(field, 0))
         yield family
     dirty = core.GaugeMetricFamily(
-        PREFIX + "cache_export_dirty_bytes",
+        PREFIX + "cache_export_" + EXPORT_GAUGE,
         "Bytes written to the cache and not yet to the server, by export.",
         labels=["export"])
-    for export, values in sorted(exports.items()):
-        dirty.add_metric([export], values.get("dirty_bytes", 0))
+    for export, values in sorted(labelled.items()):
+        dirty.add_metric([export], values.get(EXPORT_GAUGE, 0))
     yield dirty
 
 

@@ -138,6 +138,8 @@ class ProxyService:
                                             "flush": self._flush,
                                             "drop": self._drop,
                                             "warm": self._warm})
+        #: ``[cache] warm_rate_mib`` as applied (at start, at a reload).
+        self._warm_rate = conf.cache.warm_rate_mib
         self.metrics = None
         if conf.metrics.port is not None:
             self.metrics = metrics.MetricsEndpoint(
@@ -356,7 +358,7 @@ class ProxyService:
         warmer = warm.Warmer(
             cache.reads, cache.upstream, cache.policies, cache.sidecars,
             cache.store.geometry.block_size,
-            self.conf.cache.warm_rate_mib, cache.profiles,
+            self._warm_rate, cache.profiles,
             self.conf.cache.prefetch_window_kb * 1024)
         return await warmer.warm(path, request.get("rate_mib"))
 
@@ -413,12 +415,14 @@ class ProxyService:
         """SIGHUP: re-read the configuration files, apply what may change.
 
         The options marked mutable -- who may connect, the per-connection
-        limits, the cache's coherence windows, the warm rate, logging's
-        ``debug`` -- apply to new connections and calls; oslo.config logs
-        each other option that changed as ignored until a restart.  A new
-        value that does not hold (a bad network, an unknown account) is
-        logged and nothing changes.  No data is flushed or dropped: that
-        is SIGUSR1 and ``gvfs-proxy flush``.
+        limits, the cache's coherence windows, the warm rate -- apply to
+        new connections and calls; oslo.config logs each other option
+        that changed as ignored until a restart, and oslo.log applies
+        ``debug`` itself.  The proxy reads these settings from what it
+        applied, not from the configuration: a file that does not hold
+        (a bad network, an unknown account) is logged and every one of
+        them stays as it ran.  No data is flushed or dropped: that is
+        SIGUSR1 and ``gvfs-proxy flush``.
         """
         try:
             changed = self.conf.mutate_config_files()
@@ -426,8 +430,10 @@ class ProxyService:
             windows = _windows(self.conf.cache) if self.cache else None
             inflight = self.conf.proxy.max_inflight
             buffered = self.conf.proxy.max_buffered_mb * 1024 * 1024
+            warm_rate = self.conf.cache.warm_rate_mib
         except (exceptions.InvalidConfig, cfg.Error, ValueError) as e:
-            LOG.error("reload: %s; kept the running settings", e)
+            LOG.error("reload: %s; kept the running settings: fix the "
+                      "file and reload again", e)
             return []
         names = sorted("[%s] %s" % (group or "DEFAULT", name)
                        for group, name in changed)
@@ -436,6 +442,7 @@ class ProxyService:
         listener.max_inflight, listener.max_buffered = inflight, buffered
         if windows is not None:
             self.cache.policies.set_windows(*windows)
+        self._warm_rate = warm_rate
         LOG.info("reload: configuration re-read; changed: %s",
                  ", ".join(names) or "nothing that applies live")
         return names

@@ -56,6 +56,9 @@ class _Pending:
     conn: object = None
     #: A :class:`relays.Resume`: the reply's relay was cut part-way.
     resume: object = None
+    #: When its first bytes went upstream (a relayed call's, as its
+    #: record still arrives), for the latency histogram.
+    started: float = dataclasses.field(default_factory=time.monotonic)
 
 
 class _UpstreamProtocol(asyncio.BufferedProtocol):
@@ -314,14 +317,13 @@ class UpstreamPool:
         return await self._wait(pending, send=True)
 
     async def _wait(self, pending, send):
-        started = time.monotonic()
         try:
             await deadline.within(
                 self.call_timeout,
                 self._send_and_wait(pending) if send else pending.future)
             reply = pending.future.result()
             self.counters.upstream_call_seconds.observe(
-                time.monotonic() - started)
+                time.monotonic() - pending.started)
             return reply
         except TimeoutError:
             self.counters.upstream_failed_calls += 1

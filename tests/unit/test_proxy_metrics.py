@@ -97,10 +97,35 @@ def test_counters_are_named_by_convention(proxy):
     assert samples[(hist, (("le", "10.0"),))] == 3
     assert samples[(hist, (("le", "+Inf"),))] == 4
     assert samples[("gvfs_proxy_upstream_call_seconds_count", ())] == 4
-    # Every counter ends in _total; no name carries the unit elsewhere.
+    # No name carries its unit anywhere but last.
     for name, _ in samples:
         assert name.startswith("gvfs_proxy_"), name
         assert "_bytes_" not in name.replace("_bytes_total", ""), name
+    # Every counter's samples end in _total.
+    for family in metrics.families(proxy.snapshot()):
+        if family.type == "counter":
+            assert family.samples, family.name
+            assert all(s.name.endswith("_total") for s in family.samples), \
+                family.name
+
+
+def test_export_labels_are_bounded():
+    """Past the first exports seen, the rest share one label.
+
+    Clients name the paths they mount, so paths alone are unbounded.
+    """
+    cache = counters.CacheCounters()
+    for n in range(metrics.MAX_EXPORTS + 8):
+        cache.export("/srv/export-%02d" % n)["bytes_fetched"] = 10
+    samples = [s for family in metrics.families(
+        {"cache_exports": cache.cache_exports})
+        for s in family.samples
+        if s.name == "gvfs_proxy_cache_export_fetched_bytes_total"]
+    labels = {s.labels["export"]: s.value for s in samples}
+    assert len(labels) == metrics.MAX_EXPORTS + 1
+    assert labels["other"] == 8 * 10
+    assert labels["/srv/export-00"] == 10
+    assert sum(labels.values()) == (metrics.MAX_EXPORTS + 8) * 10
 
 
 def _render(proxy):
@@ -146,15 +171,14 @@ def test_the_grafana_dashboard_names_only_exported_metrics():
         if dataclasses.is_dataclass(kind) and kind.__name__.endswith(
                 "Counters"):
             every.part(kind)
+    every.part(counters.RoleCounters).calls["nfs_read"] = 1
+    every.part(counters.CacheCounters).export("/srv/images")
     snapshot = dict(every.as_dict(), role="client", port=1,
                     writeback_dirty_bytes=0, journal_bytes=0,
                     cache_capacity=0)
-    exported = set()
-    for family in metrics.families(snapshot):
-        exported.update(sample.name for sample in family.samples)
-        exported.add(family.name)
-        exported.add(family.name + "_total")
-        exported.add(family.name + "_bucket")
+    # The names of the samples a scrape returns, exactly.
+    exported = {sample.name for family in metrics.families(snapshot)
+                for sample in family.samples}
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), "etc", "grafana", "gvfs-proxies.json")
     with open(path) as f:

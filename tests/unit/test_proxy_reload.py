@@ -59,12 +59,22 @@ def test_a_bad_value_changes_nothing(client):
     proxy, path, sections = client
     peers = proxy.listener.peers
     window = proxy.cache.policies.default_after
+    rate = proxy._warm_rate
     sections["listen"]["allowed_peers"] = "not-a-network"
     sections["cache"]["coherence_window"] = "9"
+    sections["cache"]["warm_rate_mib"] = str(rate + 7)
     _write(path, sections)
     assert proxy.reload() == []
     assert proxy.listener.peers is peers
     assert proxy.cache.policies.default_after == window
+    assert proxy._warm_rate == rate
+    # Fixed, the next reload applies all of it.
+    sections["listen"]["allowed_peers"] = "10.0.0.0/8"
+    _write(path, sections)
+    proxy.reload()
+    assert proxy.listener.peers.allows("10.1.2.3")
+    assert proxy.cache.policies.default_after == 9.0
+    assert proxy._warm_rate == rate + 7
 
 
 def test_a_server_proxy_is_not_opened_to_everyone_by_a_reload(tmp_path):
