@@ -2,7 +2,8 @@
 """``GET /metrics`` of a prometheus_client registry, served by a thread.
 
 For the threaded services, gvfs-conductor and gvfs-api; the proxies
-serve theirs on their event loop (:mod:`gvfs_openstack.proxy.metrics`).
+serve theirs on their event loop (:mod:`gvfs_openstack.proxy.metrics`),
+from a registry made by :func:`registry_of` as the conductor's is.
 """
 
 import socketserver
@@ -10,9 +11,26 @@ import threading
 from wsgiref import simple_server
 
 from oslo_log import log as logging
+from prometheus_client import core
 from prometheus_client import exposition
 
 LOG = logging.getLogger(__name__)
+
+
+class _Collector:
+    def __init__(self, collect):
+        self.collect = collect
+
+
+def registry_of(collect):
+    """A registry whose metrics are ``collect()``'s families.
+
+    Read at each scrape: for metrics kept elsewhere (counters, a
+    database).
+    """
+    registry = core.CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(collect))
+    return registry
 
 
 class _Quiet(simple_server.WSGIRequestHandler):

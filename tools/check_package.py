@@ -21,6 +21,7 @@ needed, and must not be shipped.
 
 import argparse
 import concurrent.futures
+import contextlib
 import glob
 import http.client
 import json
@@ -311,16 +312,44 @@ def check_nova(venv, work):
     venv.run(["gvfs-nova-compute", "--help"], stdout=subprocess.DEVNULL)
 
 
+def _conf_on_a_fake_bus(work, service, sections):
+    """Write ``service``'s configuration file; return its path.
+
+    ``sections`` follow a [DEFAULT] whose message bus is oslo.messaging's
+    in-process fake.
+    """
+    conf = os.path.join(work, service + ".conf")
+    with open(conf, "w") as f:
+        f.write("[DEFAULT]\ntransport_url = fake:/\n"
+                + textwrap.dedent(sections))
+    return conf
+
+
+@contextlib.contextmanager
+def _running(venv, service, conf, work, ready):
+    """Run ``service`` on ``conf`` for the block, once ``ready(log)``.
+
+    It must then stop cleanly on SIGTERM.
+    """
+    log = os.path.join(work, service + ".log")
+    proc = _service(venv, [service, "--config-file", conf], log)
+    try:
+        _wait_for(lambda: ready(log) or proc.poll() is not None,
+                  service + " to serve")
+        if proc.poll() is not None:
+            with open(log) as f:
+                raise SystemExit("%s died:\n%s" % (service, f.read()))
+        yield
+    finally:
+        _stop(proc, log)
+
+
 def check_conductor(venv, work):
     """A job store synced and checked; the conductor starts and stops."""
-    conf = os.path.join(work, "gvfs-conductor.conf")
-    with open(conf, "w") as f:
-        f.write(textwrap.dedent("""\
-            [DEFAULT]
-            transport_url = fake:/
-            [database]
-            connection = sqlite:///%s
-            """ % os.path.join(work, "jobs.db")))
+    conf = _conf_on_a_fake_bus(work, "gvfs-conductor", """\
+        [database]
+        connection = sqlite:///%s
+        """ % os.path.join(work, "jobs.db"))
     venv.run(["gvfs-manage", "--config-file", conf, "db", "sync"])
     status = subprocess.run(
         [os.path.join(venv.bin, "gvfs-status"), "--config-file", conf,
@@ -328,16 +357,9 @@ def check_conductor(venv, work):
     if status.returncode not in (0, 1):   # 1: warnings only.
         raise SystemExit("gvfs-status upgrade check failed: %d"
                          % status.returncode)
-    log = os.path.join(work, "conductor.log")
-    proc = _service(venv, ["gvfs-conductor", "--config-file", conf], log)
-    try:
-        _wait_for(lambda: _log_says(log, "serves topic")
-                  or proc.poll() is not None, "gvfs-conductor to serve")
-        if proc.poll() is not None:
-            with open(log) as f:
-                raise SystemExit("gvfs-conductor died:\n" + f.read())
-    finally:
-        _stop(proc, log)
+    with _running(venv, "gvfs-conductor", conf, work,
+                  lambda log: _log_says(log, "serves topic")):
+        pass
 
 
 def check_globus(venv, work):
@@ -365,28 +387,18 @@ def _free_port():
 def check_api(venv, work):
     """gvfs-api starts, answers, asks for a token, counts the refusal."""
     port, metrics_port = _free_port(), _free_port()
-    conf = os.path.join(work, "gvfs-api.conf")
-    with open(conf, "w") as f:
-        f.write(textwrap.dedent("""\
-            [DEFAULT]
-            transport_url = fake:/
-            [api]
-            host_ip = 127.0.0.1
-            port = %d
-            trusts = false
-            [keystone_authtoken]
-            www_authenticate_uri = http://127.0.0.1:1/identity
-            [metrics]
-            port = %d
-            """ % (port, metrics_port)))
-    log = os.path.join(work, "api.log")
-    proc = _service(venv, ["gvfs-api", "--config-file", conf], log)
-    try:
-        _wait_for(lambda: _answer(port, "/healthcheck") == 200
-                  or proc.poll() is not None, "gvfs-api to answer")
-        if proc.poll() is not None:
-            with open(log) as f:
-                raise SystemExit("gvfs-api died:\n" + f.read())
+    conf = _conf_on_a_fake_bus(work, "gvfs-api", """\
+        [api]
+        host_ip = 127.0.0.1
+        port = %d
+        trusts = false
+        [keystone_authtoken]
+        www_authenticate_uri = http://127.0.0.1:1/identity
+        [metrics]
+        port = %d
+        """ % (port, metrics_port))
+    with _running(venv, "gvfs-api", conf, work,
+                  lambda log: _answer(port, "/healthcheck") == 200):
         status = _answer(port, "/v1/migrations")
         if status != 401:
             raise SystemExit("gvfs-api answered %s without a token" % status)
@@ -399,8 +411,6 @@ def check_api(venv, work):
         if counted not in scraped:
             raise SystemExit("gvfs-api's metrics lack %s:\n%s"
                              % (counted, scraped))
-    finally:
-        _stop(proc, log)
 
 
 #: Each node type's extra alone, what it must run, and what it must not

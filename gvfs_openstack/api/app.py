@@ -57,14 +57,13 @@ class Router:
     """Method and path to a handler; 404 and 405 for the rest."""
 
     def __init__(self):
+        #: (method, compiled pattern, handler, body, name in metrics)
         self._routes = []
-        #: Compiled pattern -> its name in metrics.
-        self._names = {}
 
     def add(self, method, pattern, handler, body=False):
-        compiled = re.compile("^" + pattern % {"id": _ID % "ident"} + "/?$")
-        self._routes.append((method, compiled, handler, body))
-        self._names[compiled] = pattern % {"id": "{id}"}
+        self._routes.append((method, re.compile(
+            "^" + pattern % {"id": _ID % "ident"} + "/?$"), handler, body,
+            pattern % {"id": "{id}"}))
 
     def route_of(self, path):
         """The name of the route of ``path``, for metrics.
@@ -74,14 +73,14 @@ class Router:
         """
         if path.rstrip("/") in ("", "/v1", "/healthcheck"):
             return path.rstrip("/") or "/"
-        for pattern, name in self._names.items():
+        for _, pattern, _, _, name in self._routes:
             if pattern.match(path):
                 return name
         return "other"
 
     def dispatch(self, request):
         allowed = []
-        for method, pattern, handler, body in self._routes:
+        for method, pattern, handler, body, _ in self._routes:
             match = pattern.match(request.path_info)
             if not match:
                 continue

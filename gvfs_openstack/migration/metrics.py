@@ -92,16 +92,7 @@ def _recovery_points(policies, now):
     return gauge
 
 
-class _Collector:
-    def __init__(self, store):
-        self.store = store
-
-    def collect(self):
-        return families(self.store)
-
-
 def server(host, port, store):
     """A :class:`metrics_server.MetricsServer` of the job store ``store``."""
-    registry = core.CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(store))
-    return metrics_server.MetricsServer(host, port, registry)
+    return metrics_server.MetricsServer(
+        host, port, metrics_server.registry_of(lambda: families(store)))

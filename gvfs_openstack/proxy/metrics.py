@@ -20,6 +20,7 @@ from oslo_log import log as logging
 from prometheus_client import core
 from prometheus_client import exposition
 
+from gvfs_openstack import metrics_server
 from gvfs_openstack.proxy import counters as counters_mod
 
 LOG = logging.getLogger(__name__)
@@ -154,14 +155,6 @@ def _histogram(field, value):
     return family
 
 
-class _Collector:
-    def __init__(self, snapshot):
-        self._snapshot = snapshot
-
-    def collect(self):
-        return families(self._snapshot())
-
-
 class MetricsEndpoint:
     """``GET /metrics`` over HTTP/1.0, on the running event loop."""
 
@@ -172,8 +165,8 @@ class MetricsEndpoint:
         """``snapshot()`` returns the counters, as ``gvfs-proxy stats``."""
         self.host = host
         self.port = port
-        self.registry = core.CollectorRegistry(auto_describe=False)
-        self.registry.register(_Collector(snapshot))
+        self.registry = metrics_server.registry_of(
+            lambda: families(snapshot()))
         self._server = None
 
     async def start(self):

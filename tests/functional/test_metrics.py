@@ -11,25 +11,13 @@ bytes that moved and against ``gvfs-proxy stats``.
 import asyncio
 import os
 import threading
-import urllib.request
-
-from prometheus_client import parser
 
 from gvfs_openstack.client.nfs import NfsClient
 from tests.functional.conftest import random_file
+from tests import metrics_samples
 
 MIB = 1024 * 1024
 SIZE = 24 * MIB
-
-
-def _scrape(proxy):
-    url = "http://127.0.0.1:%d/metrics" % proxy.metrics_port
-    with urllib.request.urlopen(url, timeout=30) as answer:
-        assert answer.status == 200
-        text = answer.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in parser.text_string_to_metric_families(text)
-            for s in family.samples}
 
 
 def _moved(samples, hop, direction):
@@ -56,7 +44,8 @@ def test_scrapes_match_what_moved(lab_factory):
 
     def scrape_while_reading():
         while not done.is_set():
-            during.append(_scrape(lab.client_proxy))
+            during.append(
+                metrics_samples.scrape(lab.client_proxy.metrics_port))
             done.wait(0.05)
 
     scraper = threading.Thread(target=scrape_while_reading)
@@ -66,7 +55,8 @@ def test_scrapes_match_what_moved(lab_factory):
     finally:
         done.set()
         scraper.join()
-    client, server = _scrape(lab.client_proxy), _scrape(lab.server_proxy)
+    client = metrics_samples.scrape(lab.client_proxy.metrics_port)
+    server = metrics_samples.scrape(lab.server_proxy.metrics_port)
     stats = lab.client_proxy.stats()
 
     # The client sent the image down and fetched it all from upstream.

@@ -14,10 +14,8 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 
 from oslo_config import cfg
-from prometheus_client import parser as prometheus_parser
 import pytest
 
 from gvfs_openstack.cmd import meta as meta_cmd
@@ -30,6 +28,7 @@ from gvfs_openstack.migration import sites
 from gvfs_openstack.migration import states
 from tests.functional.conftest import sha256
 from tests.lab import drlab
+from tests import metrics_samples
 
 MIB = 1024 * 1024
 
@@ -87,15 +86,6 @@ def _wait(manager, job_id, timeout=300, resume_every=None):
         job_id, manager.show(job_id)))
 
 
-def _scrape(endpoint):
-    url = "http://127.0.0.1:%d/metrics" % endpoint.port
-    with urllib.request.urlopen(url, timeout=30) as answer:
-        text = answer.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in prometheus_parser.text_string_to_metric_families(
-                text) for s in family.samples}
-
-
 def test_three_images_arrive_identical_and_registered_in_place(
         dr, tmp_path):
     sparse = tmp_path / "sparse.raw"
@@ -122,9 +112,9 @@ def test_three_images_arrive_identical_and_registered_in_place(
     endpoint.start()
     try:
         job = manager.migrate([i["id"] for i in images], "west")
-        during = _scrape(endpoint)
+        during = metrics_samples.scrape(endpoint.port)
         job = _wait(manager, job["id"])
-        after = _scrape(endpoint)
+        after = metrics_samples.scrape(endpoint.port)
     finally:
         endpoint.stop()
     assert job["state"] == states.DONE, job

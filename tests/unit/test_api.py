@@ -17,6 +17,7 @@ from gvfs_openstack.api import app
 from gvfs_openstack.api import policies
 from gvfs_openstack.conf import api as api_conf
 from gvfs_openstack import exceptions
+from tests import metrics_samples
 
 ALPHA, BETA = "a" * 32, "b" * 32
 #: A migration id nobody made.
@@ -419,7 +420,6 @@ def test_a_body_over_the_limit_is_refused_without_reading_it(api, headers):
 def test_requests_are_counted_and_timed_by_route(api):
     """The route label is the pattern, never an id from the path."""
     from prometheus_client import exposition
-    from prometheus_client import parser
 
     from gvfs_openstack.api import metrics as api_metrics
 
@@ -432,9 +432,7 @@ def test_requests_are_counted_and_timed_by_route(api):
             "X-Roles": "member,reader", "X-Identity-Status": "Confirmed"})
         request.get_response(wrapped)
     text = exposition.generate_latest(measured.registry).decode()
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in parser.text_string_to_metric_families(text)
-               for s in family.samples}
+    samples = metrics_samples.samples(text)
     assert samples[("gvfs_api_requests_total", (
         ("code", "200"), ("method", "GET"),
         ("route", "/v1/migrations")))] == 1

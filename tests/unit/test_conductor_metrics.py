@@ -8,14 +8,12 @@ parser, as a Prometheus server reads them.
 """
 
 import datetime
-import urllib.request
-
-from prometheus_client import parser
 
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import metrics
 from gvfs_openstack.migration import states
 from gvfs_openstack.replication import store as replication_store
+from tests import metrics_samples
 
 MIB = 1024 * 1024
 
@@ -23,15 +21,6 @@ MIB = 1024 * 1024
 def _image(n, size):
     return {"id": "00000000-0000-4000-8000-%012d" % n, "name": "img%d" % n,
             "size": size}
-
-
-def _scrape(server):
-    url = "http://127.0.0.1:%d/metrics" % server.port
-    with urllib.request.urlopen(url, timeout=30) as answer:
-        text = answer.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in parser.text_string_to_metric_families(text)
-            for s in family.samples}
 
 
 def test_jobs_runs_bytes_and_recovery_points(tmp_path):
@@ -56,7 +45,7 @@ def test_jobs_runs_bytes_and_recovery_points(tmp_path):
     server = metrics.server("127.0.0.1", 0, store)
     server.start()
     try:
-        samples = _scrape(server)
+        samples = metrics_samples.scrape(server.port)
     finally:
         server.stop()
     # Jobs by state; images by stage and state.

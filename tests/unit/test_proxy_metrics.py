@@ -10,13 +10,13 @@ import asyncio
 import textwrap
 
 from oslo_config import cfg
-from prometheus_client import parser
 import pytest
 
 from gvfs_openstack.cmd import proxy as proxy_cmd
 from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import metrics
 from gvfs_openstack.proxy import service
+from tests import metrics_samples
 
 
 @pytest.fixture
@@ -41,12 +41,6 @@ def proxy(tmp_path):
     proxy_cmd.register_opts(conf)
     conf(["--config-file", str(path)])
     return service.ProxyService(conf)
-
-
-def _samples(text):
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in parser.text_string_to_metric_families(text)
-            for s in family.samples}
 
 
 def _scrape(endpoint, request=b"GET /metrics HTTP/1.0\r\n\r\n"):
@@ -77,7 +71,7 @@ def test_counters_are_named_by_convention(proxy):
     for seconds in (0.0004, 0.05, 0.05, 20.0):
         up.upstream_call_seconds.observe(seconds)
     text = _render(proxy)
-    samples = _samples(text)
+    samples = metrics_samples.samples(text)
     assert samples[("gvfs_proxy_transferred_bytes_total",
                     (("direction", "out"), ("hop", "downstream")))] \
         == 5 * 1024 * 1024
@@ -138,9 +132,9 @@ def test_the_endpoint_serves_metrics_and_nothing_else(proxy):
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.0 200 OK")
     assert b"Content-Type: text/plain; version=" in head
+    samples = metrics_samples.samples(body.decode())
     assert ("gvfs_proxy_transferred_bytes_total", (
-        ("direction", "in"), ("hop", "downstream"))) in _samples(
-            body.decode())
+        ("direction", "in"), ("hop", "downstream"))) in samples
     assert _scrape(proxy.metrics, b"GET /stats HTTP/1.0\r\n\r\n") \
         .startswith(b"HTTP/1.0 404")
     assert _scrape(proxy.metrics, b"POST /metrics HTTP/1.0\r\n\r\n") \
