@@ -313,7 +313,8 @@ class ProxyService:
         if self.cache is not None:
             gauges.update(cache_corrupt_blocks=self.cache.store.corrupt_blocks,
                           cache_capacity=self.cache.store.geometry.capacity,
-                          cache_io_errors=self.cache.store.io_errors)
+                          cache_io_errors=self.cache.store.io_errors,
+                          cache_evictions=self.cache.store.evictions)
         if self.writeback is not None:
             gauges.update(
                 writeback_dirty_bytes=self.writeback.dirty.dirty_bytes,

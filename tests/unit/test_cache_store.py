@@ -45,10 +45,16 @@ def test_least_recently_used_way_is_replaced(tmp_path, geometry):
     # Blocks 0, 4 and 8 share a set (4 sets); the set has 2 ways.
     store.put(d, 0, b"a", A1)
     store.put(d, 4, b"b", A1)
+    # A frame refreshed in place or a free one replaces nothing.
+    store.put(d, 0, b"a", A1)
+    assert store.evictions == 0
     assert store.get(d, 0)  # 0 is now more recent than 4
     store.put(d, 8, b"c", A1)
     assert store.get(d, 4) is None
     assert store.get(d, 0)[0] == b"a" and store.get(d, 8)[0] == b"c"
+    # The full set gave up a block: counted, so a cache too small for
+    # what it serves shows in the proxy's counters.
+    assert store.evictions == 1
 
 
 def test_a_speculative_block_takes_only_a_free_frame(tmp_path, geometry):

@@ -113,6 +113,8 @@ class BlockStore:
         self._check_format()
         self.corrupt_blocks = 0
         self.io_errors = 0
+        #: Valid blocks replaced by others (their set was full).
+        self.evictions = 0
 
     def _check_format(self):
         """Reuse a warm cache only if it was laid out the same way."""
@@ -258,6 +260,8 @@ class BlockStore:
                     return False
             elif frame is None:
                 frame = self._victim(bank, first)
+                if self._is_valid(bank, frame):
+                    self.evictions += 1
             offset = frame * TAG_SIZE
             # Invalidate, write the data, then the tag: a crash in between
             # leaves an invalid or CRC-failing frame, never a wrong one.
