@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the lab, tests, benchmarks and demo need on Debian/Ubuntu:
 # the system packages listed in bindep.txt that are missing, toxiproxy
-# (pinned, built with `go install`) and tox.  Idempotent; uses sudo when
+# (pinned, built with `go install`), tox and uv.  Idempotent; uses sudo when
 # not root.
 set -euo pipefail
 
@@ -49,9 +49,12 @@ if [ ! -x "$TOXIPROXY_BIN" ]; then
     rm -rf "$gobin"
 fi
 
-if ! command -v tox >/dev/null 2>&1; then
-    echo "install-deps: installing tox"
-    python3 -m pip install --quiet 'tox>=4' 2>/dev/null \
-        || python3 -m pip install --quiet --break-system-packages 'tox>=4'
-fi
+# tox, and uv, which tox.ini's install_command puts packages in with.
+for tool in tox uv; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "install-deps: installing $tool"
+        python3 -m pip install --quiet "$tool" 2>/dev/null \
+            || python3 -m pip install --quiet --break-system-packages "$tool"
+    fi
+done
 echo "install-deps: system dependencies are in place"
