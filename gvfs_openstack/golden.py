@@ -65,19 +65,31 @@ def _clean(part):
     return re.sub(r"[^A-Za-z0-9._-]", "_", part)
 
 
-def holder_name(instance_uuid, disk_name, host=None):
-    """The reference name of one instance disk on one host."""
-    name = "~".join(_clean(part) for part in (
-        host or socket.gethostname(), instance_uuid, disk_name))
+def holder_name(instance_uuid, disk_name, host=None, project_id=None):
+    """The reference name of one instance disk on one host.
+
+    It names the instance's project too (``project_id``), so that the
+    golden references API shows a project only its own instances; names
+    of three parts, without it, are those of earlier releases.
+    """
+    parts = [host or socket.gethostname(), instance_uuid, disk_name]
+    if project_id:
+        parts.append(project_id)
+    name = "~".join(_clean(part) for part in parts)
     if not _HOLDER.match(name):
         raise ValueError("bad reference name %r" % name)
     return name
 
 
 def parse_holder(name):
-    """``(host, instance uuid, disk name)`` of a reference name."""
+    """``(host, instance uuid, disk name, project id)`` of a reference name.
+
+    The project is None in a name made before references named it.
+    """
     parts = name.split("~")
-    if len(parts) != 3:
+    if len(parts) == 3:
+        return tuple(parts) + (None,)
+    if len(parts) != 4:
         raise ValueError("%r is not a reference name" % name)
     return tuple(parts)
 
@@ -172,7 +184,7 @@ def held_by_host(datadir, host=None):
             continue
         for name in holders(datadir, image_id):
             try:
-                ref_host, instance, disk = parse_holder(name)
+                ref_host, instance, disk, _ = parse_holder(name)
             except ValueError:
                 continue
             if ref_host == host:

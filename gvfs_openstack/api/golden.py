@@ -4,8 +4,10 @@ refused, for the users who may see its image.
 
 The target of the check is the image's owner project, as Glance shows
 it to the conductor; another project's image the caller may not see is
-answered as a missing one.  Compute hosts are shown only to those allowed
-``gvfs:golden_image:references:host`` (admin), as Nova shows them.
+answered as a missing one.  Compute hosts, and the instances of other
+projects, are shown only to those allowed
+``gvfs:golden_image:references:host`` (admin), as Nova shows them: the
+owner of a public image learns how many disks hold it, not whose.
 """
 
 from gvfs_openstack.api import faults
@@ -40,5 +42,9 @@ class GoldenImagesController:
             for ref in references:
                 ref.pop("host")
                 ref.pop("holder")   # It names the host too.
+                if ref.pop("project_id", None) != context.project_id:
+                    # Another project's instance, or one whose reference
+                    # (made by an earlier release) does not say.
+                    ref.update(instance_id=None, disk=None)
         return 200, {"image_id": found["image_id"],
                      "references": references}

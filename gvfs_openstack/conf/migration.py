@@ -230,7 +230,9 @@ to plain WRITEs and says so in its log.
                     "by default): it refuses larger chunks."),
     cfg.StrOpt("gridftp_url",
                help="""The DTN's GridFTP server, ``gsiftp://host:port`` (or
-``ftp://host:port`` for an anonymous server on a private network).
+``ftp://host:port`` for an anonymous server on a private network).  A
+URL with a user or password is refused: it would show in the process
+table and the log.
 
 Transfers are third-party: the two DTNs' servers move the data between
 them, the conductor only drives them.

@@ -21,13 +21,13 @@ from gvfs_openstack.nfs.errors import NfsError
 
 def _reference(name):
     try:
-        host, instance, disk = golden.parse_holder(name)
+        host, instance, disk, project = golden.parse_holder(name)
     except ValueError:
-        # Not made by the backend: shown as it is, never hidden.
+        # Not made by the backend: counted, shown as it is to admins.
         return {"holder": name, "host": None, "instance_id": None,
-                "disk": None}
+                "disk": None, "project_id": None}
     return {"holder": name, "host": host, "instance_id": instance,
-            "disk": disk}
+            "disk": disk, "project_id": project}
 
 
 async def _holders(site, image_id):

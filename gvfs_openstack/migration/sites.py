@@ -96,6 +96,26 @@ def _relative(option, value):
     return norm
 
 
+def _check_gridftp_url(option, url):
+    """A server URL with no credentials in it.
+
+    The URL becomes an argument of ``globus-url-copy``, which every
+    local account reads in the process table, and a line of the
+    conductor's log: a ``user:password@`` there would be everyone's.
+    GSI authenticates ``gsiftp://``; ``ftp://`` is for an anonymous
+    server on a private network.
+    """
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("gsiftp", "ftp") or not parsed.netloc:
+        raise exceptions.InvalidConfig(
+            option=option, reason="it is not a gsiftp:// or ftp:// URL")
+    if "@" in parsed.netloc:
+        raise exceptions.InvalidConfig(
+            option=option, reason="it names a user; credentials in the URL "
+            "would show in the process table and the log (GSI "
+            "authenticates gsiftp://)")
+
+
 def load(conf, name):
     """The site ``name``; InvalidConfig or UnknownSite when it is wrong."""
     if name not in conf.conductor.sites:
@@ -130,10 +150,8 @@ def load(conf, name):
         need("globus_endpoint_id")
     else:
         gridftp = need("gridftp_url")
-    if gridftp and not gridftp.startswith(("gsiftp://", "ftp://")):
-        raise exceptions.InvalidConfig(
-            option="[%s] gridftp_url" % group,
-            reason="%r is not a gsiftp:// or ftp:// URL" % gridftp)
+    if gridftp:
+        _check_gridftp_url("[%s] gridftp_url" % group, gridftp)
     globus_export = posixpath.normpath(opts.globus_export_path or export)
     if not globus_export.startswith("/"):
         raise exceptions.InvalidConfig(

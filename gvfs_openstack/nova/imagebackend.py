@@ -229,18 +229,26 @@ class GvfsImage(imagebackend.Qcow2):
                 reason="its golden image's data is %s, not the %s the "
                 "overlay records" % (inspected, recorded_format))
 
-    def _holder(self):
-        return golden.holder_name(self.instance.uuid if self.instance
-                                  else os.path.basename(
-                                      os.path.dirname(self.path)),
-                                  self.disk_name, CONF.host)
+    def _holders(self):
+        """This disk's reference name, and the one earlier releases made.
+
+        The first names the instance's project; a disk cloned before
+        references did holds the second, which its release drops too.
+        """
+        instance = self.instance.uuid if self.instance else \
+            os.path.basename(os.path.dirname(self.path))
+        project = self.instance.project_id if self.instance else None
+        return [golden.holder_name(instance, self.disk_name, CONF.host,
+                                   project),
+                golden.holder_name(instance, self.disk_name, CONF.host)]
 
     def _hold(self, datadir, name):
-        return golden.hold(datadir, name, self._holder())
+        return golden.hold(datadir, name, self._holders()[0])
 
     def _release(self, datadir, name):
         try:
-            golden.release(datadir, name, self._holder())
+            for holder in self._holders():
+                golden.release(datadir, name, holder)
         except OSError as e:
             LOG.warning("Cannot drop the reference of %s to golden image "
                         "%s now (%s); the image cache manager will", self.path,

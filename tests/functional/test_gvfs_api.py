@@ -350,19 +350,30 @@ def test_who_holds_a_golden_image_is_shown_to_its_project(
         "alpha-golden", path, drlab.GVFS_STORE,
         owner=keystone.project_id("alpha"))
     instance = "6f1c2d9e-0b7a-4c1e-9a51-3d2f8e7c4b10"
+    # Beta's instance on the same golden image (say, a public one).
+    beta_instance = "0d3e5a7c-9b1f-4e2d-8c6a-5f4b3a2e1d0c"
     # What the Nova backend writes for an instance disk cloned from it.
-    golden.hold(dr.east.images, image["id"],
-                golden.holder_name(instance, "disk", host="compute-7"))
+    for server, project, host in (
+            (instance, "alpha", "compute-7"),
+            (beta_instance, "beta", "compute-8")):
+        golden.hold(dr.east.images, image["id"], golden.holder_name(
+            server, "disk", host=host,
+            project_id=keystone.project_id(project)))
     refusal = dr.east.glance.openstack("image", "delete", image["id"],
                                        user="admin")
     assert refusal.returncode != 0
     seen = _ok(api.openstack("alpha-reader", "gvfs", "golden", "reference",
                              "list", image["id"], "-f", "json"))
-    assert seen == [{"Instance ID": instance, "Disk": "disk"}]
+    # Alpha learns that another disk holds it, not whose.
+    assert sorted(seen, key=str) == sorted([
+        {"Instance ID": instance, "Disk": "disk"},
+        {"Instance ID": None, "Disk": None}], key=str)
     seen = _ok(api.openstack("admin", "gvfs", "golden", "reference", "list",
                              image["id"], "-f", "json"))
-    assert seen == [{"Instance ID": instance, "Disk": "disk",
-                     "Host": "compute-7"}]
+    assert sorted(seen, key=str) == sorted([
+        {"Instance ID": instance, "Disk": "disk", "Host": "compute-7"},
+        {"Instance ID": beta_instance, "Disk": "disk",
+         "Host": "compute-8"}], key=str)
     said = _as_if_missing(api, "beta-member", "GET",
                           "/v1/golden-images/{}/references", image["id"])
     assert "Image %s not found" % image["id"] in said

@@ -29,6 +29,8 @@ from tests.lab import process
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+#: The project of the lab's instances.
+PROJECT_ID = "5e1c" * 8
 
 
 def threading_mode():
@@ -153,8 +155,8 @@ class ComputeNode:
             projects=[])
         instance = objects.Instance(
             self.context, uuid=uuidutils.generate_uuid(), host=self.host,
-            flavor=flavor, vm_state="building", task_state=None,
-            system_metadata={}, metadata={})
+            project_id=PROJECT_ID, flavor=flavor, vm_state="building",
+            task_state=None, system_metadata={}, metadata={})
         os.makedirs(os.path.join(self.instances_path, instance.uuid),
                     exist_ok=True)
         return instance

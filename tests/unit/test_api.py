@@ -82,9 +82,17 @@ class Conductor:
             raise exceptions.ImageNotFound(image=image_id, site="east")
         return {"image_id": image_id,
                 "owner": self.images[image_id]["owner"],
-                "references": [{"holder": "cn-1~uuid-1~disk",
-                                "host": "cn-1", "instance_id": "uuid-1",
-                                "disk": "disk"}]}
+                "references": [
+                    {"holder": "cn-1~uuid-1~disk~" + ALPHA, "host": "cn-1",
+                     "instance_id": "uuid-1", "disk": "disk",
+                     "project_id": ALPHA},
+                    {"holder": "cn-2~uuid-2~disk~" + BETA, "host": "cn-2",
+                     "instance_id": "uuid-2", "disk": "disk",
+                     "project_id": BETA},
+                    # Made before references named their project.
+                    {"holder": "cn-2~uuid-3~disk", "host": "cn-2",
+                     "instance_id": "uuid-3", "disk": "disk",
+                     "project_id": None}]}
 
     def create_replication(self, context, destination, selector_kind,
                            selector, delete_follows=False, name=None):
@@ -281,8 +289,13 @@ def test_golden_references_are_the_owners_to_see_hosts_admins(api):
     path = "/v1/golden-images/img-a/references"
     status, reply = api("GET", path, roles="reader")
     assert status == 200
+    # The owner sees its own instance; of other projects' (a public
+    # golden image), and of references that do not say, only that they
+    # hold it.
     assert reply == {"image_id": "img-a", "references": [
-        {"instance_id": "uuid-1", "disk": "disk"}]}
+        {"instance_id": "uuid-1", "disk": "disk"},
+        {"instance_id": None, "disk": None},
+        {"instance_id": None, "disk": None}]}
     walked = list(api.conductor.walked)
     refused = api("GET", path, project=BETA)
     missing = api("GET", "/v1/golden-images/img-z/references",
@@ -294,7 +307,10 @@ def test_golden_references_are_the_owners_to_see_hosts_admins(api):
     assert api.conductor.walked == walked
     status, reply = api("GET", path, project=BETA,
                         roles="admin,member,reader")
-    assert reply["references"][0]["host"] == "cn-1"
+    assert [(r["host"], r["instance_id"], r["project_id"])
+            for r in reply["references"]] == [
+        ("cn-1", "uuid-1", ALPHA), ("cn-2", "uuid-2", BETA),
+        ("cn-2", "uuid-3", None)]
     assert api("GET", "/v1/golden-images/nope/references")[0] == 404
 
 

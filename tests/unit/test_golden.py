@@ -46,7 +46,12 @@ def test_hostile_image_ids_are_refused(datadir, image_id):
 def test_holder_names_are_plain_file_names():
     name = golden.holder_name("../../x", "disk/../y", host="evil host/..")
     assert "/" not in name and golden.parse_holder(name) == (
-        "evil_host_..", ".._.._x", "disk_.._y")
+        "evil_host_..", ".._.._x", "disk_.._y", None)
+    name = golden.holder_name("i", "disk", host="h", project_id="p/../q")
+    assert golden.parse_holder(name) == ("h", "i", "disk", "p_.._q")
+    for bad in ("h~i", "h~i~d~p~x"):
+        with pytest.raises(ValueError):
+            golden.parse_holder(bad)
     with pytest.raises(ValueError):
         golden.hold("/nonexistent", IMAGE, "../escape")
 

@@ -91,6 +91,7 @@ def test_an_unknown_site_names_the_known_ones(tmp_path):
 @pytest.mark.parametrize("line,option", [
     ("dtn_export = relative/path", "[site:west] dtn_export"),
     ("gridftp_url = http://dtn:80", "[site:west] gridftp_url"),
+    ("gridftp_url = ftp:///no/host", "[site:west] gridftp_url"),
     ("dtn_images_dir = ../../etc", "[site:west] dtn_images_dir"),
     ("dtn_staging_dir = /tmp", "[site:west] dtn_staging_dir"),
 ])
@@ -99,6 +100,17 @@ def test_a_bad_site_option_is_named(tmp_path, line, option):
     with pytest.raises(exceptions.InvalidConfig) as e:
         sites.load(conf, "west")
     assert option in str(e.value)
+
+
+@pytest.mark.parametrize("url", [
+    "ftp://anonymous:secret@dtn:2811", "gsiftp://gridftp@dtn:2811/"])
+def test_credentials_in_a_gridftp_url_are_refused(tmp_path, url):
+    """They would be in globus-url-copy's argv: ``ps`` shows it to all."""
+    conf = _conf(tmp_path, SITE + "gridftp_url = %s\n" % url)
+    with pytest.raises(exceptions.InvalidConfig) as e:
+        sites.load(conf, "west")
+    assert "[site:west] gridftp_url" in str(e.value)
+    assert "secret" not in str(e.value)
 
 
 def test_a_site_without_export_is_refused(tmp_path):

@@ -130,7 +130,8 @@ def test_a_clone_is_an_overlay_of_the_golden_image(node, images,
     compute.qemu_io(path, "read -P %d 0 64k" % written[0], fmt=fmt)
     assert compute.qemu_img_info(path) == before
     assert golden.holders(images, GOLDEN) == [
-        golden.holder_name(instance.uuid, "disk", "compute-1")]
+        golden.holder_name(instance.uuid, "disk", "compute-1",
+                           instance.project_id)]
 
 
 def test_images_not_on_the_export_take_novas_usual_path(node, images,
@@ -358,7 +359,8 @@ def test_the_reference_is_taken_while_the_overlay_is_made(
     assert compute.qemu_img_info(disk.path)["full-backing-filename"] == \
         os.path.join(images, GOLDEN)
     assert golden.holders(images, GOLDEN) == [
-        golden.holder_name(instance.uuid, "disk", "compute-1")]
+        golden.holder_name(instance.uuid, "disk", "compute-1",
+                           instance.project_id)]
 
 
 def test_an_image_gone_before_its_reference_held_is_downloaded(
@@ -485,7 +487,7 @@ def test_a_restart_of_an_existing_clone_downloads_nothing(node, images,
     # hard reboot, which runs the same cache() on the existing disk; a
     # larger flavor grows the overlay.
     golden.release(images, GOLDEN, golden.holder_name(
-        instance.uuid, "disk", "compute-1"))
+        instance.uuid, "disk", "compute-1", instance.project_id))
     instance.flavor.root_gb = 2
     clone(node, instance)
     assert compute.qemu_img_info(disk.path)["virtual-size"] == 2 * GIB
@@ -572,7 +574,29 @@ def test_a_power_on_holds_the_reference_spawn_took(node, images,
     node.spawn_root_disk(instance, GOLDEN, fetch=refuse_download,
                          name=disk.path)
     assert golden.holders(images, GOLDEN) == [
-        golden.holder_name(instance.uuid, "disk", "compute-1")]
+        golden.holder_name(instance.uuid, "disk", "compute-1",
+                           instance.project_id)]
+    assert node.driver.delete_instance_files(instance)
+    assert golden.holders(images, GOLDEN) == []
+
+
+def test_a_reference_of_an_earlier_release_goes_with_its_disk(
+        node, images, glance_images):
+    """An earlier release's reference is dropped with its disk.
+
+    Disks cloned before references named their project hold a name of
+    three parts; left behind, it would keep the golden image "in use"
+    until the image cache manager ran.
+    """
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance(root_gb=1)
+    clone(node, instance)
+    current = golden.holder_name(instance.uuid, "disk", "compute-1",
+                                 instance.project_id)
+    earlier = golden.holder_name(instance.uuid, "disk", "compute-1")
+    golden.release(images, GOLDEN, current)
+    golden.hold(images, GOLDEN, earlier)
     assert node.driver.delete_instance_files(instance)
     assert golden.holders(images, GOLDEN) == []
 
@@ -588,7 +612,8 @@ def test_deleting_the_instance_drops_its_reference(node, images,
     assert len(golden.holders(images, GOLDEN)) == 2
     assert node.driver.delete_instance_files(gone)
     assert golden.holders(images, GOLDEN) == [
-        golden.holder_name(kept.uuid, "disk", "compute-1")]
+        golden.holder_name(kept.uuid, "disk", "compute-1",
+                           kept.project_id)]
     with pytest.raises(golden.GoldenImageInUse):
         golden.retire(images, GOLDEN, grace=0)
     assert node.driver.delete_instance_files(kept)
@@ -623,9 +648,11 @@ def test_references_of_vanished_disks_are_reconciled(node, images,
     shutil.rmtree(os.path.join(node.instances_path, lost.uuid))
     assert node.driver.reconcile_references() == []  # Too young yet.
     assert node.driver.reconcile_references(min_age=0) == [
-        golden.holder_name(lost.uuid, "disk", "compute-1")]
+        golden.holder_name(lost.uuid, "disk", "compute-1",
+                           lost.project_id)]
     assert sorted(golden.holders(images, GOLDEN)) == sorted([
-        golden.holder_name(kept.uuid, "disk", "compute-1"),
+        golden.holder_name(kept.uuid, "disk", "compute-1",
+                           kept.project_id),
         golden.holder_name("x", "disk", "compute-2")])
 
 
