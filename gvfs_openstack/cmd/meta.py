@@ -42,6 +42,7 @@ from gvfs_openstack.delta import apply as delta_apply
 from gvfs_openstack.delta import blocks
 from gvfs_openstack.delta import make as delta_make
 from gvfs_openstack.delta import prefill as delta_prefill
+from gvfs_openstack.delta import statuses
 from gvfs_openstack.sidecar import format as meta_format
 from gvfs_openstack.sidecar import scan
 
@@ -131,11 +132,6 @@ def _blocks(args):
     return status
 
 
-#: ``delta``'s exit status when ``--base`` has no fresh signature here:
-#: the caller hands over the other DTN's.
-BASE_UNKNOWN = 4
-
-
 def _delta(args):
     try:
         if args.base_blocks is not None:
@@ -146,7 +142,7 @@ def _delta(args):
             if base is None:
                 print("gvfs-meta: %s has no block signature made since it "
                       "last changed" % args.base, file=sys.stderr)
-                return BASE_UNKNOWN
+                return statuses.BASE_UNKNOWN
         stats = delta_make.make(args.file, base, args.output,
                                 args.max_bytes)
     except (OSError, blocks.SignatureError) as e:
@@ -154,10 +150,6 @@ def _delta(args):
         return 1
     print(json.dumps(stats.as_dict()))
     return 0
-
-
-#: ``patch``'s exit status when the delta does not make the image.
-REJECTED = 3
 
 
 def _patch(args):
@@ -176,7 +168,7 @@ def _apply(action, base, delta, output, **kwargs):
                           base_signature=blocks.cached(base), **kwargs)
     except delta_apply.Rejected as e:
         print("gvfs-meta: delta rejected: %s" % e, file=sys.stderr)
-        return REJECTED
+        return statuses.REJECTED
     except OSError as e:
         print("gvfs-meta: %s of %s: %s" % (action, output, e),
               file=sys.stderr)

@@ -5,12 +5,10 @@ The Glance store and Nova's backend reach the export the same way (the
 one mount interface of :mod:`gvfs_openstack.mount.mounter`), so they take
 the same options; glance_store wants a driver's options to carry the
 driver's prefix (``gvfs_store_``), Nova's ``[gvfs]`` group has none.
+:mod:`gvfs_openstack.mount.configured` makes the mount they describe.
 """
 
 from oslo_config import cfg
-
-from gvfs_openstack import exceptions
-from gvfs_openstack.mount import mounter
 
 
 def share_opts(prefix, mount_point_base, images_dir_opt):
@@ -53,38 +51,3 @@ remounts a hung or dead one.  Related options: %(p)sproxy, %(p)sexport,
                      help="Seconds before I/O on a hung mount fails, and "
                           "the limit of the health check of the mount."),
     ]
-
-
-def mount_from(conf, prefix="", label=""):
-    """``(mounter, share)`` from the share options of ``conf``.
-
-    None with mount type ``none``.  Raises InvalidConfig naming the option
-    (``label + prefix + name``) that is wrong.
-    """
-    def value(name):
-        return getattr(conf, prefix + name)
-
-    if value("mount_type") == "none":
-        return None
-    export = value("export") or ""
-    if not export.startswith("/"):
-        raise exceptions.InvalidConfig(
-            option=label + prefix + "export",
-            reason="the export's absolute path is needed with a mount type")
-    try:
-        host, port = mounter.parse_address(value("proxy"))
-    except ValueError as e:
-        raise exceptions.InvalidConfig(option=label + prefix + "proxy",
-                                       reason=str(e)) from e
-    return (mounter.make(value("mount_type"), value("mount_point_base"),
-                         value("io_timeout"), value("mount_options"),
-                         value("mount_config")),
-            mounter.Share(host, port, export))
-
-
-def check_images_dir(option, subdir):
-    """Refuse an images' directory that is not inside the export."""
-    if subdir and (subdir.startswith("/") or ".." in subdir.split("/")):
-        raise exceptions.InvalidConfig(
-            option=option, reason="with a mount type, %r must be relative "
-                                  "to the export and stay inside it" % subdir)

@@ -37,12 +37,12 @@ from glance_store import location as store_location
 from oslo_log import log as logging
 
 from gvfs_openstack.conf import glance as glance_conf
-from gvfs_openstack.conf import share as share_conf
 from gvfs_openstack.delta import blocks
 from gvfs_openstack import durable
 from gvfs_openstack import exceptions as gvfs_exceptions
 from gvfs_openstack import golden
 from gvfs_openstack import locations
+from gvfs_openstack.mount import configured
 from gvfs_openstack.sidecar import profile
 from gvfs_openstack.sidecar import scan
 
@@ -127,9 +127,9 @@ class Store(driver.Store):
         self._leftovers = set()
         datadir = conf.gvfs_store_datadir
         try:
-            self._mount = share_conf.mount_from(conf, "gvfs_store_")
+            self._mount = configured.mount_from(conf, "gvfs_store_")
             if self._mount is not None:
-                share_conf.check_images_dir("gvfs_store_datadir", datadir)
+                configured.check_images_dir("gvfs_store_datadir", datadir)
         except gvfs_exceptions.InvalidConfig as e:
             raise exceptions.BadStoreConfiguration(store_name=SCHEME,
                                                    reason=str(e)) from e

@@ -47,7 +47,7 @@ import time
 
 from oslo_log import log as logging
 
-from gvfs_openstack.cmd import meta as meta_cmd
+from gvfs_openstack.delta import statuses
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh
 from gvfs_openstack.migration import jobs
@@ -283,7 +283,7 @@ def _delta_against_own_copy(here, source, base, make):
         return json.loads(here.run(_meta(
             source, "delta", "--base", source.image_path(base), *make)))
     except dtnssh.CommandFailed as e:
-        if e.status != meta_cmd.BASE_UNKNOWN:
+        if e.status != statuses.BASE_UNKNOWN:
             raise
         return None
 

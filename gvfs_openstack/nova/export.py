@@ -14,9 +14,9 @@ import types
 from oslo_log import log as logging
 
 from gvfs_openstack.conf import nova as nova_opts
-from gvfs_openstack.conf import share as share_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack import locations
+from gvfs_openstack.mount import configured
 
 LOG = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class ImageExport:
     def __init__(self, conf):
         self.conf = conf = types.SimpleNamespace(**{
             opt.dest: getattr(conf, opt.dest) for opt in nova_opts.OPTS})
-        self._mount = share_conf.mount_from(conf, label="[gvfs] ")
+        self._mount = configured.mount_from(conf, label="[gvfs] ")
         if self._mount is None:
             if not os.path.isabs(conf.image_dir or ""):
                 raise exceptions.InvalidConfig(
@@ -60,7 +60,7 @@ class ImageExport:
                     reason="an absolute path is needed with mount_type = "
                            "none")
             return
-        share_conf.check_images_dir("[gvfs] image_dir", conf.image_dir)
+        configured.check_images_dir("[gvfs] image_dir", conf.image_dir)
         # A clone asks several times within a second; a hung mount is
         # still caught by the I/O timeout of the calls themselves.
         self._mount[0].recheck_after = HEALTH_RECHECK_SECONDS

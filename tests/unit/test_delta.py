@@ -24,6 +24,7 @@ from gvfs_openstack.delta import apply
 from gvfs_openstack.delta import blocks
 from gvfs_openstack.delta import codec
 from gvfs_openstack.delta import make
+from gvfs_openstack.delta import statuses
 from gvfs_openstack.migration import delta as migration_delta
 
 BLOCK = blocks.BLOCK_SIZE
@@ -1131,7 +1132,7 @@ def test_meta_delta_against_a_base_without_a_signature_here_says_so(
         os.utime(base, ns=(1, 1))
     delta = str(tmp_path / "new.delta")
     assert meta.main(["delta", "--base", base, "--output", delta, "--",
-                      new]) == meta.BASE_UNKNOWN
+                      new]) == statuses.BASE_UNKNOWN
     assert "%s has no block signature made since it last changed" % base \
         in capsys.readouterr().err
     assert not os.path.exists(delta)
@@ -1170,8 +1171,8 @@ def test_meta_patch_succeeds(files, capsys):
 
 
 def test_meta_patch_with_another_hash_is_rejected(files, capsys):
-    assert meta.REJECTED == 3
-    assert _patch(files, "ab" * 64) == meta.REJECTED
+    assert statuses.REJECTED == 3
+    assert _patch(files, "ab" * 64) == statuses.REJECTED
     assert "gvfs-meta: delta rejected:" in capsys.readouterr().err
     assert not os.path.exists(files["output"])
 
@@ -1180,7 +1181,7 @@ def test_meta_patch_by_signature_of_a_stale_base_is_rejected(files, capsys):
     os.utime(files["base"], ns=(1, 1))
     assert meta.main(["patch", "--base", files["base"], "--delta",
                       files["delta"], "--output", files["output"]]) == \
-        meta.REJECTED
+        statuses.REJECTED
     assert "no block signature" in capsys.readouterr().err
     assert not os.path.exists(files["output"])
 
@@ -1198,7 +1199,7 @@ def test_meta_patch_of_a_damaged_delta_is_rejected(files, capsys):
     damaged = bytearray(_read(files["delta"]))
     damaged[len(damaged) // 2] ^= 1
     _put(files["delta"], bytes(damaged))
-    assert _patch(files) == meta.REJECTED
+    assert _patch(files) == statuses.REJECTED
     assert "damaged" in capsys.readouterr().err
     assert not os.path.exists(files["output"])
 

@@ -22,6 +22,7 @@ from gvfs_openstack.delta import apply
 from gvfs_openstack.delta import blocks
 from gvfs_openstack.delta import make
 from gvfs_openstack.delta import prefill
+from gvfs_openstack.delta import statuses
 
 BLOCK = blocks.BLOCK_SIZE
 KIB = 1024
@@ -392,7 +393,7 @@ def test_meta_rebuild_of_a_damaged_delta_is_rejected(files, monkeypatch,
     data[-1] ^= 1
     _put(files["delta"], bytes(data))
     assert _meta_rebuild(files, monkeypatch, files["delta"] + "\n") == \
-        meta.REJECTED
+        statuses.REJECTED
     assert "delta rejected" in capsys.readouterr().err
     assert not os.path.exists(files["output"])
 

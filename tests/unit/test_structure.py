@@ -67,9 +67,35 @@ def test_the_proxy_knows_nothing_of_openstack_services(path, tree):
 
 @pytest.mark.parametrize("path,tree", list(_modules()))
 def test_modules_log_through_oslo_log(path, tree):
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            assert "logging" not in [a.name for a in node.names], path
+    for name in _imported(tree):
+        assert name != "logging" and not name.startswith("logging."), \
+            (path, name)
+
+
+@pytest.mark.parametrize("path,tree", list(_modules("conf")))
+def test_options_import_nothing_they_configure(path, tree):
+    """``conf`` is below every layer whose options it holds.
+
+    So a program registers its options (and ``list_opts`` lists them)
+    without importing the code that acts on them; the mount that the
+    share options describe is made in ``mount/configured.py``.
+    """
+    for name in _imported(tree):
+        if name.startswith("gvfs_openstack."):
+            assert name.startswith("gvfs_openstack.conf"), (path, name)
+
+
+@pytest.mark.parametrize("path,tree", [
+    (path, tree) for path, tree in _modules()
+    if not path.startswith("cmd" + os.sep)])
+def test_no_library_imports_a_program(path, tree):
+    """Programs (``cmd``) sit on top: what they share lives below them.
+
+    ``gvfs-meta``'s exit statuses, say, are in ``delta/statuses.py``,
+    which the program and the conductor that reads them both import.
+    """
+    for name in _imported(tree):
+        assert not name.startswith("gvfs_openstack.cmd"), (path, name)
 
 
 #: oslo.config's registering calls (register_opt, register_opts,
