@@ -11,6 +11,6 @@ try:
 except ImportError:  # Nova is not installed: no Nova tests either.
     pass
 else:
-    from tests.lab import compute
+    from gvfs_lab import compute
 
     compute.threading_mode()

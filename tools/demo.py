@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from tests.lab.topology import Lab
+from gvfs_lab.topology import Lab
 
 MIB = 1024 * 1024
 

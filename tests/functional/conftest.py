@@ -9,15 +9,15 @@ import subprocess
 
 import pytest
 
+from gvfs_lab import drlab
+from gvfs_lab import glance_api
+from gvfs_lab import keystone as keystone_lab
+from gvfs_lab import libvirt
+from gvfs_lab import postgres
+from gvfs_lab import process
+from gvfs_lab.topology import Lab
+from gvfs_lab import workers
 from gvfs_openstack.mount import mounter
-from tests.lab import drlab
-from tests.lab import glance_api
-from tests.lab import keystone as keystone_lab
-from tests.lab import libvirt
-from tests.lab import postgres
-from tests.lab import process
-from tests.lab.topology import Lab
-from tests.lab import workers
 
 REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen",
             "globus-url-copy", "globus-gridftp-server", "rabbitmq-server",

@@ -19,13 +19,13 @@ import time
 
 import pytest
 
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.sidecar import format as meta_format
 from gvfs_openstack.sidecar import profile
 from gvfs_openstack.sidecar import scan
 from tests.functional.conftest import nfs_cp
-from tests.lab.topology import FILE_GID
-from tests.lab.topology import FILE_UID
 
 MIB = 1024 * 1024
 BLOCK = 64 * 1024

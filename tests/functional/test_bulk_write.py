@@ -12,13 +12,13 @@ import os
 
 import pytest
 
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.client.write_batch import WriteBatch
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack import zstd_chunks
 from tests.functional.test_wholefile import compressible
-from tests.lab.topology import FILE_GID
-from tests.lab.topology import FILE_UID
 
 MIB = 1024 * 1024
 

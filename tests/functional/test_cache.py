@@ -8,12 +8,12 @@ import subprocess
 
 import pytest
 
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.client.nfs import NfsClient
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
-from tests.lab.topology import FILE_GID
-from tests.lab.topology import FILE_UID
 
 MIB = 1024 * 1024
 

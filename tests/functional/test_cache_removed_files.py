@@ -14,14 +14,14 @@ import os
 
 import pytest
 
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.nfs.const import CreateMode
 from gvfs_openstack.nfs.const import Nfs3Proc as P
 from gvfs_openstack.nfs.const import NfsStat
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs import nfs3
-from tests.lab.topology import FILE_GID
-from tests.lab.topology import FILE_UID
 
 KIB = 1024
 #: Attributes trusted for ten minutes: only what goes through the proxy

@@ -16,13 +16,13 @@ import sys
 
 import pytest
 
+from gvfs_lab import drlab
 from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack.delta import blocks
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import states
 from gvfs_openstack.sidecar import scan
 from tests.functional import test_migration
-from tests.lab import drlab
 
 MIB = 1024 * 1024
 BLOCK = 4096

@@ -20,9 +20,9 @@ import sys
 
 import pytest
 
+from gvfs_lab import ganesha
+from gvfs_lab import process
 from gvfs_openstack.mount import mounter
-from tests.lab import ganesha
-from tests.lab import process
 from tests.unit.test_devstack import Devstack
 
 

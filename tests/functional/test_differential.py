@@ -2,16 +2,16 @@
 """Every chain answers as NFS-Ganesha does: a short differential run.
 
 A few random sequences of NFSv3 operations per chain, each applied both
-to Ganesha directly and through the chain (tests/lab/differential.py):
+to Ganesha directly and through the chain (gvfs_lab/differential.py):
 enough to catch a regression in the common paths on every run, cheap
 enough for the functional suite.  ``tox -e soak`` runs many more.
 """
 
 import pytest
 
+from gvfs_lab import differential
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc as P
-from tests.lab import differential
 
 #: Per chain: examples, and steps in each.  All four chains together
 #: take about a minute on two busy cores.

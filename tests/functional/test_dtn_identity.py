@@ -11,10 +11,10 @@ import asyncio
 import dataclasses
 import os
 
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.migration import localcopy
 from gvfs_openstack.migration import sites
-from tests.lab.topology import FILE_GID
-from tests.lab.topology import FILE_UID
 
 
 def _site(lab, **options):

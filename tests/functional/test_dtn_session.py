@@ -14,10 +14,10 @@ import types
 
 import pytest
 
+from gvfs_lab import process
+from gvfs_lab import sshd as sshd_lab
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh
-from tests.lab import process
-from tests.lab import sshd as sshd_lab
 
 
 @pytest.fixture(scope="module")

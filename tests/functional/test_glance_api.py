@@ -21,8 +21,8 @@ import openstack
 import pytest
 import requests
 
+from gvfs_lab import topology
 from tests.functional.conftest import glance_on
-from tests.lab import topology
 
 MIB = 1024 * 1024
 

@@ -18,11 +18,11 @@ import time
 
 import pytest
 
-from tests.lab import bootset
-from tests.lab import guest
-from tests.lab import guestvm
-from tests.lab import libvirt
-from tests.lab import topology
+from gvfs_lab import bootset
+from gvfs_lab import guest
+from gvfs_lab import guestvm
+from gvfs_lab import libvirt
+from gvfs_lab import topology
 
 BLOCK = bootset.BLOCK
 #: Bytes the corrupted guest's overlay puts over one boot block.

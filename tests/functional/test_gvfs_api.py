@@ -14,15 +14,15 @@ from oslo_config import cfg
 import oslo_messaging as messaging
 import pytest
 
+from gvfs_lab import drlab
+from gvfs_lab import gvfs_api
+from gvfs_lab import process
+from gvfs_lab import rabbitmq
 from gvfs_openstack.api import policies
 from gvfs_openstack import exceptions
 from gvfs_openstack import golden
 from gvfs_openstack.migration import rpcapi
 from gvfs_openstack.migration import states
-from tests.lab import drlab
-from tests.lab import gvfs_api
-from tests.lab import process
-from tests.lab import rabbitmq
 
 MIB = 1024 * 1024
 

@@ -20,12 +20,12 @@ from alembic import autogenerate
 from alembic.runtime import migration
 import pytest
 
+from gvfs_lab import job_store
+from gvfs_lab import mariadb
+from gvfs_lab import postgres
+from gvfs_lab import process
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration import jobs
-from tests.lab import job_store
-from tests.lab import mariadb
-from tests.lab import postgres
-from tests.lab import process
 
 SERVERS = {"postgresql": postgres.PostgreSQL, "mariadb": mariadb.MariaDB}
 

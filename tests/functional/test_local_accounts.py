@@ -26,14 +26,14 @@ import tempfile
 
 import pytest
 
+from gvfs_lab import fusemount
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
-from tests.lab import fusemount
-from tests.lab.topology import FILE_GID
-from tests.lab.topology import FILE_UID
 
 ATTACKER = 2003
 #: A member of the services' group (as glance, nova and qemu are).

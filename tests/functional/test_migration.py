@@ -18,6 +18,7 @@ import time
 from oslo_config import cfg
 import pytest
 
+from gvfs_lab import drlab
 from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
@@ -27,7 +28,6 @@ from gvfs_openstack.migration import metrics as conductor_metrics
 from gvfs_openstack.migration import sites
 from gvfs_openstack.migration import states
 from tests.functional.conftest import sha256
-from tests.lab import drlab
 from tests import metrics_samples
 
 MIB = 1024 * 1024

@@ -19,16 +19,16 @@ import time
 
 import pytest
 
+from gvfs_lab import bootset
+from gvfs_lab import compute
+from gvfs_lab import guest
+from gvfs_lab import guestvm
+from gvfs_lab import libvirt
+from gvfs_lab import nova as nova_lab
+from gvfs_lab import postgres
+from gvfs_lab import process
+from gvfs_lab import rabbitmq
 from gvfs_openstack import golden as golden_refs
-from tests.lab import bootset
-from tests.lab import compute
-from tests.lab import guest
-from tests.lab import guestvm
-from tests.lab import libvirt
-from tests.lab import nova as nova_lab
-from tests.lab import postgres
-from tests.lab import process
-from tests.lab import rabbitmq
 
 USER = "alpha-member"
 FLAVOR = "lab.tiny"

@@ -15,8 +15,8 @@ import tempfile
 
 import pytest
 
-from tests.lab import pjdfstest
-from tests.lab import topology
+from gvfs_lab import pjdfstest
+from gvfs_lab import topology
 
 EXPECTED = pjdfstest.ExpectedFailures(os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "pjdfstest-expected.ini"))

@@ -14,6 +14,11 @@ import time
 
 import pytest
 
+from gvfs_lab import certs
+from gvfs_lab import process
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
+from gvfs_lab.topology import Proxy
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
@@ -24,11 +29,6 @@ from gvfs_openstack.proxy import tunnel
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
-from tests.lab import certs
-from tests.lab import process
-from tests.lab.topology import FILE_GID
-from tests.lab.topology import FILE_UID
-from tests.lab.topology import Proxy
 
 MIB = 1024 * 1024
 

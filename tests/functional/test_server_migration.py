@@ -17,16 +17,16 @@ import time
 
 import pytest
 
+from gvfs_lab import bootset
+from gvfs_lab import drlab
+from gvfs_lab import guest
+from gvfs_lab import gvfs_api
+from gvfs_lab import libvirt
+from gvfs_lab import nova as nova_lab
+from gvfs_lab import postgres
+from gvfs_lab import process
+from gvfs_lab import rabbitmq
 from gvfs_openstack.osc import servers
-from tests.lab import bootset
-from tests.lab import drlab
-from tests.lab import guest
-from tests.lab import gvfs_api
-from tests.lab import libvirt
-from tests.lab import nova as nova_lab
-from tests.lab import postgres
-from tests.lab import process
-from tests.lab import rabbitmq
 
 USER = "alpha-member"
 FLAVOR = "dr.tiny"

@@ -15,10 +15,10 @@ import threading
 
 import pytest
 
+from gvfs_lab import wan
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
-from tests.lab import wan
 
 MIB = 1024 * 1024
 

@@ -10,13 +10,13 @@ import time
 
 import pytest
 
+from gvfs_lab import process
+from gvfs_lab.topology import Proxy
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.sidecar import format as meta_format
 from gvfs_openstack.sidecar import scan
 from tests.functional.conftest import nfs_cp
 from tests.functional.conftest import sha256
-from tests.lab import process
-from tests.lab.topology import Proxy
 
 MIB = 1024 * 1024
 WORDS = [b"qemu", b"glance", b"nova", b"image", b"block", b"cache", b"dtn",

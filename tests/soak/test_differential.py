@@ -17,7 +17,7 @@ import os
 
 import pytest
 
-from tests.lab import differential
+from gvfs_lab import differential
 
 EXAMPLES = int(os.environ.get("GVFS_SOAK_DIFF_EXAMPLES", "200"))
 STEPS = int(os.environ.get("GVFS_SOAK_DIFF_STEPS", "60"))

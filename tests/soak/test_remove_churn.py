@@ -15,9 +15,9 @@ import asyncio
 import os
 import time
 
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.client.nfs import NfsClient
-from tests.lab.topology import FILE_GID
-from tests.lab.topology import FILE_UID
 
 MIB = 1024 * 1024
 CYCLES = int(os.environ.get("GVFS_CHURN_CYCLES", "20000"))

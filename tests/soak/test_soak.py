@@ -30,14 +30,14 @@ import random
 import threading
 import time
 
+from gvfs_lab import soak_monitor
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.nfs import nfs3
-from tests.lab import soak_monitor
-from tests.lab.topology import FILE_GID
-from tests.lab.topology import FILE_UID
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -15,12 +15,12 @@ from alembic.runtime import migration
 import pytest
 import sqlalchemy as sa
 
+from gvfs_lab import job_store
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration.db import sync
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import states
-from tests.lab import job_store
 
 IMAGES = job_store.IMAGES
 _store_at_0001 = job_store.store_at_0001

@@ -11,9 +11,9 @@ import subprocess
 
 import pytest
 
-from tests.lab import bootset
-from tests.lab import guest
-from tests.lab import initramfs
+from gvfs_lab import bootset
+from gvfs_lab import guest
+from gvfs_lab import initramfs
 
 BLOCK = bootset.BLOCK
 

@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.lab import guest
-from tests.lab import guestvm
-from tests.lab import libvirt
+from gvfs_lab import guest
+from gvfs_lab import guestvm
+from gvfs_lab import libvirt
 
 
 @pytest.mark.parametrize("system,local", [

@@ -3,7 +3,7 @@
 
 import types
 
-from tests.lab import workers
+from gvfs_lab import workers
 
 
 class _Item:

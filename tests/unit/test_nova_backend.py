@@ -19,12 +19,12 @@ import threading
 
 import pytest
 
+from gvfs_lab import compute
+from gvfs_lab.compute import GIB
+from gvfs_lab.compute import MIB
 from gvfs_openstack import golden
 from gvfs_openstack.nova import imagebackend
 from gvfs_openstack.nova import lookups
-from tests.lab import compute
-from tests.lab.compute import GIB
-from tests.lab.compute import MIB
 
 GOLDEN = "5a1f0c2e-7d3b-4e8a-9c6f-0b1d2e3f4a5b"
 OTHER = "6b2a1d3f-8e4c-4f9b-8d7a-1c2e3f4a5b6c"

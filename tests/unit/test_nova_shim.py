@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from tests.lab import compute
-from tests.lab import process
+from gvfs_lab import compute
+from gvfs_lab import process
 
 #: What nova.conf says; what load_compute_driver prefixes with nova.virt.
 COMPUTE_DRIVER = "gvfs.GvfsLibvirtDriver"

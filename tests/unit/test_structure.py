@@ -72,6 +72,13 @@ def test_modules_log_through_oslo_log(path, tree):
             (path, name)
 
 
+@pytest.mark.parametrize("path,tree", list(_modules()))
+def test_the_package_never_imports_the_lab_or_the_tests(path, tree):
+    """``gvfs_lab`` and ``tests`` are not in the wheel."""
+    for name in _imported(tree):
+        assert name.split(".")[0] not in ("gvfs_lab", "tests"), (path, name)
+
+
 @pytest.mark.parametrize("path,tree", list(_modules("conf")))
 def test_options_import_nothing_they_configure(path, tree):
     """``conf`` is below every layer whose options it holds.

@@ -4,7 +4,7 @@
 The client role with a real cache, journal and write-back in front of a
 small NFSv3 server kept in memory: the only stand-in, in the place of the
 upstream pool (as in test_roles).  Each test is a sequence the
-differential test (tests/lab/differential.py) found answered otherwise
+differential test (gvfs_lab/differential.py) found answered otherwise
 than by Ganesha: a WRITE of no bytes, attributes of a dirty file after a
 LINK or a REMOVE of another link, replies other than GETATTR carrying
 them, COMMIT of a directory, a dirty file removed.

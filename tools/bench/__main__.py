@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from tests.lab import fusemount
+from gvfs_lab import fusemount
 from tools.bench import boot
 from tools.bench import cache
 from tools.bench import clone

@@ -41,19 +41,19 @@ import statistics
 import tempfile
 import time
 
+from gvfs_lab import bootset
+from gvfs_lab import fusemount
+from gvfs_lab import glance_api
+from gvfs_lab import guest
+from gvfs_lab import keystone as keystone_lab
+from gvfs_lab import libvirt
+from gvfs_lab import nova as nova_lab
+from gvfs_lab import postgres
+from gvfs_lab import process
+from gvfs_lab import rabbitmq
+from gvfs_lab.topology import Lab
 from gvfs_openstack.mount import mounter
 from gvfs_openstack.sidecar import profile
-from tests.lab import bootset
-from tests.lab import fusemount
-from tests.lab import glance_api
-from tests.lab import guest
-from tests.lab import keystone as keystone_lab
-from tests.lab import libvirt
-from tests.lab import nova as nova_lab
-from tests.lab import postgres
-from tests.lab import process
-from tests.lab import rabbitmq
-from tests.lab.topology import Lab
 from tools.bench import charts
 
 MIB = 1024 * 1024

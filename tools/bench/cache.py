@@ -2,7 +2,7 @@
 """The client cache over an emulated WAN, against plain NFS over it.
 
 One lab, one run: the link between the client side and the DTN is an
-emulated WAN link (tests/lab/wan.py) with a latency and a rate that every
+emulated WAN link (gvfs_lab/wan.py) with a latency and a rate that every
 connection crossing it shares.  Measured with
 ``nfs-cp`` (one call in flight, like a VM's sequential boot read):
 
@@ -26,10 +26,10 @@ import subprocess
 import tempfile
 import time
 
+from gvfs_lab import ganesha
+from gvfs_lab.topology import Lab
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.proxy import control
-from tests.lab import ganesha
-from tests.lab.topology import Lab
 from tools.bench import charts
 from tools.bench import data
 

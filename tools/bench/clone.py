@@ -2,7 +2,7 @@
 """Cloning instances from a golden image: the GVFS paper's Figure 6.
 
 One lab, one run.  The DTN (Ganesha behind the server proxy) is across an
-emulated WAN link whose rate every connection shares (tests/lab/wan.py,
+emulated WAN link whose rate every connection shares (gvfs_lab/wan.py,
 default 50 ms RTT, 200 Mbit/s); glance-api's
 ``dtn`` store is on the export.  A golden raw disk image (1.6 GiB of
 incompressible data, 256 MiB with ``--quick``) and a guest "boot": 5% of
@@ -37,11 +37,11 @@ import os
 import random
 import tempfile
 
+from gvfs_lab import compute
+from gvfs_lab import fusemount
+from gvfs_lab import glance_api
+from gvfs_lab.topology import Lab
 from gvfs_openstack.mount import mounter
-from tests.lab import compute
-from tests.lab import fusemount
-from tests.lab import glance_api
-from tests.lab.topology import Lab
 from tools.bench import charts
 
 MIB = 1024 * 1024

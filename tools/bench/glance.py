@@ -24,10 +24,10 @@ import os
 import tempfile
 import time
 
+from gvfs_lab import glance_api
+from gvfs_lab.topology import Lab
 from gvfs_openstack.mount import mounter
 from gvfs_openstack.proxy import control
-from tests.lab import glance_api
-from tests.lab.topology import Lab
 from tools.bench import charts
 from tools.bench import cpu
 from tools.bench import data

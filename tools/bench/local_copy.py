@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The migration's local copy over a slow controller-to-DTN link, in zstd.
 
-The two-cloud lab (tests/lab/drlab.py); the source controller
+The two-cloud lab (gvfs_lab/drlab.py); the source controller
 reaches its DTN through a toxiproxy link (default 500 Mbit/s, 1 ms RTT)
 instead of loopback.  One image (512 MiB, 128 with ``--quick``) in the
 source Glance's ``file`` store, of bytes that compress about as a
@@ -21,9 +21,9 @@ it); the ratio is the baseline's over the compressed copy's.
 import os
 import tempfile
 
+from gvfs_lab import drlab
+from gvfs_lab import toxiproxy
 from gvfs_openstack.migration import states
-from tests.lab import drlab
-from tests.lab import toxiproxy
 from tools.bench import charts
 from tools.bench import data
 from tools.bench import migrate

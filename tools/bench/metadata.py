@@ -2,7 +2,7 @@
 """Metadata sidecars over an emulated WAN link, against block transfer.
 
 One lab, one run; the link between the client side and the DTN is an
-emulated WAN link whose rate every connection shares (tests/lab/wan.py;
+emulated WAN link whose rate every connection shares (gvfs_lab/wan.py;
 default 50 ms RTT, 200 Mbit/s):
 
 * a "memory image" (90% zero pages; the data in 64 KiB-aligned runs, as
@@ -26,10 +26,10 @@ import subprocess
 import tempfile
 import time
 
+from gvfs_lab.topology import Lab
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.sidecar import format as meta_format
 from gvfs_openstack.sidecar import scan
-from tests.lab.topology import Lab
 from tools.bench import charts
 
 MIB = 1024 * 1024

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Disaster-recovery migration of images between two clouds, in one run.
 
-The two-cloud lab (tests/lab/drlab.py) with its DTN-to-DTN link
+The two-cloud lab (gvfs_lab/drlab.py) with its DTN-to-DTN link
 emulated by a shaped veth pair whose rate every connection shares
-(tests/lab/wan.py; default 500 Mbit/s, 20 ms RTT).  Four images of
+(gvfs_lab/wan.py; default 500 Mbit/s, 20 ms RTT).  Four images of
 random data in the source Glance's ``file`` store, so every stage has all
 of its work to do, are migrated:
 
@@ -34,10 +34,10 @@ import time
 
 from oslo_config import cfg
 
+from gvfs_lab import drlab
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import states
-from tests.lab import drlab
 from tools.bench import charts
 from tools.bench import data
 

@@ -22,8 +22,8 @@ import subprocess
 import tempfile
 import time
 
+from gvfs_lab.topology import Lab
 from gvfs_openstack.client.nfs import NfsClient
-from tests.lab.topology import Lab
 from tools.bench import charts
 from tools.bench import cpu
 from tools.bench import data

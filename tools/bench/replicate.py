@@ -2,7 +2,7 @@
 """Replication that keeps up: a stream of image versions, and its recovery
 point.
 
-The two-cloud lab (tests/lab/drlab.py) with its DTN link emulated by a
+The two-cloud lab (gvfs_lab/drlab.py) with its DTN link emulated by a
 shaped veth pair (default 500 Mbit/s, 20 ms RTT).  A replication policy
 on the tag ``dr`` follows the source Glance; the lab's Glance sends no
 notifications, so the policy is reconciled every half second, as a
@@ -30,11 +30,11 @@ import time
 
 from oslo_config import cfg
 
+from gvfs_lab import drlab
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import states
 from gvfs_openstack.replication import manager as replication_mod
-from tests.lab import drlab
 from tools.bench import charts
 from tools.bench import data
 from tools.bench import migrate

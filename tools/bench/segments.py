@@ -2,7 +2,7 @@
 """What resumable GridFTP segments cost on the DTN link, in one run.
 
 The two-cloud lab's DTN link, emulated with a rate every connection
-shares (tests/lab/wan.py; default 500 Mbit/s, 20 ms RTT, 4 GridFTP
+shares (gvfs_lab/wan.py; default 500 Mbit/s, 20 ms RTT, 4 GridFTP
 streams).  One image file on the source DTN is sent to the
 destination DTN by the conductor's own transfer code
 (``gvfs_openstack.migration.gridftp.send``): as one ``globus-url-copy``
@@ -19,10 +19,10 @@ import types
 
 from oslo_config import cfg
 
+from gvfs_lab import drlab
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack.migration import gridftp
 from gvfs_openstack.migration import sites
-from tests.lab import drlab
 from tools.bench import charts
 from tools.bench import data
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The emulated WAN link: do one stream and four streams share its rate?
 
-The lab's links (:mod:`tests.lab.wan`) shape every connection crossing
+The lab's links (:mod:`gvfs_lab.wan`) shape every connection crossing
 them with one token bucket, as a real WAN's bottleneck does; toxiproxy's
 bandwidth toxic, which the lab used before, caps each connection on its
 own.  For each link rate (20 ms RTT) the same bytes are sent through the
@@ -18,8 +18,8 @@ import tempfile
 import threading
 import time
 
-from tests.lab import toxiproxy
-from tests.lab import wan
+from gvfs_lab import toxiproxy
+from gvfs_lab import wan
 from tools.bench import charts
 
 MIB = 1024 * 1024

@@ -18,8 +18,8 @@ import random
 import tempfile
 import time
 
+from gvfs_lab.topology import Lab
 from gvfs_openstack.proxy import control
-from tests.lab.topology import Lab
 from tools.bench import charts
 from tools.bench import wan_link
 

@@ -5,7 +5,7 @@ GridFTP's receiving server names the address its peer must connect to for
 data, and listens on that very address, so no proxy can stand between
 them by configuration alone.  An ``iptables`` DNAT rule on locally made
 connections, matched by the sending account, sends them across an
-emulated link (:mod:`tests.lab.wan`) instead, whose toxiproxy connects on
+emulated link (:mod:`gvfs_lab.wan`) instead, whose toxiproxy connects on
 to the real address as another account (so the rule does not catch it
 again).  Benchmarks only; the rule carries a
 comment naming this process and is removed on stop.

@@ -33,13 +33,13 @@ import hypothesis
 from hypothesis import stateful
 from hypothesis import strategies as st
 
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc as P
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.proxy import control
-from tests.lab.topology import FILE_GID
-from tests.lab.topology import FILE_UID
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -9,7 +9,7 @@ real ``qemu-img``, guest I/O is replayed with real ``qemu-io``.
 
 Several hosts are several processes, as several nova-computes are:
 
-    python -m tests.lab.compute < spec.json
+    python -m gvfs_lab.compute < spec.json
 
 clones ``count`` instances of one image at once (threads, as nova-compute
 spawns) and prints what each took; see :func:`run_spec`.
@@ -23,9 +23,9 @@ import subprocess
 import sys
 import time
 
+from gvfs_lab import process
 from gvfs_openstack.cmd import nova_compute
 from gvfs_openstack.conf import nova as gvfs_nova_conf
-from tests.lab import process
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -267,7 +267,7 @@ def run_spec(spec):
 def run_on_host(spec, timeout=3600):
     """``run_spec`` in a process of its own (a nova-compute of its own)."""
     result = subprocess.run(
-        [sys.executable, "-m", "tests.lab.compute"],
+        [sys.executable, "-m", "gvfs_lab.compute"],
         input=json.dumps(spec), capture_output=True, text=True,
         timeout=timeout, env=process.child_env())
     if result.returncode != 0:

@@ -15,12 +15,12 @@ import re
 import shutil
 import subprocess
 
-from tests.lab import process
+from gvfs_lab import process
 
 VERSION = "0.2.2"
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+_REPO = os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))
 _ROOT = os.path.join(_REPO, ".tox", "pjdfstest")
 
 #: Features of the mounts under test, as pjdfstest names them: NFSv3

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """gvfs-api for the lab: the ``gvfs-api`` program with the lab's Keystone.
 
-It validates tokens with :mod:`tests.lab.keystone` (its own service user
+It validates tokens with :mod:`gvfs_lab.keystone` (its own service user
 ``gvfs-api``), calls the conductor over the lab's RabbitMQ, and puts
 itself in the catalog under service type ``gvfs`` in ``region``, where
 the ``openstack`` CLI finds it with a user's credentials.
@@ -18,8 +18,8 @@ import sys
 import urllib.error
 import urllib.request
 
-from tests.lab import keystone as keystone_lab
-from tests.lab import process
+from gvfs_lab import keystone as keystone_lab
+from gvfs_lab import process
 
 SERVICE_TYPE = "gvfs"
 #: The Keystone user the lab's gvfs-conductor authenticates as
@@ -151,7 +151,7 @@ class GvfsApi:
 
 
 class Conductor:
-    """``gvfs-conductor`` of a :class:`tests.lab.drlab.DrLab`'s sites.
+    """``gvfs-conductor`` of a :class:`gvfs_lab.drlab.DrLab`'s sites.
 
     Its jobs in sqlite in ``workdir``, on the broker at
     ``transport_url``; ``sections``: more of its configuration,

@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 
-from tests.lab import process
+from gvfs_lab import process
 
 _CONFIG = """
 Port {port}

@@ -5,7 +5,7 @@ a service user in the lab's Keystone, an ``ini`` file.
 Placement, nova-api and neutron's API parse the process's command line
 as their own (they expect mod_wsgi or uwsgi), so gunicorn takes its
 options from a configuration file named in ``GUNICORN_CMD_ARGS``, as
-:mod:`tests.lab.keystone` does.
+:mod:`gvfs_lab.keystone` does.
 """
 
 import configparser
@@ -15,8 +15,8 @@ import shutil
 import sys
 import urllib.request
 
-from tests.lab import keystone as keystone_lab
-from tests.lab import process
+from gvfs_lab import keystone as keystone_lab
+from gvfs_lab import process
 
 
 def program(name):
@@ -46,7 +46,7 @@ def service_user(keystone, name, roles=("admin", "service")):
     place allocations); ``service`` marks their service tokens.
     """
     if name in keystone_lab.USERS:
-        raise process.LabError("%s is a user of tests.lab.keystone: give "
+        raise process.LabError("%s is a user of gvfs_lab.keystone: give "
                                "the service user another name" % name)
     admin = keystone.client()
     domain = admin.domains.find(name=keystone_lab.DOMAIN)

@@ -20,8 +20,8 @@ import subprocess
 import sys
 import urllib.request
 
-from tests.lab import openstack_service as service
-from tests.lab import process
+from gvfs_lab import openstack_service as service
+from gvfs_lab import process
 
 _CREATE_SCHEMA = """
 import sys

@@ -40,10 +40,10 @@ import subprocess
 import tempfile
 import time
 
-from tests.lab import bootset
-from tests.lab import cache
-from tests.lab import golden_disk
-from tests.lab import initramfs
+from gvfs_lab import bootset
+from gvfs_lab import cache
+from gvfs_lab import golden_disk
+from gvfs_lab import initramfs
 
 MIB = 1024 * 1024
 #: Bump when the cache's layout changes (sources are hashed anyway).
@@ -125,7 +125,7 @@ class Golden:
     qcow2_sha256: str
     build_seconds: float
     cmdline: str = CMDLINE
-    #: The guest's marker line (see :mod:`tests.lab.bootset`).
+    #: The guest's marker line (see :mod:`gvfs_lab.bootset`).
     marker = bootset.MARKER
 
     kernel = property(lambda self: os.path.join(self.directory, "vmlinuz"))
@@ -160,7 +160,7 @@ class Golden:
 
 
 def default_cache_dir():
-    """The lab cache's ``guest`` directory (see :mod:`tests.lab.cache`)."""
+    """The lab cache's ``guest`` directory (see :mod:`gvfs_lab.cache`)."""
     return cache.directory("guest")
 
 
@@ -380,7 +380,7 @@ def make_initramfs(kernel, spec, blocks, busybox):
 
 
 def main():
-    """``python -m tests.lab.guest``: build or find the guest, say where."""
+    """``python -m gvfs_lab.guest``: build or find the guest, say where."""
     start = time.monotonic()
     image = golden()
     print(json.dumps({

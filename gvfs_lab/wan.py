@@ -30,8 +30,8 @@ import os
 import random
 import subprocess
 
-from tests.lab import process
-from tests.lab import toxiproxy
+from gvfs_lab import process
+from gvfs_lab import toxiproxy
 
 #: Where the links' /30 subnets are taken from.
 _SUBNETS = "10.213"

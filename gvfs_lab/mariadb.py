@@ -13,7 +13,7 @@ import pwd
 import shutil
 import subprocess
 
-from tests.lab import process
+from gvfs_lab import process
 
 ACCOUNT = "mysql"
 SERVER = "mariadbd"

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the lab's test guest reads at boot, and what it says when done.
 
-The guest (see :mod:`tests.lab.guest`) stands for an instance booting
+The guest (see :mod:`gvfs_lab.guest`) stands for an instance booting
 from a golden image: it reads a fixed *boot set* -- 64 KiB blocks
 holding data, as many as 5% of the disk's blocks, scattered, as in the
 GVFS paper's clone experiment -- hashes what it read in that order, and

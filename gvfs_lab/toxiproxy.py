@@ -6,7 +6,7 @@ import os
 import shutil
 import urllib.request
 
-from tests.lab import process
+from gvfs_lab import process
 
 DEFAULT_BINARY = "/usr/local/bin/toxiproxy-server"
 #: The API is local to the lab: never through an HTTP proxy of the
@@ -18,7 +18,7 @@ class Toxiproxy:
     """A toxiproxy server; its links listen on ``host``.
 
     ``netns`` runs it in that network namespace (see
-    :mod:`tests.lab.wan`), where ``host`` is its address.
+    :mod:`gvfs_lab.wan`), where ``host`` is its address.
     """
 
     def __init__(self, workdir, host="127.0.0.1", netns=None):

@@ -5,11 +5,11 @@ nova-api (``nova.wsgi.osapi_compute:application`` under gunicorn),
 nova-conductor, nova-scheduler and the stock ``nova-compute`` on the
 lab's RabbitMQ, with their api, cell0 and cell1 databases in the lab's
 PostgreSQL (several processes write them at once, which sqlite
-serialises badly), Placement (:mod:`tests.lab.placement`) and neutron's
-API (:mod:`tests.lab.neutron`: Nova needs it even for ``--nic none``).
+serialises badly), Placement (:mod:`gvfs_lab.placement`) and neutron's
+API (:mod:`gvfs_lab.neutron`: Nova needs it even for ``--nic none``).
 nova-compute runs the gvfs driver, ``compute_driver =
 gvfs.GvfsLibvirtDriver``, found by Nova's own loader in the module the
-package installs, on the lab's libvirtd (:mod:`tests.lab.libvirt`) with
+package installs, on the lab's libvirtd (:mod:`gvfs_lab.libvirt`) with
 QEMU's TCG.  Its GVFS mounts are made under the libvirt lab's
 ``mounts_dir``, the only place whose later mounts QEMU sees.
 
@@ -30,11 +30,11 @@ import time
 
 import sqlalchemy
 
+from gvfs_lab import neutron as neutron_lab
+from gvfs_lab import openstack_service as service
+from gvfs_lab import placement as placement_lab
+from gvfs_lab import process
 from gvfs_openstack.mount import mounter
-from tests.lab import neutron as neutron_lab
-from tests.lab import openstack_service as service
-from tests.lab import placement as placement_lab
-from tests.lab import process
 
 #: What nova-compute's ``[DEFAULT] host`` is in the lab.
 HOST = "lab-compute"
@@ -101,11 +101,11 @@ def _make_host_directories(workdir):
 class Nova:
     """A one-cell Nova with one compute host on the lab's libvirtd.
 
-    ``keystone``: a started :class:`tests.lab.keystone.Keystone`;
-    ``glance``: a :class:`tests.lab.glance_api.GlanceApi` on it, whose
+    ``keystone``: a started :class:`gvfs_lab.keystone.Keystone`;
+    ``glance``: a :class:`gvfs_lab.glance_api.GlanceApi` on it, whose
     region this Nova joins; ``rabbitmq`` and ``postgres``: the lab's
     broker and database server; ``libvirt``: a
-    :class:`tests.lab.libvirt.Libvirt`; ``gvfs``: the compute host's
+    :class:`gvfs_lab.libvirt.Libvirt`; ``gvfs``: the compute host's
     ``[gvfs]`` options (without ``mount_point_base``, which is made under
     the libvirt lab's ``mounts_dir``); ``extra``: more options of
     ``nova.conf``, ``{section: {option: value}}``.

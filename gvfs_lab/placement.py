@@ -8,8 +8,8 @@ there; it validates tokens with the lab's Keystone like any service.
 import os
 import subprocess
 
-from tests.lab import openstack_service as service
-from tests.lab import process
+from gvfs_lab import openstack_service as service
+from gvfs_lab import process
 
 
 class Placement:

@@ -17,8 +17,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-from tests.lab import bootset
-from tests.lab import process
+from gvfs_lab import bootset
+from gvfs_lab import process
 
 
 def _qemu_img(*args):
@@ -128,7 +128,7 @@ class Domain:
         return os.path.exists("/proc/%d" % self.pid)
 
     def wait_for_marker(self, timeout=90.0):
-        """The guest's :class:`~tests.lab.bootset.Marker`.
+        """The guest's :class:`~gvfs_lab.bootset.Marker`.
 
         LabError if it says it failed, if QEMU exits, or after
         ``timeout`` seconds, with the console's tail and QEMU's log.

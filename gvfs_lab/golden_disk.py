@@ -2,7 +2,7 @@
 """The golden disk's file system: real files, generated data, holes.
 
 What a golden image of realistic shape holds, for the lab's test guest
-(:mod:`tests.lab.guest`): a real tree (the kernel release's own module
+(:mod:`gvfs_lab.guest`): a real tree (the kernel release's own module
 tree, busybox, the kernel) and generated files from a seed --
 incompressible blobs of mixed sizes, compressible logs, a sparse file --
 as ext4 over the first part of a sparse raw disk, its free space and

@@ -26,8 +26,8 @@ import tempfile
 
 import pytest
 
-from tests.lab import fusemount
-from tests.lab import ganesha
+from gvfs_lab import fusemount
+from gvfs_lab import ganesha
 
 #: Where the controller keeps the parts it holds (an ExitStack).
 MACHINE_PARTS = pytest.StashKey[contextlib.ExitStack]()

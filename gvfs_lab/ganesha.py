@@ -19,7 +19,7 @@ import socket
 import struct
 import time
 
-from tests.lab import process
+from gvfs_lab import process
 
 #: Starts of a Ganesha that lost rpcbind to another before the lab
 #: gives up.

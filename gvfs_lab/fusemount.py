@@ -12,9 +12,9 @@ import os
 import subprocess
 import sys
 
+from gvfs_lab import process
 from gvfs_openstack.fuse import fusectl
 from gvfs_openstack.mount import mounter
-from tests.lab import process
 
 
 def write_mount_config(path, options=None):

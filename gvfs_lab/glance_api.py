@@ -5,7 +5,7 @@ glance 33 has no standalone ``glance-api`` program: the WSGI application
 ``glance.wsgi.api:application`` reads ``glance-api.conf`` from
 ``OS_GLANCE_CONFIG_DIR``.  The lab runs it as a deployment does, behind
 ``keystonemiddleware.auth_token`` (Glance's own paste pipeline, flavor
-``keystone``) with the lab's real Keystone (:mod:`tests.lab.keystone`):
+``keystone``) with the lab's real Keystone (:mod:`gvfs_lab.keystone`):
 every request carries a token that Keystone issued and auth_token
 validated, and Glance's policies see the user's real project and roles.
 Each glance-api puts itself in Keystone's catalog in a region of its own
@@ -23,8 +23,8 @@ import sys
 import urllib.error
 import urllib.request
 
-from tests.lab import keystone as keystone_lab
-from tests.lab import process
+from gvfs_lab import keystone as keystone_lab
+from gvfs_lab import process
 
 #: Bytes per write of an upload's body (python-glanceclient's chunk).
 UPLOAD_CHUNK = 64 * 1024
@@ -55,7 +55,7 @@ class GlanceApi:
     URL (default: sqlite in ``workdir``, which serialises badly when
     several image imports run at once).
 
-    ``keystone``: a started :class:`tests.lab.keystone.Keystone`; without
+    ``keystone``: a started :class:`gvfs_lab.keystone.Keystone`; without
     one, this glance-api starts its own in ``workdir`` and stops it with
     itself.  Its endpoint goes into the catalog in ``region`` (default:
     a region named after its port).  ``user`` is the lab user whose

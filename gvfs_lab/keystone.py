@@ -43,8 +43,8 @@ from keystoneauth1.identity import v3
 from keystoneauth1 import session as ks_session
 from keystoneclient.v3 import client as ks_client
 
-from tests.lab import postgres
-from tests.lab import process
+from gvfs_lab import postgres
+from gvfs_lab import process
 
 DOMAIN = "Default"
 #: The region of ``keystone-manage bootstrap``'s identity endpoint.
@@ -105,7 +105,7 @@ class Keystone:
         # One password per user, new for every lab.
         self.passwords = {name: secrets.token_urlsafe(16) for name in USERS}
         #: Passwords of the service users the lab's clouds made (see
-        #: :func:`tests.lab.openstack_service.service_user`).
+        #: :func:`gvfs_lab.openstack_service.service_user`).
         self.service_passwords = {}
         self._sessions = {}
 

@@ -8,7 +8,7 @@ it is stopped by PID like everything else, not left as a daemon).
 
 import os
 
-from tests.lab import process
+from gvfs_lab import process
 
 _CONFIG = """listeners.tcp.default = 127.0.0.1:{port}
 distribution.listener.interface = 127.0.0.1

@@ -17,9 +17,9 @@ import time
 
 #: The checkout the lab runs from.  The lab is not installed with the
 #: package: its Python children (the compute process, glance-api's paste
-#: filter) import ``tests.lab`` from here, whatever their working directory.
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+#: filter) import ``gvfs_lab`` from here, whatever their working directory.
+CHECKOUT = os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))
 
 #: How long the lab's gunicorn servers keep an idle connection open.
 #: gunicorn's default (2 s) equals the interval at which ``openstack ...

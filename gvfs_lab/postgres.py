@@ -12,7 +12,7 @@ import pwd
 import shutil
 import subprocess
 
-from tests.lab import process
+from gvfs_lab import process
 
 ACCOUNT = "postgres"
 

@@ -16,7 +16,7 @@ path, in both namespaces) through :attr:`Libvirt.uri`, which is what
 Nova's ``[libvirt] connection_uri`` takes.
 
 libvirtd probes QEMU (about 8 s here) when its capabilities cache is
-empty: the lab copies that cache from :mod:`tests.lab.cache` at start and
+empty: the lab copies that cache from :mod:`gvfs_lab.cache` at start and
 back at stop; libvirtd checks it against the QEMU and libvirt binaries
 before using it.
 
@@ -31,8 +31,8 @@ import shutil
 import signal
 import subprocess
 
-from tests.lab import cache
-from tests.lab import process
+from gvfs_lab import cache
+from gvfs_lab import process
 
 #: Paths a privileged libvirt fixes, and the lab directory bound over
 #: each inside its namespace.  All of ``/run``: ``/run/libvirt`` need not

@@ -27,16 +27,16 @@ import contextlib
 import os
 import sys
 
-from tests.lab import dnat
-from tests.lab import ganesha
-from tests.lab import glance_api
-from tests.lab import gridftp
-from tests.lab import keystone as keystone_lab
-from tests.lab import postgres
-from tests.lab import process
-from tests.lab import sshd
-from tests.lab import topology
-from tests.lab import wan
+from gvfs_lab import dnat
+from gvfs_lab import ganesha
+from gvfs_lab import glance_api
+from gvfs_lab import gridftp
+from gvfs_lab import keystone as keystone_lab
+from gvfs_lab import postgres
+from gvfs_lab import process
+from gvfs_lab import sshd
+from gvfs_lab import topology
+from gvfs_lab import wan
 
 IMAGES_DIR = "images"
 STAGING_DIR = ".gvfs-migration"
@@ -147,7 +147,7 @@ class DrLab:
     """Site ``east`` (the source) and site ``west`` (the destination).
 
     With ``dtn_link = (rtt_ms, rate_mbit)`` the DTN-to-DTN data crosses
-    an emulated WAN link (:mod:`tests.lab.wan`) whose rate every
+    an emulated WAN link (:mod:`gvfs_lab.wan`) whose rate every
     connection shares, as on a real WAN: west's GridFTP server receives on
     ports of the link's gateway address, and east's connections to them
     (made by the GridFTP user) are redirected across the link.

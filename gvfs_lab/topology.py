@@ -17,14 +17,14 @@ import os
 import signal
 import sys
 
+from gvfs_lab import certs
+from gvfs_lab import fusemount
+from gvfs_lab import ganesha
+from gvfs_lab import process
+from gvfs_lab import sshd
+from gvfs_lab import toxiproxy
+from gvfs_lab import wan as wan_link
 from gvfs_openstack.proxy import control
-from tests.lab import certs
-from tests.lab import fusemount
-from tests.lab import ganesha
-from tests.lab import process
-from tests.lab import sshd
-from tests.lab import toxiproxy
-from tests.lab import wan as wan_link
 
 #: The file account that owns the export's data (the GVFS paper's
 #: "logical user account" on the server side).

@@ -13,7 +13,7 @@ import shutil
 import signal
 import subprocess
 
-from tests.lab import process
+from gvfs_lab import process
 
 #: Debian has this account on every machine.
 ANONYMOUS_USER = "nobody"
