@@ -22,6 +22,7 @@ from gvfs_openstack.migration import notifications
 from gvfs_openstack.migration import references
 from gvfs_openstack.migration import sites
 from gvfs_openstack.migration import states
+from gvfs_openstack.migration import transfer
 
 LOG = logging.getLogger(__name__)
 
@@ -95,16 +96,13 @@ class ConductorManager:
             raise exceptions.InvalidConfig(
                 option="destination",
                 reason="site %s is this conductor's own site" % destination)
-        if source.dtn_transfer == "globus" and not target.globus_endpoint_id:
+        method = transfer.method_of(source)
+        if not method.site_value(target):
             raise exceptions.InvalidConfig(
-                option="[site:%s] globus_endpoint_id" % target.name,
-                reason="site %s sends with Globus and site %s has no "
-                "collection" % (source.name, target.name))
-        if source.dtn_transfer == "gridftp" and not target.gridftp_url:
-            raise exceptions.InvalidConfig(
-                option="[site:%s] gridftp_url" % target.name,
-                reason="site %s sends with GridFTP and site %s has no "
-                "GridFTP server" % (source.name, target.name))
+                option="[site:%s] %s" % (target.name, method.site_option),
+                reason="site %s sends with %s and site %s has no %s" % (
+                    source.name, method.label, target.name,
+                    method.site_part))
         images = {}
         for image in self._find(source, image_ids, trust_id):
             name_or_id = image["requested_as"]

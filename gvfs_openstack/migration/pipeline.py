@@ -18,12 +18,14 @@ runner resumes from there.
 """
 
 from concurrent import futures
+import dataclasses
 import multiprocessing
 import os
 import signal
 import socket
 import threading
 import time
+import typing
 
 from keystoneauth1 import exceptions as ks_exceptions
 from oslo_log import log as logging
@@ -105,11 +107,27 @@ class StageContext:
         row.update(values)
 
 
-#: The stages in order: (job-store name, module, next stage).
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One stage of an image's migration, as :func:`run_stage` runs it.
+
+    ``run(ctx, row)`` does the stage's work and returns the job-store
+    values it completed; ``resume_point(ctx, row)`` says where a
+    restarted run goes on, in bytes (None: the row's ``stage_bytes``).
+    """
+
+    name: str
+    run: typing.Callable
+    next: str
+    resume_point: typing.Optional[typing.Callable] = None
+
+
+#: The stages in order.
 STAGES = (
-    (states.LOCAL_COPY, localcopy, states.TRANSFER),
-    (states.TRANSFER, transfer, states.REMOTE_COPY),
-    (states.REMOTE_COPY, remotecopy, states.DONE),
+    Stage(states.LOCAL_COPY, localcopy.run, states.TRANSFER),
+    Stage(states.TRANSFER, transfer.run, states.REMOTE_COPY,
+          transfer.resume_point),
+    Stage(states.REMOTE_COPY, remotecopy.run, states.DONE),
 )
 
 
@@ -125,7 +143,7 @@ def run_stage(ctx, stage, position):
     An image whose row is already past this stage (a resumed job) or
     failed passes through untouched.
     """
-    name, module, next_stage = stage
+    name, next_stage = stage.name, stage.next
     row = ctx.store.image(ctx.job_id, position)
     ended = (states.FAILED, states.CANCELLED)
     if row["state"] in ended or row["stage"] != name:
@@ -135,12 +153,12 @@ def run_stage(ctx, stage, position):
         if ctx.cancelled():
             return False
         ctx.record(row, state=states.RUNNING, attempts=attempt + 1)
-        resume_point = getattr(module, "resume_point", None)
         run_id = ctx.store.start_run(
             ctx.job_id, position, name, os.getpid(),
-            resume_point(ctx, row) if resume_point else row["stage_bytes"])
+            stage.resume_point(ctx, row) if stage.resume_point
+            else row["stage_bytes"])
         try:
-            values = module.run(ctx, row)
+            values = stage.run(ctx, row)
         except jobs.Cancelled:
             ctx.store.end_run(run_id, states.CANCELLED, 0)
             return False
@@ -183,7 +201,7 @@ def _worker(parent_pid, conf, store_url, job, stage, inbox, outbox, slots,
 
     with futures.ThreadPoolExecutor(
             max_workers=workers,
-            thread_name_prefix="gvfs-%s" % stage[0]) as pool:
+            thread_name_prefix="gvfs-%s" % stage.name) as pool:
         running = []
         for position in positions:
             if slots is not None:
@@ -305,9 +323,9 @@ def _run_packed(conf, store_url, job, owner):
                    and r["state"] not in (states.FAILED, states.CANCELLED)]
         if waiting:
             lead = waiting[0]
-            sent = run_stage(ctx, (states.TRANSFER,
-                                   pack.PackedTransfer(waiting),
-                                   states.REMOTE_COPY), lead["position"])
+            sent = run_stage(ctx, Stage(
+                states.TRANSFER, pack.PackedTransfer(waiting).run,
+                states.REMOTE_COPY), lead["position"])
             outcome = ctx.store.image(ctx.job_id, lead["position"])
             for row in waiting[1:]:
                 if sent:

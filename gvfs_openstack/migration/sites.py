@@ -16,6 +16,7 @@ from keystoneauth1 import loading as ks_loading
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack import locations
+from gvfs_openstack.migration import transfer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,11 +146,8 @@ def load(conf, name):
     if not export.startswith("/"):
         raise exceptions.InvalidConfig(option="[%s] dtn_export" % group,
                                        reason="an absolute path is needed")
+    need(transfer.METHODS[opts.dtn_transfer].site_option)
     gridftp = opts.gridftp_url
-    if opts.dtn_transfer == "globus":
-        need("globus_endpoint_id")
-    else:
-        gridftp = need("gridftp_url")
     if gridftp:
         _check_gridftp_url("[%s] gridftp_url" % group, gridftp)
     globus_export = posixpath.normpath(opts.globus_export_path or export)

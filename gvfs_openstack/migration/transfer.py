@@ -1,13 +1,84 @@
 # SPDX-License-Identifier: Apache-2.0
 """Stage 2, DTN to DTN, by the method the sending site is set up for.
 
-``dtn_transfer = gridftp`` (default): the conductor drives the two DTNs'
-GridFTP servers itself (:mod:`gvfs_openstack.migration.gridftp`).
-``globus``: the Globus Transfer service moves the file between the two
-sites' collections (:mod:`gvfs_openstack.migration.globus`; globus-sdk is
+Each method (:class:`GridFtp`, :class:`Globus`) says what a site needs
+to take part and moves files between two sites; :data:`METHODS` maps
+``[site:*] dtn_transfer`` to them, the one place the name is read.
+``gridftp`` (default): the conductor drives the two DTNs' GridFTP
+servers itself (:mod:`gvfs_openstack.migration.gridftp`).  ``globus``:
+the Globus Transfer service moves the file between the two sites'
+collections (:mod:`gvfs_openstack.migration.globus`; globus-sdk is
 imported only then).  A new version of an image the destination has
 goes as a delta where it can (:mod:`gvfs_openstack.migration.delta`).
 """
+
+
+class GridFtp:
+    """Third-party GridFTP between the two DTNs' servers."""
+
+    label = "GridFTP"
+    #: The option of every site taking part, and what it names.
+    site_option = "gridftp_url"
+    site_part = "GridFTP server"
+
+    @staticmethod
+    def site_value(site):
+        return site.gridftp_url
+
+    @staticmethod
+    def send_whole(ctx, row):
+        from gvfs_openstack.migration import gridftp
+        return gridftp.run(ctx, row)
+
+    @staticmethod
+    def send(ctx, row, source_path, destination_path, self_checking):
+        from gvfs_openstack.migration import gridftp
+        gridftp.send(ctx, row, source_path, destination_path,
+                     self_checking=self_checking)
+        return {}
+
+    @staticmethod
+    def resume_point(row):
+        """Past the segments already recorded whole."""
+        from gvfs_openstack.migration import gridftp
+        return gridftp.resume_point(row)
+
+
+class Globus:
+    """A Globus Transfer task between the two sites' collections."""
+
+    label = "Globus"
+    site_option = "globus_endpoint_id"
+    site_part = "collection"
+
+    @staticmethod
+    def site_value(site):
+        return site.globus_endpoint_id
+
+    @staticmethod
+    def send_whole(ctx, row):
+        from gvfs_openstack.migration import globus
+        return globus.run(ctx, row)
+
+    @staticmethod
+    def send(ctx, row, source_path, destination_path, self_checking):
+        # A task's own checksums cover every file, deltas too.
+        from gvfs_openstack.migration import globus
+        return globus.send(ctx, row, source_path, destination_path)
+
+    @staticmethod
+    def resume_point(row):
+        """The task went on by itself; this is how far it got."""
+        return row["stage_bytes"]
+
+
+#: ``[site:*] dtn_transfer`` -> its method.
+METHODS = {"gridftp": GridFtp, "globus": Globus}
+
+
+def method_of(site):
+    """The method ``site`` sends with."""
+    return METHODS[site.dtn_transfer]
 
 
 def run(ctx, row):
@@ -24,12 +95,7 @@ def send_whole(ctx, row):
 
     Returns the job-store values it completed.
     """
-    if ctx.source.dtn_transfer == "globus":
-        from gvfs_openstack.migration import globus
-        values = globus.run(ctx, row)
-    else:
-        from gvfs_openstack.migration import gridftp
-        values = gridftp.run(ctx, row)
+    values = method_of(ctx.source).send_whole(ctx, row)
     return dict(values, delta_base=None, sent_bytes=row["size"])
 
 
@@ -42,19 +108,10 @@ def send(ctx, row, source_path, destination_path, self_checking=False):
     checks (a delta): GridFTP does not checksum it again, which would
     cost both servers a pass over it and a round trip over the link.
     """
-    if ctx.source.dtn_transfer == "globus":
-        from gvfs_openstack.migration import globus
-        return globus.send(ctx, row, source_path, destination_path)
-    from gvfs_openstack.migration import gridftp
-    gridftp.send(ctx, row, source_path, destination_path,
-                 self_checking=self_checking)
-    return {}
+    return method_of(ctx.source).send(ctx, row, source_path,
+                                      destination_path, self_checking)
 
 
 def resume_point(ctx, row):
     """Where a restarted stage 2 of ``row`` goes on, in bytes."""
-    if ctx.source.dtn_transfer == "globus":
-        # The Globus task went on by itself; this is how far it got.
-        return row["stage_bytes"]
-    from gvfs_openstack.migration import gridftp
-    return gridftp.resume_point(row)
+    return method_of(ctx.source).resume_point(row)

@@ -21,6 +21,7 @@ from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import globus
 from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import pack
 from gvfs_openstack.migration import pipeline
 from gvfs_openstack.migration import sites
@@ -308,3 +309,26 @@ def test_a_gridftp_site_still_uses_globus_url_copy(tmp_path, monkeypatch):
         "delta_base": None, "sent_bytes": 1000}
     assert called and called[0]["image_id"] == "img-1"
     ctx.store.dispose()
+
+
+def test_every_dtn_transfer_choice_has_a_method():
+    [opt] = [o for o in migration_conf.SITE_OPTS
+             if o.name == "dtn_transfer"]
+    assert set(transfer.METHODS) == set(opt.type.choices)
+
+
+def test_a_destination_without_the_senders_method_is_refused(tmp_path):
+    """Checked before a job is made: west has no Globus collection."""
+    east, west = SITES.split("[site:west]")
+    west = west.replace("dtn_transfer = globus\n", "").replace(
+        "globus_endpoint_id = %s\n" % WEST_COLLECTION,
+        "gridftp_url = gsiftp://west.example.org:2811\n")
+    text = east + "[site:west]" + west + \
+        "[database]\nconnection = sqlite:///%s\n" % (tmp_path / "j.sqlite")
+    manager = manager_mod.ConductorManager(_conf(tmp_path, text),
+                                           config_args=[])
+    with pytest.raises(exceptions.InvalidConfig, match=(
+            r"\[site:west\] globus_endpoint_id.*site east sends with "
+            r"Globus and site west has no collection")):
+        manager.migrate(["image"], "west")
+    assert manager.store.jobs() == []

@@ -315,7 +315,7 @@ class _Stage:
 
 
 def _stage(module):
-    return (states.LOCAL_COPY, module, states.TRANSFER)
+    return pipeline.Stage(states.LOCAL_COPY, module.run, states.TRANSFER)
 
 
 def test_transient_faults_are_retried_and_recorded(store):
@@ -419,13 +419,12 @@ def test_remote_copies_run_side_by_side(store, monkeypatch):
         store.set_image(job_id, position, stage=states.REMOTE_COPY)
     together = threading.Barrier(3, timeout=10)
 
-    class Remote:
-        def run(self, ctx, row):
-            together.wait()
-            return {}
+    def remote(ctx, row):
+        together.wait()
+        return {}
 
     monkeypatch.setattr(pipeline, "STAGES", pipeline.STAGES[:2] + (
-        (states.REMOTE_COPY, Remote(), states.DONE),))
+        pipeline.Stage(states.REMOTE_COPY, remote, states.DONE),))
     monkeypatch.setattr(pipeline, "_clean_source_staging",
                         lambda ctx, position: None)
     released = []
