@@ -240,7 +240,11 @@ def check_osc(venv, work):
 
 
 def check_proxy(venv, work):
-    """Sidecars made and verified; the proxy's composition root loads."""
+    """Sidecars made and verified; the proxy's composition root loads.
+
+    ``gvfs-status upgrade check`` of a server proxy's file runs with the
+    proxy extra alone and warns of ``allow_root``.
+    """
     image = os.path.join(work, "golden.img")
     with open(image, "wb") as f:
         f.write(os.urandom(1 << 20))
@@ -249,6 +253,19 @@ def check_proxy(venv, work):
     venv.run(["gvfs-meta", "verify", image])
     venv.run(["gvfs-proxy", "serve", "--help"], stdout=subprocess.DEVNULL)
     venv.python("import gvfs_openstack.proxy.service")
+    conf = os.path.join(work, "gvfs-proxy.conf")
+    with open(conf, "w") as f:
+        f.write("[proxy]\nrole = server\n[listen]\nallowed_peers = "
+                "127.0.0.1\n[server]\nallow_root = true\n")
+    status = subprocess.run(
+        [os.path.join(venv.bin, "gvfs-status"), "--config-file", conf,
+         "upgrade", "check", "--json"], env=_clean_env(), cwd=work,
+        capture_output=True, text=True)
+    results = {c["check"]: c["result"]
+               for c in json.loads(status.stdout)["checks"]}
+    if status.returncode != 1 or results.get("Root on the export") != 1:
+        raise SystemExit("gvfs-status of a proxy's file: %d %s %s" % (
+            status.returncode, status.stdout, status.stderr[-2000:]))
 
 
 def check_fuse(venv, work):

@@ -133,7 +133,7 @@ class PeerAllowlist:
         return any(ip in net for net in self.networks)
 
 
-def _is_loopback(host):
+def is_loopback(host):
     if host == "localhost":
         return True
     try:
@@ -156,7 +156,7 @@ def exposure(role, host, tls, allowed_peers):
     if role == "server" and not allowed_peers:
         return ("a server proxy with an empty allowed_peers serves every "
                 "host that reaches it; name its tunnel endpoints")
-    if tls or _is_loopback(host):
+    if tls or is_loopback(host):
         return None
     if not allowed_peers:
         return ("a plain TCP listener on %s with an empty allowed_peers "

@@ -96,3 +96,46 @@ def test_unsafe_or_deprecated_settings_warn(tmp_path, conductor, east,
     result, details = checks[check]
     assert result == 1 and details.startswith(says), details
     assert all(r == 0 for name, (r, _) in checks.items() if name != check)
+
+
+# --- a proxy's file ---------------------------------------------------------
+
+def _proxy_config(tmp_path, text):
+    path = tmp_path / "gvfs-proxy.conf"
+    path.write_text(text)
+    return str(path)
+
+
+SERVER = "[proxy]\nrole = server\n[listen]\nallowed_peers = 127.0.0.1\n"
+CLIENT = "[proxy]\nrole = client\n[upstream]\nport = 20490\n"
+
+
+def test_a_proxy_with_the_guides_settings_passes(tmp_path):
+    for text in (SERVER, CLIENT, CLIENT + "tunnel = tcp\n"):
+        code, checks = _check(_proxy_config(tmp_path, text))
+        assert code == 0, checks
+        # A proxy's checks, not the conductor's (no job store here).
+        assert set(checks) == {"Proxy listener", "Root on the export",
+                               "Tunnel"}
+
+
+@pytest.mark.parametrize("text,check,result,says", [
+    (SERVER + "[server]\nallow_root = true\n", "Root on the export", 1,
+     "[server] allow_root = true: root on any node"),
+    (CLIENT + "tunnel = tcp\nhost = 192.0.2.7\n", "Tunnel", 1,
+     "[upstream] tunnel = tcp to 192.0.2.7: images and AUTH_SYS"),
+    ("[proxy]\nrole = server\n", "Proxy listener", 2,
+     "a server proxy with an empty allowed_peers serves every host"),
+    ("[proxy]\nrole = server\n[listen]\ntrusted_network = true\n",
+     "Proxy listener", 1,
+     "a server proxy with an empty allowed_peers serves every host"),
+    (CLIENT + "[listen]\nhost = 0.0.0.0\n", "Proxy listener", 2,
+     "a plain TCP listener on 0.0.0.0 with an empty allowed_peers"),
+])
+def test_a_proxys_unsafe_settings_are_reported(tmp_path, text, check,
+                                               result, says):
+    code, checks = _check(_proxy_config(tmp_path, text))
+    assert code == result, checks
+    found, details = checks[check]
+    assert found == result and details.startswith(says), details
+    assert all(r == 0 for name, (r, _) in checks.items() if name != check)
