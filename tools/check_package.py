@@ -274,7 +274,7 @@ def check_fuse(venv, work):
 
 
 def check_nfs(venv, work):
-    """A kernel mount's point, as os-brick lays it out, under privsep."""
+    """A kernel mount's point, as os-brick lays it out, without it."""
     venv.python("""
         import hashlib, os, sys
         from gvfs_openstack.mount import mounter
@@ -437,7 +437,8 @@ ROLES = (
     Role("proxy", ["proxy"], CONDUCTOR_ONLY + SERVICES + ("osc-lib",),
          check_proxy, scripts=("gvfs-proxy", "gvfs-meta")),
     Role("fuse", ["fuse"], CONDUCTOR_ONLY + SERVICES, check_fuse),
-    Role("nfs", ["nfs"], CONDUCTOR_ONLY + SERVICES, check_nfs),
+    Role("nfs", ["nfs"], CONDUCTOR_ONLY + SERVICES + ("os-brick",),
+         check_nfs),
     Role("glance", ["glance"], CONDUCTOR_ONLY + ("nova", "osc-lib"),
          check_glance),
     Role("nova", ["nova"], ("glance_store", "globus-sdk"),

@@ -25,10 +25,10 @@ MOUNT_OPTS = [
                          "/var/lib/glance/gvfs-mounts"],
                 help="""Directories the privileged daemon mounts in.
 
-A mount point must be directly inside one of them (os-brick names it
-after the share).  The defaults are Nova's ``[gvfs] mount_point_base``
-and Glance's ``gvfs_store_mount_point_base``; list yours if you changed
-them.
+A mount point must be directly inside one of them (named after the
+share, as os-brick names it).  The defaults are Nova's ``[gvfs]
+mount_point_base`` and Glance's ``gvfs_store_mount_point_base``; list
+yours if you changed them.
 """),
     cfg.ListOpt("proxy_hosts", default=["127.0.0.1", "::1", "localhost"],
                 help="""Hosts whose NFS shares may be mounted: the node's

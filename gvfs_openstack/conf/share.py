@@ -21,7 +21,7 @@ def share_opts(prefix, mount_point_base, images_dir_opt):
                    choices=[("none", "%s is already mounted"
                              % images_dir_opt),
                             ("nfs", "kernel NFS mount of the client proxy "
-                                    "(os-brick, privsep)"),
+                                    "(privsep)"),
                             ("fuse", "``gvfs-proxy mount``")],
                    help="""How the export of the DTN is reached.
 

@@ -2,7 +2,7 @@
 """Mounting a DTN export through the local client proxy, for Glance and Nova.
 
 Two kinds share one interface (:mod:`gvfs_openstack.mount.mounter`): a
-kernel NFSv3 mount through os-brick, whose root-only steps are the privsep
-entry points of :mod:`gvfs_openstack.mount.privileged`, and
+kernel NFSv3 mount (at os-brick's mount point), whose root-only steps are
+the privsep entry points of :mod:`gvfs_openstack.mount.privileged`, and
 ``gvfs-proxy mount``, the FUSE NFS client of :mod:`gvfs_openstack.fuse`.
 """

@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The mount interface without a mount: inode numbers, attribute and
-status translation, and the kernel NFS mount os-brick would run, parsed
-back (no kernel NFS client exists on these machines)."""
+"""The mount interface without a mount.
+
+Inode numbers, attribute and status translation, and the kernel NFS
+mount the privsep daemon would run, recorded and checked as the daemon
+checks it (no kernel NFS client exists on these machines).
+"""
 
 import errno
 import os
@@ -185,13 +188,13 @@ def _parse(options):
     return parsed
 
 
-def test_os_brick_mounts_the_proxy_with_nfsv3_options(recorded):
+def test_the_proxy_is_mounted_with_nfsv3_options(recorded):
     nfs, recorder = recorded
     share = mounter.Share("127.0.0.1", 20490, "/srv/images")
     nfs.mount(share, nfs.mount_point(share))
     [(device, path, options)] = recorder.mounts
     assert device == "127.0.0.1:/srv/images"
-    # os-brick's layout: md5 of the share under the base, made by it.
+    # os-brick's layout: md5 of the share under the base, made first.
     assert os.path.dirname(path) == nfs.base
     assert os.path.isdir(path)
     assert path == mounter.Mounter.mount_point(nfs, share)
@@ -209,6 +212,21 @@ def test_os_brick_mounts_the_proxy_with_nfsv3_options(recorded):
     assert options.endswith(",noatime,nconnect=4")
 
 
+def test_the_mount_point_is_where_os_brick_puts_it(tmp_path):
+    """Nova's and Cinder's NFS users find a share where os-brick would.
+
+    os-brick is not a dependency (the ``nfs`` extra leaves it out); Nova
+    brings it to the test environment, so its own layout is the judge.
+    """
+    from os_brick.remotefs import remotefs
+    share = mounter.Share("192.0.2.7", 20490, "/srv/images")
+    brick = remotefs.RemoteFsClient("nfs", root_helper=None,
+                                    nfs_mount_point_base=str(tmp_path))
+    nfs = mounter.NfsMounter(str(tmp_path), mount_nfs=Recorder().mount,
+                             unmount_nfs=Recorder().unmount)
+    assert nfs.mount_point(share) == brick.get_mount_point(share.name)
+
+
 def test_hard_from_the_operator_drops_the_timeouts(tmp_path):
     nfs = mounter.NfsMounter(str(tmp_path), options=["hard"],
                              mount_nfs=Recorder().mount,
@@ -217,7 +235,7 @@ def test_hard_from_the_operator_drops_the_timeouts(tmp_path):
     assert "softerr" not in opts and "timeo" not in opts and opts["hard"]
 
 
-def test_brick_mount_errors_become_mount_failed(tmp_path):
+def test_mount_errors_become_mount_failed(tmp_path):
     def refuse(share, path, options):
         raise OSError("mount.nfs: Connection refused")
 
