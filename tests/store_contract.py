@@ -18,7 +18,7 @@ import pytest
 
 from gvfs_openstack.delta import blocks
 from gvfs_openstack.glance import store as gvfs_store
-from gvfs_openstack import golden
+from gvfs_openstack.images import golden
 from gvfs_openstack.sidecar import format as meta_format
 from gvfs_openstack.sidecar import scan
 

@@ -15,7 +15,9 @@ import dataclasses
 import posixpath
 import random
 
+from gvfs_openstack.client import transport as transport_io
 from gvfs_openstack.client.write_batch import WriteBatch
+from gvfs_openstack.client import zstd_chunks
 from gvfs_openstack.deadline import within
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import connection
@@ -28,8 +30,6 @@ from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
-from gvfs_openstack import transport as transport_io
-from gvfs_openstack import zstd_chunks
 
 
 #: The credential (opaque AUTH_SYS) calls made in this context carry

@@ -3,7 +3,7 @@
 
     gvfs-api --config-file /etc/gvfs-openstack/gvfs-api.conf
 
-Under oslo.service's launcher (:mod:`gvfs_openstack.launch`): systemd
+Under oslo.service's launcher (:mod:`gvfs_openstack.cmd.launch`): systemd
 is told when it is ready, SIGHUP re-reads the configuration, SIGTERM
 stops it once the requests being answered are.  For a host with a few
 users; a deployment with many runs the same application under a WSGI
@@ -19,7 +19,7 @@ from oslo_log import log as logging
 from oslo_service.backend import base
 
 # First: importing it chooses oslo.service's backend.
-from gvfs_openstack import launch
+from gvfs_openstack.cmd import launch
 from gvfs_openstack.api import app  # noqa: H306
 from gvfs_openstack.api import service
 from gvfs_openstack import metrics_server

@@ -6,7 +6,7 @@
 Serves gvfs-api's calls over oslo.messaging (``[DEFAULT]
 transport_url``), starts one runner per job, and takes over jobs whose
 runner died.  It runs under oslo.service's launcher
-(:mod:`gvfs_openstack.launch`): systemd is told when it is ready, SIGHUP
+(:mod:`gvfs_openstack.cmd.launch`): systemd is told when it is ready, SIGHUP
 re-reads the configuration and starts the worker again with it, SIGTERM
 stops it.  Runners go on either way, and the next conductor finds their
 work in the job store.  The stop takes a few seconds: oslo.messaging's
@@ -22,7 +22,7 @@ from oslo_log import log as logging
 from oslo_service.backend import base
 
 # First: importing it chooses oslo.service's backend.
-from gvfs_openstack import launch
+from gvfs_openstack.cmd import launch
 from gvfs_openstack.conf import migration as migration_conf  # noqa: H306
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import service

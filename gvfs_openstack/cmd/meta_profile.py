@@ -25,7 +25,7 @@ import stat
 import sys
 
 from gvfs_openstack.delta import blocks
-from gvfs_openstack import durable
+from gvfs_openstack.files import durable
 from gvfs_openstack.sidecar import profile
 
 #: The block size of profiles made here: the proxies' default cache block.

@@ -40,8 +40,8 @@ import threading
 from gvfs_openstack.delta import blocks
 from gvfs_openstack.delta import codec
 from gvfs_openstack.delta import prefill
-from gvfs_openstack import durable
-from gvfs_openstack import safe_files
+from gvfs_openstack.files import durable
+from gvfs_openstack.files import safe_files
 
 READ_SIZE = 8 * 1024 * 1024
 _ZEROS = memoryview(bytes(READ_SIZE))

@@ -28,7 +28,7 @@ import os
 import re
 import struct
 
-from gvfs_openstack import durable
+from gvfs_openstack.files import durable
 from gvfs_openstack.sidecar import format as meta_format
 
 MAGIC = b"GVFSBLK1"

@@ -12,7 +12,7 @@ import os
 
 from gvfs_openstack.delta import blocks
 from gvfs_openstack.delta import codec
-from gvfs_openstack import safe_files
+from gvfs_openstack.files import safe_files
 
 
 @dataclasses.dataclass

@@ -35,8 +35,8 @@ import os
 import struct
 
 from gvfs_openstack.delta import blocks
-from gvfs_openstack import durable
-from gvfs_openstack import safe_files
+from gvfs_openstack.files import durable
+from gvfs_openstack.files import safe_files
 
 #: Errors of copy_file_range that mean "not here": copy through memory.
 NO_COPY_RANGE = (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)

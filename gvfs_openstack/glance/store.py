@@ -38,10 +38,10 @@ from oslo_log import log as logging
 
 from gvfs_openstack.conf import glance as glance_conf
 from gvfs_openstack.delta import blocks
-from gvfs_openstack import durable
 from gvfs_openstack import exceptions as gvfs_exceptions
-from gvfs_openstack import golden
-from gvfs_openstack import locations
+from gvfs_openstack.files import durable
+from gvfs_openstack.images import golden
+from gvfs_openstack.images import locations
 from gvfs_openstack.mount import configured
 from gvfs_openstack.sidecar import profile
 from gvfs_openstack.sidecar import scan

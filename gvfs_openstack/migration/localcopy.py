@@ -26,7 +26,7 @@ from oslo_log import log as logging
 from gvfs_openstack.client import nfs as nfs_client
 from gvfs_openstack.client import write_batch
 from gvfs_openstack import exceptions
-from gvfs_openstack import locations
+from gvfs_openstack.images import locations
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs import nfs3

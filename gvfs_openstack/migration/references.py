@@ -3,7 +3,7 @@
 
 The Nova backend keeps one file per instance disk cloned from a golden
 image in ``.gvfs-refs/<image id>/`` beside the images
-(:mod:`gvfs_openstack.golden`), and the Glance store refuses to delete
+(:mod:`gvfs_openstack.images.golden`), and the Glance store refuses to delete
 an image that has any.  The conductor reads that directory over NFS, as
 it reads images for the local copy, so that a user told "image in use"
 can see by what.
@@ -13,7 +13,7 @@ import asyncio
 import posixpath
 
 from gvfs_openstack import exceptions
-from gvfs_openstack import golden
+from gvfs_openstack.images import golden
 from gvfs_openstack.migration import localcopy
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import NfsError

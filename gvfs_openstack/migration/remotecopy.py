@@ -27,7 +27,7 @@ from oslo_log import log as logging
 from gvfs_openstack.delta import blocks
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import dtnssh
-from gvfs_openstack.migration import glance as glance_api
+from gvfs_openstack.migration import images_api as glance_api
 from gvfs_openstack.migration import transfer
 
 LOG = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from keystoneauth1 import loading as ks_loading
 
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
-from gvfs_openstack import locations
+from gvfs_openstack.images import locations
 from gvfs_openstack.migration import transfer
 
 

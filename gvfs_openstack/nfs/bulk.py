@@ -29,7 +29,7 @@ users), procedures:
 
 A zstd chunk is one frame with its content checksum, so a corrupted
 chunk fails to decompress instead of becoming file data
-(:mod:`gvfs_openstack.zstd_chunks` makes and checks them).
+(:mod:`gvfs_openstack.client.zstd_chunks` makes and checks them).
 """
 
 import enum

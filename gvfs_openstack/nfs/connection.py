@@ -13,7 +13,7 @@ while they arrive, so that a proxy can relay them cut-through.  The NFS
 client, the proxy's listener and its upstream pool all drive it.
 No sockets, no threads: the same object serves asyncio code, blocking code
 and tests that pump bytes between two peers (writing records to a socket
-is :mod:`gvfs_openstack.transport`'s).
+is :mod:`gvfs_openstack.client.transport`'s).
 """
 
 import collections

@@ -22,7 +22,7 @@ from oslo_log import log as logging
 
 from gvfs_openstack.conf import nova as gvfs_nova_conf
 from gvfs_openstack import exceptions
-from gvfs_openstack import golden
+from gvfs_openstack.images import golden
 from gvfs_openstack.nova import export as gvfs_export
 from gvfs_openstack.nova import imagebackend
 from gvfs_openstack.proxy import control

@@ -15,7 +15,7 @@ from oslo_log import log as logging
 
 from gvfs_openstack.conf import nova as nova_opts
 from gvfs_openstack import exceptions
-from gvfs_openstack import locations
+from gvfs_openstack.images import locations
 from gvfs_openstack.mount import configured
 
 LOG = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ unchanged.  A golden image is never written, touched or deleted here:
 Nova's ``Qcow2`` updates the mtime of its base file to mark it in use,
 which on a golden image would make every proxy's cached copy and its
 metadata sidecar stale.  Use is marked by references
-(:mod:`gvfs_openstack.golden`) instead.
+(:mod:`gvfs_openstack.images.golden`) instead.
 """
 
 import concurrent.futures
@@ -34,8 +34,8 @@ from oslo_log import log as logging
 from oslo_utils import fileutils
 from oslo_utils.imageutils import format_inspector
 
-from gvfs_openstack import durable
-from gvfs_openstack import golden
+from gvfs_openstack.files import durable
+from gvfs_openstack.images import golden
 from gvfs_openstack.nova import export as gvfs_export
 from gvfs_openstack.nova import inspections
 from gvfs_openstack.nova import lookups

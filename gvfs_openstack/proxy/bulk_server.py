@@ -16,6 +16,7 @@ import asyncio
 from oslo_log import log as logging
 import zstandard
 
+from gvfs_openstack.client import zstd_chunks
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs.bulk import BulkProc
 from gvfs_openstack.nfs.bulk import Codec
@@ -26,7 +27,6 @@ from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.upstream_calls import CallRefused
-from gvfs_openstack import zstd_chunks
 
 LOG = logging.getLogger(__name__)
 

@@ -12,15 +12,15 @@ import asyncio
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from oslo_log import log as logging
 
+from gvfs_openstack.client import transport as transport_io
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.access import PeerAllowlist
 from gvfs_openstack.proxy.local_peers import LocalPeers
-from gvfs_openstack.proxy.policy import PeerAllowlist
 from gvfs_openstack.proxy import streams
 from gvfs_openstack.proxy import tunnel
-from gvfs_openstack import transport as transport_io
 
 LOG = logging.getLogger(__name__)
 

@@ -15,8 +15,10 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
+from gvfs_openstack.files import safe_files
 from gvfs_openstack import heap
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import access
 from gvfs_openstack.proxy import bulk_server
 from gvfs_openstack.proxy.cache import bulk_fetch
 from gvfs_openstack.proxy.cache import exports
@@ -37,13 +39,11 @@ from gvfs_openstack.proxy import limits
 from gvfs_openstack.proxy.listener import Listener
 from gvfs_openstack.proxy import local_peers
 from gvfs_openstack.proxy import metrics
-from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy import tunnel
 from gvfs_openstack.proxy.upstream import UpstreamPool
 from gvfs_openstack.proxy.upstream_calls import UpstreamCalls
 from gvfs_openstack.proxy import write_behind
-from gvfs_openstack import safe_files
 
 LOG = logging.getLogger(__name__)
 
@@ -270,11 +270,11 @@ class ProxyService:
                 write_behind=behind)
         server = conf.server
         try:
-            exports = policy.ExportAllowlist(server.exports)
-            identity = policy.IdentityMap(
+            exports = access.ExportAllowlist(server.exports)
+            identity = access.IdentityMap(
                 server.squash_uid, server.squash_gid,
-                policy.parse_id_map(server.uid_map, "uid"),
-                policy.parse_id_map(server.gid_map, "gid"),
+                access.parse_id_map(server.uid_map, "uid"),
+                access.parse_id_map(server.gid_map, "gid"),
                 server.allow_root, server.squash_unmapped)
         except ValueError as e:
             raise exceptions.InvalidConfig(option="[server]",
@@ -497,7 +497,7 @@ def _peers(conf):
     ``trusted_network`` says so, at start and at a reload alike.
     """
     listen = conf.listen
-    exposed = policy.exposure(conf.proxy.role, listen.host,
+    exposed = access.exposure(conf.proxy.role, listen.host,
                               bool(listen.tls_cert), listen.allowed_peers)
     if exposed is not None and not listen.trusted_network:
         raise exceptions.InvalidConfig(
@@ -506,7 +506,7 @@ def _peers(conf):
     if exposed is not None:
         LOG.warning("listening exposed on a trusted network: %s", exposed)
     try:
-        peers = policy.PeerAllowlist(listen.allowed_peers)
+        peers = access.PeerAllowlist(listen.allowed_peers)
     except ValueError as e:
         raise exceptions.InvalidConfig(option="[listen] allowed_peers",
                                        reason=str(e)) from e

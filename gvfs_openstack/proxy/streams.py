@@ -10,8 +10,8 @@ whole records behind a relayed one.
 import collections
 import dataclasses
 
+from gvfs_openstack.client import transport as transport_io
 from gvfs_openstack.nfs import connection
-from gvfs_openstack import transport as transport_io
 
 
 class RecordWriter:

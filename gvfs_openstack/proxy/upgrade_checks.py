@@ -11,7 +11,7 @@ plain TCP tunnel across a network.
 
 from oslo_upgradecheck import upgradecheck
 
-from gvfs_openstack.proxy import policy
+from gvfs_openstack.proxy import access
 
 Code = upgradecheck.Code
 Result = upgradecheck.Result
@@ -19,7 +19,7 @@ Result = upgradecheck.Result
 
 def listener(conf):
     listen = conf.listen
-    exposed = policy.exposure(conf.proxy.role, listen.host,
+    exposed = access.exposure(conf.proxy.role, listen.host,
                               bool(listen.tls_cert), listen.allowed_peers)
     if exposed is None:
         return Result(Code.SUCCESS)
@@ -44,7 +44,7 @@ def root(conf):
 def tunnel(conf):
     upstream = conf.upstream
     if conf.proxy.role == "client" and upstream.tunnel == "tcp" and \
-            not policy.is_loopback(upstream.host):
+            not access.is_loopback(upstream.host):
         return Result(Code.WARNING, (
             "[upstream] tunnel = tcp to %s: images and AUTH_SYS "
             "credentials cross the network in clear and nothing "

@@ -16,13 +16,13 @@ import time
 
 from oslo_log import log as logging
 
+from gvfs_openstack.client import transport as transport_io
 from gvfs_openstack import deadline
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.proxy import counters as counters_mod
 from gvfs_openstack.proxy import relay as relays
 from gvfs_openstack.proxy import streams
-from gvfs_openstack import transport as transport_io
 
 LOG = logging.getLogger(__name__)
 

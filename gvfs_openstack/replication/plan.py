@@ -21,7 +21,7 @@ import dataclasses
 import hashlib
 import json
 
-from gvfs_openstack.migration import glance
+from gvfs_openstack.migration import images_api
 
 PENDING = "pending"
 COPYING = "copying"
@@ -53,7 +53,7 @@ def properties_digest(image):
     copy must follow.
     """
     return hashlib.sha256(json.dumps(
-        glance.copied_attributes(image), sort_keys=True,
+        images_api.copied_attributes(image), sort_keys=True,
         default=str).encode()).hexdigest()
 
 

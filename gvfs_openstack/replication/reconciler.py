@@ -16,7 +16,7 @@ import datetime
 from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
-from gvfs_openstack.migration import glance as glance_api
+from gvfs_openstack.migration import images_api as glance_api
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import sites
 from gvfs_openstack.migration import states

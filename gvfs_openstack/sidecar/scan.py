@@ -13,7 +13,7 @@ import errno
 import hashlib
 import os
 
-from gvfs_openstack import durable
+from gvfs_openstack.files import durable
 from gvfs_openstack.sidecar import format as meta_format
 
 READ_SIZE = 8 * 1024 * 1024

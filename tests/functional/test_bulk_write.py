@@ -16,8 +16,8 @@ from gvfs_lab.topology import FILE_GID
 from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.client.write_batch import WriteBatch
+from gvfs_openstack.client import zstd_chunks
 from gvfs_openstack.nfs import bulk
-from gvfs_openstack import zstd_chunks
 from tests.functional.test_wholefile import compressible
 
 MIB = 1024 * 1024

@@ -20,7 +20,7 @@ from gvfs_lab import process
 from gvfs_lab import rabbitmq
 from gvfs_openstack.api import policies
 from gvfs_openstack import exceptions
-from gvfs_openstack import golden
+from gvfs_openstack.images import golden
 from gvfs_openstack.migration import rpcapi
 from gvfs_openstack.migration import states
 

@@ -22,7 +22,7 @@ from gvfs_lab import drlab
 from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
-from gvfs_openstack.migration import glance as migration_glance
+from gvfs_openstack.migration import images_api as migration_glance
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import metrics as conductor_metrics
 from gvfs_openstack.migration import sites

@@ -28,7 +28,7 @@ from gvfs_lab import nova as nova_lab
 from gvfs_lab import postgres
 from gvfs_lab import process
 from gvfs_lab import rabbitmq
-from gvfs_openstack import golden as golden_refs
+from gvfs_openstack.images import golden as golden_refs
 
 USER = "alpha-member"
 FLAVOR = "lab.tiny"

@@ -7,12 +7,12 @@ from hypothesis import strategies as st
 import pytest
 import zstandard
 
+from gvfs_openstack.client import zstd_chunks
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs.bulk import BulkProc
 from gvfs_openstack.nfs.bulk import Codec
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import nfs3
-from gvfs_openstack import zstd_chunks
 from tests.unit import samples
 
 

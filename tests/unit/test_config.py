@@ -13,7 +13,7 @@ from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack.conf import nova as nova_conf
 from gvfs_openstack.conf import opts
 from gvfs_openstack import exceptions
-from gvfs_openstack.proxy import policy
+from gvfs_openstack.proxy import access
 from gvfs_openstack.proxy import service
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -191,4 +191,4 @@ def test_a_plain_client_listener_off_loopback_names_its_peers(make_conf):
     ("client", "::", False, [], True),
 ])
 def test_exposure_of_a_listener(role, host, tls, peers, exposed):
-    assert (policy.exposure(role, host, tls, peers) is not None) == exposed
+    assert (access.exposure(role, host, tls, peers) is not None) == exposed

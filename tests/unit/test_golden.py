@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from gvfs_openstack import golden
+from gvfs_openstack.images import golden
 
 IMAGE = "0f9c7d1e-2b3a-4c5d-8e7f-a1b2c3d4e5f6"
 

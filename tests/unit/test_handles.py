@@ -19,11 +19,11 @@ from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import access
 from gvfs_openstack.proxy import bulk_server
 from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import exportguard
 from gvfs_openstack.proxy import handles
-from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy.upstream import UpstreamLost
 from gvfs_openstack.proxy.upstream_calls import UpstreamCalls
@@ -113,14 +113,14 @@ class Clock:
 
 def make_role(server=None, clock=None, limit=1024):
     server = server or StandInServer()
-    exports = policy.ExportAllowlist(["/srv/images"])
+    exports = access.ExportAllowlist(["/srv/images"])
     calls = UpstreamCalls(server)
     guard = exportguard.ExportGuard(calls, calls, exports, rpc.AUTH_NONE,
                                     counters.GuardCounters(), limit=limit,
                                     rescan_interval=10,
                                     clock=clock or Clock())
     bulk = bulk_server.BulkServer(calls, counters.BulkServerCounters())
-    role = roles.ServerRole(server, server, policy.IdentityMap(42, 42),
+    role = roles.ServerRole(server, server, access.IdentityMap(42, 42),
                             exports, guard, bulk, counters.RoleCounters())
     return role, server
 

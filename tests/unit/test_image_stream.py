@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import random
 
+from gvfs_openstack.client import zstd_chunks
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
@@ -23,7 +24,6 @@ from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy.upstream_calls import CallRefused
 from gvfs_openstack.sidecar import format as meta_format
 from gvfs_openstack.sidecar import profile
-from gvfs_openstack import zstd_chunks
 from tests.unit.test_boot_profiles import BS
 from tests.unit.test_boot_profiles import Directory
 from tests.unit.test_boot_profiles import make

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration.db import sync
-from gvfs_openstack.migration import glance as glance_api
 from gvfs_openstack.migration import gridftp
+from gvfs_openstack.migration import images_api as glance_api
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import localcopy
 from gvfs_openstack.migration import pipeline

@@ -13,7 +13,7 @@ from keystoneauth1 import session
 import pytest
 
 from gvfs_openstack import exceptions
-from gvfs_openstack.migration import glance as glance_api
+from gvfs_openstack.migration import images_api as glance_api
 
 IMAGE = "0f4a8c2e-7d3b-4e8a-9c6f-0b1d2e3f4a5b"
 

@@ -10,7 +10,7 @@ import pytest
 
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
-from gvfs_openstack.migration import glance as glance_api
+from gvfs_openstack.migration import images_api as glance_api
 from gvfs_openstack.migration import sites
 
 DTN = """dtn_export = /export

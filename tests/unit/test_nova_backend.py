@@ -22,7 +22,7 @@ import pytest
 from gvfs_lab import compute
 from gvfs_lab.compute import GIB
 from gvfs_lab.compute import MIB
-from gvfs_openstack import golden
+from gvfs_openstack.images import golden
 from gvfs_openstack.nova import imagebackend
 from gvfs_openstack.nova import lookups
 

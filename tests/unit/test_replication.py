@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from gvfs_openstack import exceptions
-from gvfs_openstack.migration import glance
+from gvfs_openstack.migration import images_api
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.replication import plan
 from gvfs_openstack.replication import store as store_mod
@@ -112,11 +112,11 @@ def test_the_attribute_patch_adds_replaces_and_removes_user_properties():
                     checksum="x", size=10)
     copy = _image("a", os_version="12", old_note="gone", owner="mapped",
                   checksum="y", size=10)
-    assert glance.attribute_patch(source, copy) == [
+    assert images_api.attribute_patch(source, copy) == [
         {"op": "add", "path": "/hw_disk_bus", "value": "virtio"},
         {"op": "replace", "path": "/os_version", "value": "13"},
         {"op": "remove", "path": "/old_note"}]
-    assert glance.attribute_patch(source, source) == []
+    assert images_api.attribute_patch(source, source) == []
 
 
 # --- the records in the job store --------------------------------------------

@@ -15,10 +15,10 @@ from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import access
 from gvfs_openstack.proxy import bulk_server
 from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import exportguard
-from gvfs_openstack.proxy import policy
 from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy.upstream import UpstreamLost
 from gvfs_openstack.proxy.upstream_calls import UpstreamCalls
@@ -52,7 +52,7 @@ FH = b"handle-of-an-image"
 
 
 def server_role(pool, mount_pool=None):
-    exports = policy.ExportAllowlist(["/srv/images"])
+    exports = access.ExportAllowlist(["/srv/images"])
     guard = exportguard.ExportGuard(UpstreamCalls(pool),
                                     UpstreamCalls(mount_pool or pool),
                                     exports,
@@ -61,7 +61,7 @@ def server_role(pool, mount_pool=None):
     bulk = bulk_server.BulkServer(UpstreamCalls(pool),
                                   counters.BulkServerCounters())
     return roles.ServerRole(
-        pool, mount_pool or pool, policy.IdentityMap(4242, 4242), exports,
+        pool, mount_pool or pool, access.IdentityMap(4242, 4242), exports,
         guard, bulk, counters.RoleCounters())
 
 

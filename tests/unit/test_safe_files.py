@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Files written where others may plant links (gvfs_openstack.safe_files)."""
+"""Files written where others may plant links (``files.safe_files``)."""
 
 import os
 
 import pytest
 
-from gvfs_openstack import durable
-from gvfs_openstack import safe_files
+from gvfs_openstack.files import durable
+from gvfs_openstack.files import safe_files
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ import time
 from oslo_log import log as logging
 import zstandard
 
+from gvfs_openstack.client import zstd_chunks
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs.bulk import BulkProc
 from gvfs_openstack.nfs.bulk import Codec
@@ -31,7 +32,6 @@ from gvfs_openstack.proxy.cache.freshness import attrs_of
 from gvfs_openstack.proxy.cache.freshness import cached_block
 from gvfs_openstack.proxy.upstream_calls import CallRefused
 from gvfs_openstack.proxy.upstream_calls import ReplyError
-from gvfs_openstack import zstd_chunks
 
 LOG = logging.getLogger(__name__)
 

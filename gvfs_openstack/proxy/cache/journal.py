@@ -30,7 +30,7 @@ import zlib
 
 from oslo_log import log as logging
 
-from gvfs_openstack import durable
+from gvfs_openstack.files import durable
 
 LOG = logging.getLogger(__name__)
 

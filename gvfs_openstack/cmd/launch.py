@@ -29,7 +29,7 @@ def run(conf, service):
     """
     if backend.get_backend_type() != backend.BackendType.THREADING:
         raise RuntimeError("oslo.service's %s backend was chosen before "
-                           "gvfs_openstack.launch was imported"
+                           "gvfs_openstack.cmd.launch was imported"
                            % backend.get_backend_type())
     from oslo_service import service as oslo_service
 

@@ -4,7 +4,7 @@
 import contextlib
 import os
 
-from gvfs_openstack import safe_files
+from gvfs_openstack.files import safe_files
 
 
 def fsync_path(path):

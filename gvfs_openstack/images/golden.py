@@ -39,7 +39,7 @@ import time
 from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
-from gvfs_openstack import locations
+from gvfs_openstack.images import locations
 
 LOG = logging.getLogger(__name__)
 

@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Files written safely: durable replaces, and no link followed."""
