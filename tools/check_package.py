@@ -15,8 +15,8 @@ Builds the sdist and the wheel and checks what the wheel ships.  Then:
   verified) and the libraries of other roles are not installed.  Every
   console script is run by the role that owns it.
 
-What only the checkout holds (the lab under ``tests/``) must not be
-needed, and must not be shipped.
+What only the checkout holds (the lab, ``gvfs_lab``, and ``tests/``)
+must not be needed, and must not be shipped.
 """
 
 import argparse
@@ -109,8 +109,8 @@ def check_contents(wheel):
 
     names = zipfile.ZipFile(wheel).namelist()
     shipped = [n for n in names if n.startswith(PACKAGE + "/")]
-    stray = [n for n in names if n.startswith(("tests/", "tools/"))
-             or "/lab/" in n]
+    stray = [n for n in names
+             if n.startswith(("tests/", "tools/", "gvfs_lab/"))]
     if stray:
         raise SystemExit("the wheel ships test code: %s" % stray[:5])
     dirs = {os.path.dirname(n) for n in shipped if n.endswith(".py")}
@@ -243,7 +243,8 @@ def check_proxy(venv, work):
     """Sidecars made and verified; the proxy's composition root loads.
 
     ``gvfs-status upgrade check`` of a server proxy's file runs with the
-    proxy extra alone and warns of ``allow_root``.
+    proxy extra alone and warns of ``allow_root``; of a conductor's file
+    it says the conductor extra is needed.
     """
     image = os.path.join(work, "golden.img")
     with open(image, "wb") as f:
@@ -266,6 +267,18 @@ def check_proxy(venv, work):
     if status.returncode != 1 or results.get("Root on the export") != 1:
         raise SystemExit("gvfs-status of a proxy's file: %d %s %s" % (
             status.returncode, status.stdout, status.stderr[-2000:]))
+    # A conductor's file on a proxy node: said plainly, no traceback.
+    with open(conf, "w") as f:
+        f.write("[conductor]\nsites = east\n")
+    status = subprocess.run(
+        [os.path.join(venv.bin, "gvfs-status"), "--config-file", conf,
+         "upgrade", "check"], env=_clean_env(), cwd=work,
+        capture_output=True, text=True)
+    if status.returncode != 2 or "conductor extra" not in status.stderr \
+            or "Traceback" in status.stderr:
+        raise SystemExit(
+            "gvfs-status of a conductor's file without the conductor "
+            "extra: %d %s" % (status.returncode, status.stderr[-2000:]))
 
 
 def check_fuse(venv, work):

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the lab, tests, benchmarks and demo need on Debian/Ubuntu:
 # the system packages listed in bindep.txt that are missing, toxiproxy
-# (pinned, built with `go install`), tox and uv.  Idempotent; uses sudo when
-# not root.
+# (pinned, built with `go install`), tox and tox-uv.  Idempotent; uses
+# sudo when not root.
 set -euo pipefail
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,12 +49,13 @@ if [ ! -x "$TOXIPROXY_BIN" ]; then
     rm -rf "$gobin"
 fi
 
-# tox, and uv, which tox.ini's install_command puts packages in with.
-for tool in tox uv; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "install-deps: installing $tool"
-        python3 -m pip install --quiet "$tool" 2>/dev/null \
-            || python3 -m pip install --quiet --break-system-packages "$tool"
-    fi
-done
+# tox, and tox-uv, which tox.ini requires (tox would otherwise provision
+# it in .tox/.tox at every clean start).
+if ! command -v tox >/dev/null 2>&1 \
+        || ! python3 -c "import tox_uv" >/dev/null 2>&1; then
+    echo "install-deps: installing tox and tox-uv"
+    python3 -m pip install --quiet 'tox>=4' 'tox-uv>=1.11' 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages \
+            'tox>=4' 'tox-uv>=1.11'
+fi
 echo "install-deps: system dependencies are in place"

@@ -3,7 +3,7 @@
 
     gvfs-status --config-file /etc/gvfs-openstack/gvfs-conductor.conf \
         upgrade check
-    gvfs-status --config-file /etc/gvfs-openstack/gvfs-proxy.conf \
+    gvfs-status --config-file /etc/gvfs-openstack/gvfs-proxy-server.conf \
         upgrade check
 
 Run before starting the services of a new release and after: like
@@ -25,6 +25,7 @@ from oslo_upgradecheck import upgradecheck
 from gvfs_openstack.conf import opts
 
 PROG = "gvfs-status"
+Code = upgradecheck.Code
 
 
 class Checks(upgradecheck.UpgradeCommands):
@@ -73,13 +74,25 @@ def _parsed(argv, register):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     # Read as a proxy's first: its options need only the proxy extra.
-    conf, commands = _parsed(argv, _proxy_opts)
-    if conf.proxy.role:
+    try:
+        conf, commands = _parsed(argv, _proxy_opts)
+        role = conf.proxy.role
+    except cfg.Error as e:
+        print("gvfs-status: %s" % e, file=sys.stderr)
+        return Code.FAILURE
+    if role:
         from gvfs_openstack.proxy import upgrade_checks
     else:
-        conf, commands = _parsed(argv, _conductor_opts)
-        from gvfs_openstack.conf import migration as migration_conf
-        from gvfs_openstack.migration import upgrade_checks
+        try:
+            conf, commands = _parsed(argv, _conductor_opts)
+            from gvfs_openstack.conf import migration as migration_conf
+            from gvfs_openstack.migration import upgrade_checks
+        except ImportError as e:
+            print("gvfs-status: %s sets no [proxy] role, so it is read as "
+                  "gvfs-conductor's, whose checks need the conductor extra "
+                  "(%s)" % (", ".join(conf.config_file) or "no "
+                            "configuration file", e), file=sys.stderr)
+            return Code.FAILURE
         # Not oslo.upgradecheck's main(): the [site:NAME] groups can only
         # be registered once [conductor] sites is read.
         migration_conf.register_sites(conf)

@@ -376,6 +376,8 @@ class Store(driver.Store):
         except FileNotFoundError:
             raise exceptions.NotFound(image=path) from None
         except golden.GoldenImageInUse as e:
+            LOG.info("not deleting image %s: held by %s", image_id,
+                     e.kwargs["holders"])
             raise exceptions.InUseByStore(str(e)) from e
         except PermissionError as e:
             raise exceptions.Forbidden(str(e)) from e

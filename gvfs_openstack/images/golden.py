@@ -57,8 +57,12 @@ class GoldenImageGone(exceptions.GvfsError):
 
 
 class GoldenImageInUse(exceptions.GvfsError):
+    #: Only the count: glance-api returns this to whoever deletes the
+    #: image, who may not see the disks' projects (``holders`` stays in
+    #: ``kwargs`` for the service's log).
     message = ("Image %(image)s is the backing file of %(count)d instance "
-               "disk(s) (%(holders)s); delete those first")
+               "disk(s); delete those first (openstack gvfs golden "
+               "reference list shows your project's)")
 
 
 def _clean(part):

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Which file handles the server proxy lets through, with no I/O.
 
-MNT is refused outside the allowlist (:class:`policy.ExportAllowlist`),
+MNT is refused outside the allowlist (:class:`access.ExportAllowlist`),
 but an NFSv3 file handle is a bearer token: the NFS server serves any
 handle of any of its exports to whoever presents it.  A client that
 forged or kept the handle of a file in another export of the same server

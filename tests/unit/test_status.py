@@ -139,3 +139,13 @@ def test_a_proxys_unsafe_settings_are_reported(tmp_path, text, check,
     found, details = checks[check]
     assert found == result and details.startswith(says), details
     assert all(r == 0 for name, (r, _) in checks.items() if name != check)
+
+
+def test_a_bad_role_is_a_clear_failure(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "gvfs_openstack.cmd.status", "--config-file",
+         _proxy_config(tmp_path, "[proxy]\nrole = dtn\n"), "upgrade",
+         "check"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "role" in done.stderr and "dtn" in done.stderr, done.stderr
