@@ -239,6 +239,14 @@ def check_osc(venv, work):
             raise SystemExit("openstack lists no %r: %s" % (command, listed))
 
 
+def _upgrade_check(venv, conf, work, *flags):
+    """``gvfs-status upgrade check`` of ``conf``, whatever its exit code."""
+    return subprocess.run(
+        [os.path.join(venv.bin, "gvfs-status"), "--config-file", conf,
+         "upgrade", "check", *flags], env=_clean_env(), cwd=work,
+        capture_output=True, text=True)
+
+
 def check_proxy(venv, work):
     """Sidecars made and verified; the proxy's composition root loads.
 
@@ -258,10 +266,7 @@ def check_proxy(venv, work):
     with open(conf, "w") as f:
         f.write("[proxy]\nrole = server\n[listen]\nallowed_peers = "
                 "127.0.0.1\n[server]\nallow_root = true\n")
-    status = subprocess.run(
-        [os.path.join(venv.bin, "gvfs-status"), "--config-file", conf,
-         "upgrade", "check", "--json"], env=_clean_env(), cwd=work,
-        capture_output=True, text=True)
+    status = _upgrade_check(venv, conf, work, "--json")
     results = {c["check"]: c["result"]
                for c in json.loads(status.stdout)["checks"]}
     if status.returncode != 1 or results.get("Root on the export") != 1:
@@ -270,10 +275,7 @@ def check_proxy(venv, work):
     # A conductor's file on a proxy node: said plainly, no traceback.
     with open(conf, "w") as f:
         f.write("[conductor]\nsites = east\n")
-    status = subprocess.run(
-        [os.path.join(venv.bin, "gvfs-status"), "--config-file", conf,
-         "upgrade", "check"], env=_clean_env(), cwd=work,
-        capture_output=True, text=True)
+    status = _upgrade_check(venv, conf, work)
     if status.returncode != 2 or "conductor extra" not in status.stderr \
             or "Traceback" in status.stderr:
         raise SystemExit(
@@ -381,12 +383,10 @@ def check_conductor(venv, work):
         connection = sqlite:///%s
         """ % os.path.join(work, "jobs.db"))
     venv.run(["gvfs-manage", "--config-file", conf, "db", "sync"])
-    status = subprocess.run(
-        [os.path.join(venv.bin, "gvfs-status"), "--config-file", conf,
-         "upgrade", "check"], env=_clean_env(), cwd=work)
+    status = _upgrade_check(venv, conf, work)
     if status.returncode not in (0, 1):   # 1: warnings only.
-        raise SystemExit("gvfs-status upgrade check failed: %d"
-                         % status.returncode)
+        raise SystemExit("gvfs-status upgrade check failed: %d %s %s" % (
+            status.returncode, status.stdout, status.stderr[-2000:]))
     with _running(venv, "gvfs-conductor", conf, work,
                   lambda log: _log_says(log, "serves topic")):
         pass

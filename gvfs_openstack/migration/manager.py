@@ -97,7 +97,7 @@ class ConductorManager:
                 option="destination",
                 reason="site %s is this conductor's own site" % destination)
         method = transfer.method_of(source)
-        if not method.site_value(target):
+        if not getattr(target, method.site_option):
             raise exceptions.InvalidConfig(
                 option="[site:%s] %s" % (target.name, method.site_option),
                 reason="site %s sends with %s and site %s has no %s" % (

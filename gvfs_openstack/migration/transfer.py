@@ -17,13 +17,10 @@ class GridFtp:
     """Third-party GridFTP between the two DTNs' servers."""
 
     label = "GridFTP"
-    #: The option of every site taking part, and what it names.
+    #: The option of every site taking part (a :class:`sites.Site` field
+    #: of the same name), and what it names.
     site_option = "gridftp_url"
     site_part = "GridFTP server"
-
-    @staticmethod
-    def site_value(site):
-        return site.gridftp_url
 
     @staticmethod
     def send_whole(ctx, row):
@@ -50,10 +47,6 @@ class Globus:
     label = "Globus"
     site_option = "globus_endpoint_id"
     site_part = "collection"
-
-    @staticmethod
-    def site_value(site):
-        return site.globus_endpoint_id
 
     @staticmethod
     def send_whole(ctx, row):

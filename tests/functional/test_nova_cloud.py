@@ -126,11 +126,12 @@ def server(cloud, images, golden):
     cloud.openstack("server", "delete", "--wait", created["id"])
 
 
-def _holder(cloud, server_id, disk="disk"):
-    """The reference a disk of the server on the first host holds."""
-    shown = _cli(cloud, "server", "show", server_id, user="admin")
-    return golden_refs.holder_name(server_id, disk, nova_lab.HOST,
-                                   shown["project_id"])
+def _references(cloud, server_id, disks=("disk",)):
+    """The references ``disks`` of the server on the first host hold."""
+    project = _cli(cloud, "server", "show", server_id,
+                   user="admin")["project_id"]
+    return sorted(golden_refs.holder_name(server_id, disk, nova_lab.HOST,
+                                          project) for disk in disks)
 
 
 def _mounts_under(base):
@@ -175,7 +176,7 @@ def test_the_disk_is_an_overlay_on_the_golden_image_on_the_mount(
     assert not os.path.exists(os.path.join(cloud.instances_path, "_base",
                                            cached))
     # The golden image on the export knows this disk holds it.
-    assert _holders(lab, images) == [_holder(cloud, server["id"])]
+    assert _holders(lab, images) == _references(cloud, server["id"])
 
 
 def test_deleting_the_server_leaves_the_golden_image(server, cloud, images,
@@ -277,8 +278,8 @@ def test_the_guest_boots_again_after(running, cloud, golden, images, lab,
     assert marker.digest == golden.expected_digest
     # The rescue disk holds the golden image until unrescue.
     disks = ["disk", "disk.rescue"] if then == "RESCUE" else ["disk"]
-    assert sorted(_holders(lab, images)) == sorted(
-        _holder(cloud, server_id, name) for name in disks)
+    assert sorted(_holders(lab, images)) == \
+        _references(cloud, server_id, disks)
 
 
 def test_a_direct_snapshot_lands_in_the_gvfs_store_and_boots(
@@ -332,7 +333,7 @@ def test_a_resize_grows_the_overlay_over_the_same_golden_image(
     assert info["virtual-size"] == 2 * 1024 ** 3
     assert backing.startswith(cloud.mount_base + os.sep)
     assert os.path.basename(backing) == images["disk"]
-    assert _holders(lab, images) == [_holder(cloud, server_id)]
+    assert _holders(lab, images) == _references(cloud, server_id)
 
 
 def test_an_image_in_another_store_takes_novas_usual_download(

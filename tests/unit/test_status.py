@@ -35,12 +35,17 @@ def _config(tmp_path, conductor="", east=""):
     return str(path)
 
 
+def _status(config, *flags):
+    """The real command on ``config``, whatever its exit code."""
+    return subprocess.run(
+        [sys.executable, "-m", "gvfs_openstack.cmd.status", "--config-file",
+         config, "upgrade", "check", *flags], capture_output=True,
+        text=True, timeout=120)
+
+
 def _check(config):
     """(exit code, {check: (result, details)}) of the JSON report."""
-    done = subprocess.run(
-        [sys.executable, "-m", "gvfs_openstack.cmd.status", "--config-file",
-         config, "upgrade", "check", "--json"], capture_output=True,
-        text=True, timeout=120)
+    done = _status(config, "--json")
     report = json.loads(done.stdout)
     return done.returncode, {c["check"]: (c["result"], c["details"])
                              for c in report["checks"]}
@@ -142,10 +147,7 @@ def test_a_proxys_unsafe_settings_are_reported(tmp_path, text, check,
 
 
 def test_a_bad_role_is_a_clear_failure(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "gvfs_openstack.cmd.status", "--config-file",
-         _proxy_config(tmp_path, "[proxy]\nrole = dtn\n"), "upgrade",
-         "check"], capture_output=True, text=True, timeout=120)
+    done = _status(_proxy_config(tmp_path, "[proxy]\nrole = dtn\n"))
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "role" in done.stderr and "dtn" in done.stderr, done.stderr
