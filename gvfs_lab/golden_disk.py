@@ -29,8 +29,8 @@ def populate(tree, spec, kernel, busybox):
     blobs of mixed sizes, compressible logs, and a sparse file whose
     holes stay holes.
     """
-    _link_tree(kernel.modules_dir,
-               os.path.join(tree, "lib", "modules", kernel.release))
+    link_tree(kernel.modules_dir,
+              os.path.join(tree, "lib", "modules", kernel.release))
     os.makedirs(os.path.join(tree, "bin"))
     shutil.copy2(busybox, os.path.join(tree, "bin", "busybox"))
     os.makedirs(os.path.join(tree, "boot"))
@@ -48,7 +48,8 @@ def populate(tree, spec, kernel, busybox):
             os.utime(os.path.join(top, name), (EPOCH, EPOCH))
 
 
-def _link_tree(src, dst):
+def link_tree(src, dst):
+    """A copy of ``src`` at ``dst``, hard links where the disk allows."""
     def link_or_copy(s, d):
         try:
             os.link(s, d)

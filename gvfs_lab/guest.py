@@ -51,7 +51,9 @@ LAYOUT = 1
 MANIFEST = "manifest.json"
 HERE = os.path.dirname(os.path.abspath(__file__))
 INIT_SCRIPT = os.path.join(HERE, "guest_init.sh")
-BUILDER_SOURCES = (INIT_SCRIPT,) + tuple(
+#: What both guests' init scripts source (as ``lib/gvfs-guest.sh``).
+INIT_LIBRARY = os.path.join(HERE, "guest_lib.sh")
+BUILDER_SOURCES = (INIT_SCRIPT, INIT_LIBRARY) + tuple(
     os.path.join(HERE, name) for name in ("guest.py", "golden_disk.py",
                                           "initramfs.py", "bootset.py"))
 #: Kernel command line of the lab's own domains (Nova's comes from the
@@ -94,6 +96,16 @@ class Spec:
     @property
     def fs_bytes(self):
         return (self.disk_mib - self.scratch_mib) * MIB
+
+
+def guest_conf(spec, module_names, **more):
+    """``/etc/gvfs-guest.conf``: what :file:`guest_lib.sh` reads."""
+    values = {"MODULES": '"%s"' % " ".join(module_names),
+              "DISK_BYTES": spec.disk_mib * MIB,
+              "SCRATCH_BLOCK": spec.fs_bytes // bootset.BLOCK,
+              "WRITE_BLOCKS": spec.write_mib * MIB // bootset.BLOCK}
+    values.update(more)
+    return "".join("%s=%s\n" % item for item in values.items()).encode()
 
 
 #: The functional tests' guest: the same disk, 1% of its blocks read at
@@ -154,9 +166,14 @@ class Golden:
                 lambda n: replaced[n] if n in replaced else read(n),
                 self.boot_set)
 
+    @property
+    def boot_bytes(self):
+        """What the guest reads at boot."""
+        return len(self.boot_set) * bootset.BLOCK
+
     def unchanged(self):
         """True if the qcow2 golden image still has its built bytes."""
-        return _sha256_file(self.qcow2) == self.qcow2_sha256
+        return sha256_file(self.qcow2) == self.qcow2_sha256
 
 
 def default_cache_dir():
@@ -194,7 +211,8 @@ def find_kernel(boot="/boot", modules="/lib/modules", release=None):
     return max(found, key=lambda k: _version_key(k.release))
 
 
-def _sha256_file(path):
+def sha256_file(path):
+    """sha256 (hex) of a file's bytes."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(8 * MIB):
@@ -209,6 +227,16 @@ def _read(path):
 
 def inputs(spec, kernel, busybox):
     """Everything a golden image is made from, as JSON values."""
+    return {
+        "layout": LAYOUT,
+        "builder": [sha256_file(p) for p in BUILDER_SOURCES],
+        "spec": dataclasses.asdict(spec),
+        **kernel_inputs(kernel, busybox),
+    }
+
+
+def kernel_inputs(kernel, busybox):
+    """The kernel's and busybox's part of a guest's inputs."""
     for path, package in ((busybox, "busybox-static"),
                           (kernel.vmlinuz, "linux-image-amd64")):
         if not os.path.isfile(path):
@@ -216,15 +244,12 @@ def inputs(spec, kernel, busybox):
                                   % (path, package))
     tree = kernel.modules_dir
     return {
-        "layout": LAYOUT,
-        "builder": [_sha256_file(p) for p in BUILDER_SOURCES],
-        "spec": dataclasses.asdict(spec),
         "kernel": kernel.release,
-        "vmlinuz": _sha256_file(kernel.vmlinuz),
-        "modules": [_sha256_file(os.path.join(tree, name)) for name in
+        "vmlinuz": sha256_file(kernel.vmlinuz),
+        "modules": [sha256_file(os.path.join(tree, name)) for name in
                     ("modules.dep", "modules.builtin")
                     if os.path.exists(os.path.join(tree, name))],
-        "busybox": _sha256_file(busybox),
+        "busybox": sha256_file(busybox),
     }
 
 
@@ -236,16 +261,25 @@ def golden(cache_dir=None, spec=None, kernel=None, busybox="/bin/busybox"):
     """
     spec = spec or Spec()
     kernel = kernel or find_kernel()
-    root = cache_dir or default_cache_dir()
+    return Golden.load(cached(
+        cache_dir or default_cache_dir(), inputs(spec, kernel, busybox),
+        lambda work: _build(work, spec, kernel, busybox)))
+
+
+def cached(root, key_inputs, build):
+    """The cache entry of ``key_inputs`` under ``root``, built unless there.
+
+    ``build(work)`` fills an empty directory and writes its
+    :data:`MANIFEST` last; the directory becomes the entry by one rename.
+    """
     os.makedirs(root, exist_ok=True)
-    key = bootset.cache_key(inputs(spec, kernel, busybox))
-    entry = os.path.join(root, key)
+    entry = os.path.join(root, bootset.cache_key(key_inputs))
     with _locked(root):
         if not os.path.exists(os.path.join(entry, MANIFEST)):
             _prune(root)
-            _build_into(entry, spec, kernel, busybox)
+            _build_into(entry, build)
         os.utime(os.path.join(entry, MANIFEST))
-    return Golden.load(entry)
+    return entry
 
 
 @contextlib.contextmanager
@@ -283,10 +317,10 @@ def _remove_tree(path):
     shutil.rmtree(path)
 
 
-def _build_into(entry, spec, kernel, busybox):
+def _build_into(entry, build):
     work = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
     try:
-        _build(work, spec, kernel, busybox)
+        build(work)
         os.rename(work, entry)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -299,7 +333,7 @@ def _build(work, spec, kernel, busybox):
     tree = os.path.join(work, "tree")
     golden_disk.populate(tree, spec, kernel, busybox)
     raw = os.path.join(work, "disk.raw")
-    golden_disk.make_filesystem(raw, tree, spec, _run)
+    golden_disk.make_filesystem(raw, tree, spec, run)
     shutil.rmtree(tree)
     region = spec.fs_bytes // bootset.BLOCK
     with open(raw, "rb") as f:
@@ -309,29 +343,40 @@ def _build(work, spec, kernel, busybox):
         expected = bootset.digest(bootset.file_reader(f), blocks)
     with open(os.path.join(work, "initrd.img"), "wb") as f:
         f.write(make_initramfs(kernel, spec, blocks, busybox))
+    finish(work, spec, kernel, start, boot_set=list(blocks),
+           expected_digest=expected)
+
+
+def finish(work, spec, kernel, start, **fields):
+    """The qcow2 of ``work``'s raw disk, read-only files, the manifest.
+
+    The manifest holds what every guest has and ``fields``; it is
+    written last, as what makes ``work`` a complete entry.
+    """
+    raw = os.path.join(work, "disk.raw")
     qcow2 = os.path.join(work, "disk.qcow2")
-    _run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", raw,
-          qcow2], "qemu-utils")
-    _run(["qemu-img", "compare", "-q", "-f", "raw", "-F", "qcow2", raw,
-          qcow2], "qemu-utils")
+    run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", raw,
+         qcow2], "qemu-utils")
+    run(["qemu-img", "compare", "-q", "-f", "raw", "-F", "qcow2", raw,
+         qcow2], "qemu-utils")
     for name in os.listdir(work):
         os.chmod(os.path.join(work, name), 0o444)
     os.chmod(work, 0o755)  # Readable by whoever uploads or boots it.
     manifest = {
         "kernel_release": kernel.release,
         "disk_bytes": spec.disk_mib * MIB,
-        "boot_set": list(blocks),
-        "expected_digest": expected,
         "scratch_offset": spec.fs_bytes,
         "write_bytes": spec.write_mib * MIB,
-        "qcow2_sha256": _sha256_file(qcow2),
+        "qcow2_sha256": sha256_file(qcow2),
         "build_seconds": round(time.monotonic() - start, 2),
+        **fields,
     }
     with open(os.path.join(work, MANIFEST), "w") as f:
         json.dump(manifest, f, indent=1)
 
 
-def _run(argv, package):
+def run(argv, package):
+    """Run a build tool; a clear error naming its package if it fails."""
     try:
         subprocess.run(argv, check=True, capture_output=True, text=True)
     except FileNotFoundError as e:
@@ -348,11 +393,33 @@ def make_initramfs(kernel, spec, blocks, busybox):
     busybox, ``/init``, the modules to load (flat, in load order), the
     boot set (one block number per line) and the sizes the init reads.
     """
+    order = module_order(kernel, spec.modules)
+    names = [os.path.basename(path).split(".ko")[0] + ".ko"
+             for path in order]
+    return initramfs_of(kernel, order, busybox, INIT_SCRIPT, {
+        "etc/gvfs-guest.conf": guest_conf(spec, names),
+        "etc/boot-set": "".join("%d\n" % b for b in blocks).encode()})
+
+
+def module_order(kernel, wanted):
+    """Paths (in ``kernel``'s tree) of ``wanted`` and their dependencies.
+
+    In load order; built-in ones are left out.
+    """
     tree = kernel.modules_dir
     builtin = os.path.join(tree, "modules.builtin")
-    order = initramfs.load_order(
-        spec.modules, _read(os.path.join(tree, "modules.dep")),
+    return initramfs.load_order(
+        wanted, _read(os.path.join(tree, "modules.dep")),
         _read(builtin) if os.path.exists(builtin) else "")
+
+
+def initramfs_of(kernel, order, busybox, init_script, files):
+    """A guest's initramfs: busybox, ``init_script`` as ``/init``.
+
+    With :data:`INIT_LIBRARY`, the modules of ``order`` flat under
+    ``lib/modules`` and ``files`` (archive path to bytes).
+    """
+    tree = kernel.modules_dir
     archive = initramfs.Archive()
     for name in ("bin", "dev", "etc", "lib", "lib/modules", "proc", "sys",
                  "tmp"):
@@ -361,21 +428,16 @@ def make_initramfs(kernel, spec, blocks, busybox):
     with open(busybox, "rb") as f:
         archive.file("bin/busybox", f.read(), executable=True)
     archive.symlink("bin/sh", "busybox")
-    with open(INIT_SCRIPT, "rb") as f:
+    with open(init_script, "rb") as f:
         archive.file("init", f.read(), executable=True)
-    names = []
+    with open(INIT_LIBRARY, "rb") as f:
+        archive.file("lib/gvfs-guest.sh", f.read())
     for path in order:
         name = os.path.basename(path).split(".ko")[0] + ".ko"
         archive.file("lib/modules/" + name,
                      initramfs.read_module(os.path.join(tree, path)))
-        names.append(name)
-    archive.file("etc/gvfs-guest.conf", (
-        'MODULES="%s"\nDISK_BYTES=%d\nSCRATCH_BLOCK=%d\nWRITE_BLOCKS=%d\n'
-        % (" ".join(names), spec.disk_mib * MIB,
-           spec.fs_bytes // bootset.BLOCK,
-           spec.write_mib * MIB // bootset.BLOCK)).encode())
-    archive.file("etc/boot-set",
-                 "".join("%d\n" % b for b in blocks).encode())
+    for name, data in files.items():
+        archive.file(name, data)
     return archive.tobytes()
 
 

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from gvfs_lab import bootset
+from gvfs_lab import debian_guest
 from gvfs_lab import guest
 from gvfs_lab import guestvm
 from gvfs_lab import libvirt
@@ -39,6 +40,15 @@ def golden():
     start = time.monotonic()
     image = guest.golden(spec=guest.FUNCTIONAL)
     print("\ngolden image %s: %.1f s here, %.1f s when built"
+          % (image.directory, time.monotonic() - start, image.build_seconds))
+    return image
+
+
+@pytest.fixture(scope="module")
+def debian():
+    start = time.monotonic()
+    image = debian_guest.golden()
+    print("\nDebian guest %s: %.1f s here, %.1f s when built"
           % (image.directory, time.monotonic() - start, image.build_seconds))
     return image
 
@@ -135,6 +145,43 @@ def test_guest_writes_land_in_its_overlay_not_the_golden_image(
                                golden.write_bytes) == \
         bytes(golden.write_bytes)
     assert golden.unchanged()
+
+
+def test_the_debian_guest_reads_its_root_file_system(
+        hypervisor, debian, tmp_path):
+    """Buffered readers at once over a real root; the same digest."""
+    disk = guestvm.make_overlay(debian.qcow2, "qcow2",
+                                str(tmp_path / "debian.qcow2"))
+    (marker, _, _), = _boot(hypervisor, debian, str(tmp_path),
+                            [("debian", disk)], debian={
+                                "cmdline": NOVA_CMDLINE}).values()
+    assert marker.digest == debian.expected_digest
+    assert guestvm.read_region(disk, debian.scratch_offset,
+                               debian.write_bytes) != \
+        bytes(debian.write_bytes)
+    assert debian.unchanged()
+
+
+def test_a_debian_guest_whose_root_lost_a_file_says_so(
+        hypervisor, debian, tmp_path):
+    """A library's bytes changed under the guest: another digest."""
+    disk = guestvm.make_overlay(debian.qcow2, "qcow2",
+                                str(tmp_path / "debian.qcow2"))
+    path = debian.boot_files[0][0]
+    offset = _file_offset(debian.raw, path)
+    subprocess.run(["qemu-io", "-f", "qcow2", "-c", "write -P %d %d 4096"
+                    % (PATTERN, offset), disk], check=True,
+                   capture_output=True)
+    (marker, _, _), = _boot(hypervisor, debian, str(tmp_path),
+                            [("changed", disk)]).values()
+    assert marker.digest != debian.expected_digest
+
+
+def _file_offset(raw, path):
+    """Byte offset in ``raw`` of the first block of ``path``'s data."""
+    out = subprocess.run(["debugfs", "-R", "bmap /%s 0" % path, raw],
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[0]) * 4096
 
 
 def test_stop_destroys_domains_and_leaves_no_process(golden, tmp_path):

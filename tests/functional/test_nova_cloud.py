@@ -21,6 +21,7 @@ import pytest
 
 from gvfs_lab import bootset
 from gvfs_lab import compute
+from gvfs_lab import debian_guest
 from gvfs_lab import guest
 from gvfs_lab import guestvm
 from gvfs_lab import libvirt
@@ -467,3 +468,28 @@ def test_a_second_host_boots_the_golden_image_from_its_lan_cache(
         assert lan_fetched < leaf_fetched // 2
     finally:
         cloud.openstack("server", "delete", "--wait", ids[0], user="admin")
+
+
+@pytest.fixture(scope="module")
+def debian():
+    return debian_guest.golden()
+
+
+def test_a_debian_root_file_system_boots_from_the_gvfs_store(
+        cloud, images, debian, lab):
+    """The realistic guest: buffered readers of a real root at once."""
+    uploaded = cloud.upload_guest(debian, "lab-debian")
+    try:
+        ids, markers = _boot_on(cloud, nova_lab.HOST, "lab-debian",
+                                uploaded["disk"])
+        try:
+            assert markers[0].digest == debian.expected_digest
+            _, backing = _disk_of(cloud.instances_path, ids[0])
+            assert backing.startswith(cloud.mount_base + os.sep)
+            assert os.path.basename(backing) == uploaded["disk"]
+        finally:
+            cloud.openstack("server", "delete", "--wait", ids[0],
+                            user="admin")
+    finally:
+        for image in uploaded.values():
+            cloud.openstack("image", "delete", image)
