@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 from gvfs_lab import process
-from gvfs_openstack.fuse import fusectl
+from gvfs_openstack.mount import fusectl
 from gvfs_openstack.mount import mounter
 
 

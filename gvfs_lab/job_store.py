@@ -8,6 +8,7 @@ tests, PostgreSQL and MariaDB in the functional ones.
 from alembic import command
 import sqlalchemy as sa
 
+from gvfs_openstack.migration.db import engine as store_engine
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import states
@@ -23,7 +24,7 @@ def store_at_0001(url):
 
     The job is packed with tar, and each image has a Globus task.
     """
-    engine = jobs.create_engine(url)
+    engine = store_engine.create_engine(url)
     try:
         with engine.begin() as db:
             command.upgrade(schema.alembic_config(db), "0001")

@@ -23,9 +23,9 @@ from oslo_service.backend import base
 
 # First: importing it chooses oslo.service's backend.
 from gvfs_openstack.cmd import launch
+from gvfs_openstack.conductor import service
 from gvfs_openstack.conf import migration as migration_conf  # noqa: H306
 from gvfs_openstack import exceptions
-from gvfs_openstack.migration import service
 
 LOG = logging.getLogger(__name__)
 

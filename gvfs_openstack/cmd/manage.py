@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
+from gvfs_openstack.migration.db import engine as store_engine
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration.db import sync
 from gvfs_openstack.migration import jobs
@@ -84,8 +85,8 @@ def main(argv=None):
     logging.setup(conf, PROG)
     engine = None
     try:
-        engine = jobs.create_engine(jobs.store_url(conf),
-                                    **jobs.engine_options(conf))
+        engine = store_engine.create_engine(jobs.store_url(conf),
+                                            **jobs.engine_options(conf))
         conf.category.action_fn(engine)
     except exceptions.GvfsError as e:
         print("%s: %s" % (PROG, e), file=sys.stderr)

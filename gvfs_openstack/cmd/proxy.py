@@ -118,7 +118,7 @@ def _tune_mount():
     Sets [mount] max_background and read_ahead_kb.  Waits for the mount to
     appear: systemd runs this right after starting the mount process.
     """
-    from gvfs_openstack.fuse import fusectl
+    from gvfs_openstack.mount import fusectl
 
     requests = CONF.mount.max_background
     read_ahead = CONF.mount.read_ahead_kb

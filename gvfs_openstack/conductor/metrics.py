@@ -14,6 +14,7 @@ from prometheus_client import core
 import sqlalchemy as sa
 
 from gvfs_openstack import metrics_server
+from gvfs_openstack.migration.db import tables
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import states
 from gvfs_openstack.replication import plan
@@ -27,17 +28,17 @@ def families(store, now=None):
     now = now or jobs.utcnow()
     with store.engine.connect() as db:
         by_state = db.execute(sa.select(
-            jobs.JOBS.c.state, sa.func.count()).group_by(
-                jobs.JOBS.c.state)).all()
+            tables.JOBS.c.state, sa.func.count()).group_by(
+                tables.JOBS.c.state)).all()
         images = db.execute(sa.select(
-            jobs.IMAGES.c.stage, jobs.IMAGES.c.state,
-            sa.func.count()).group_by(jobs.IMAGES.c.stage,
-                                      jobs.IMAGES.c.state)).all()
+            tables.IMAGES.c.stage, tables.IMAGES.c.state,
+            sa.func.count()).group_by(tables.IMAGES.c.stage,
+                                      tables.IMAGES.c.state)).all()
         runs = db.execute(sa.select(
-            jobs.STAGE_RUNS.c.stage, jobs.STAGE_RUNS.c.outcome,
-            jobs.STAGE_RUNS.c.started_at, jobs.STAGE_RUNS.c.finished_at,
-            jobs.STAGE_RUNS.c.bytes).where(
-                jobs.STAGE_RUNS.c.finished_at.is_not(None))).all()
+            tables.STAGE_RUNS.c.stage, tables.STAGE_RUNS.c.outcome,
+            tables.STAGE_RUNS.c.started_at, tables.STAGE_RUNS.c.finished_at,
+            tables.STAGE_RUNS.c.bytes).where(
+                tables.STAGE_RUNS.c.finished_at.is_not(None))).all()
     gauge = core.GaugeMetricFamily(PREFIX + "jobs", "Jobs by state.",
                                    labels=["state"])
     # Every state, 0 included: an alert on "failed" needs the series.

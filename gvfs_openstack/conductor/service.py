@@ -14,10 +14,10 @@ import threading
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from gvfs_openstack.conductor import metrics
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
-from gvfs_openstack.migration import metrics
 from gvfs_openstack.migration import rpcapi
 from gvfs_openstack.replication import listener
 from gvfs_openstack.replication import manager as replication_manager

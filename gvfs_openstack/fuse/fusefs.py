@@ -32,7 +32,6 @@ import pyfuse3.asyncio
 
 from gvfs_openstack.client import nfs as nfs_client
 from gvfs_openstack.fuse import callers
-from gvfs_openstack.fuse import fusectl
 from gvfs_openstack.fuse import inodes
 from gvfs_openstack.fuse import nfsattr
 from gvfs_openstack.fuse import presentation
@@ -40,6 +39,7 @@ from gvfs_openstack.fuse import readcache
 from gvfs_openstack.fuse import session as nfs_session
 from gvfs_openstack.fuse import unlinked
 from gvfs_openstack import heap
+from gvfs_openstack.mount import fusectl
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import LocalProtocolError
 from gvfs_openstack.nfs import nfs3

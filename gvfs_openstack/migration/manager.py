@@ -2,7 +2,7 @@
 """What the conductor does for its callers: check a request, record the job,
 start its runner; list, show and cancel jobs; resume unfinished jobs.
 
-The RPC service (:mod:`gvfs_openstack.migration.service`) exposes these
+The RPC service (:mod:`gvfs_openstack.conductor.service`) exposes these
 methods; they hold no RPC knowledge themselves.
 """
 

@@ -32,6 +32,7 @@ from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import cleanup
+from gvfs_openstack.migration import dtn_to_dtn
 from gvfs_openstack.migration import images_api as glance_api
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import lifeline
@@ -125,7 +126,7 @@ class Stage:
 #: The stages in order.
 STAGES = (
     Stage(states.LOCAL_COPY, localcopy.run, states.TRANSFER),
-    Stage(states.TRANSFER, transfer.run, states.REMOTE_COPY,
+    Stage(states.TRANSFER, dtn_to_dtn.run, states.REMOTE_COPY,
           transfer.resume_point),
     Stage(states.REMOTE_COPY, remotecopy.run, states.DONE),
 )

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Stage 2, DTN to DTN, by the method the sending site is set up for.
+"""Files from DTN to DTN, by the method the sending site is set up for.
 
 Each method (:class:`GridFtp`, :class:`Globus`) says what a site needs
 to take part and moves files between two sites; :data:`METHODS` maps
@@ -8,8 +8,8 @@ to take part and moves files between two sites; :data:`METHODS` maps
 servers itself (:mod:`gvfs_openstack.migration.gridftp`).  ``globus``:
 the Globus Transfer service moves the file between the two sites'
 collections (:mod:`gvfs_openstack.migration.globus`; globus-sdk is
-imported only then).  A new version of an image the destination has
-goes as a delta where it can (:mod:`gvfs_openstack.migration.delta`).
+imported only then).  Stage 2 itself, which sends a delta where it
+can, is :mod:`gvfs_openstack.migration.dtn_to_dtn`.
 """
 
 
@@ -72,15 +72,6 @@ METHODS = {"gridftp": GridFtp, "globus": Globus}
 def method_of(site):
     """The method ``site`` sends with."""
     return METHODS[site.dtn_transfer]
-
-
-def run(ctx, row):
-    """Stage 2 for one image; returns the job-store values it completed."""
-    from gvfs_openstack.migration import delta
-    values = delta.run(ctx, row)
-    if values is not None:
-        return values
-    return send_whole(ctx, row)
 
 
 def send_whole(ctx, row):

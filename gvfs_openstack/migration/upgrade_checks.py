@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
+from gvfs_openstack.migration.db import engine as store_engine
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration import jobs
 
@@ -23,8 +24,8 @@ Result = upgradecheck.Result
 def job_store(conf):
     engine = None
     try:
-        engine = jobs.create_engine(jobs.store_url(conf),
-                                    **jobs.engine_options(conf))
+        engine = store_engine.create_engine(jobs.store_url(conf),
+                                            **jobs.engine_options(conf))
         with engine.connect() as connection:
             revision = schema.current(connection)
             empty = schema.is_empty(connection)

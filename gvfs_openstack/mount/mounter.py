@@ -33,7 +33,7 @@ import time
 from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
-from gvfs_openstack.fuse import fusectl
+from gvfs_openstack.mount import fusectl
 from gvfs_openstack.mount import mountinfo
 
 LOG = logging.getLogger(__name__)

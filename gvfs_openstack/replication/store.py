@@ -13,12 +13,13 @@ from oslo_db import exception as db_exception
 import sqlalchemy as sa
 
 from gvfs_openstack import exceptions
+from gvfs_openstack.migration.db import tables
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.replication import plan
 
-POLICIES = jobs.REPLICATION_POLICIES
-IMAGES = jobs.REPLICATED_IMAGES
-JOB_IMAGES = jobs.IMAGES
+POLICIES = tables.REPLICATION_POLICIES
+IMAGES = tables.REPLICATED_IMAGES
+JOB_IMAGES = tables.IMAGES
 
 
 def _policy(row):

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from gvfs_lab import process
-from gvfs_openstack.fuse import fusectl
+from gvfs_openstack.mount import fusectl
 from gvfs_openstack.mount import mountinfo
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256

@@ -25,6 +25,7 @@ from gvfs_lab import mariadb
 from gvfs_lab import postgres
 from gvfs_lab import process
 from gvfs_openstack.migration.db import schema
+from gvfs_openstack.migration.db import tables
 from gvfs_openstack.migration import jobs
 
 SERVERS = {"postgresql": postgres.PostgreSQL, "mariadb": mariadb.MariaDB}
@@ -76,7 +77,7 @@ def test_db_sync_upgrades_a_store_of_the_previous_release(url, tmp_path):
         with store.engine.connect() as db:
             assert autogenerate.compare_metadata(
                 migration.MigrationContext.configure(db),
-                jobs.METADATA) == []
+                tables.METADATA) == []
     finally:
         store.dispose()
     again = _manage(tmp_path, url, "db", "sync")
@@ -91,7 +92,7 @@ def test_an_empty_database_is_made_at_the_newest_revision(url):
             assert schema.current(db) == schema.head()
             assert autogenerate.compare_metadata(
                 migration.MigrationContext.configure(db),
-                jobs.METADATA) == []
+                tables.METADATA) == []
     finally:
         store.dispose()
 

@@ -20,11 +20,11 @@ import pytest
 
 from gvfs_lab import drlab
 from gvfs_openstack.cmd import meta as meta_cmd
+from gvfs_openstack.conductor import metrics as conductor_metrics
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import images_api as migration_glance
 from gvfs_openstack.migration import manager as manager_mod
-from gvfs_openstack.migration import metrics as conductor_metrics
 from gvfs_openstack.migration import sites
 from gvfs_openstack.migration import states
 from tests.functional.conftest import sha256

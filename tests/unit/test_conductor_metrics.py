@@ -9,8 +9,8 @@ parser, as a Prometheus server reads them.
 
 import datetime
 
+from gvfs_openstack.conductor import metrics
 from gvfs_openstack.migration import jobs
-from gvfs_openstack.migration import metrics
 from gvfs_openstack.migration import states
 from gvfs_openstack.replication import store as replication_store
 from tests import metrics_samples

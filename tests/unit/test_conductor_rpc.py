@@ -10,11 +10,11 @@ from oslo_context import context
 import oslo_messaging as messaging
 import pytest
 
+from gvfs_openstack.conductor import service
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import rpcapi
-from gvfs_openstack.migration import service
 from gvfs_openstack.migration import states
 from gvfs_openstack.replication import listener
 

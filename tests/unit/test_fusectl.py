@@ -7,7 +7,7 @@ here a mountinfo file and a connections directory made for the test.
 
 import pytest
 
-from gvfs_openstack.fuse import fusectl
+from gvfs_openstack.mount import fusectl
 from gvfs_openstack.mount import mountinfo
 
 MOUNTINFO = """\

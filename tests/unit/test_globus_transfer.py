@@ -19,6 +19,7 @@ import responses
 
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
+from gvfs_openstack.migration import dtn_to_dtn
 from gvfs_openstack.migration import globus
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
@@ -188,8 +189,8 @@ def test_the_task_is_submitted_recorded_then_waited_for(ctx, service):
     _register_task(service, "ACTIVE", bytes_transferred=400)
     _register_task(service, "SUCCEEDED", bytes_transferred=1000)
     row = ctx.row()
-    assert transfer.run(ctx, row) == {"transfer_task": None,
-                                      "delta_base": None, "sent_bytes": 1000}
+    assert dtn_to_dtn.run(ctx, row) == {
+        "transfer_task": None, "delta_base": None, "sent_bytes": 1000}
     body = _submitted(service)
     assert body["submission_id"] == SUBMISSION_ID
     assert body["DATA"][0]["external_checksum"] == DIGEST
@@ -305,7 +306,7 @@ def test_a_gridftp_site_still_uses_globus_url_copy(tmp_path, monkeypatch):
     called = []
     from gvfs_openstack.migration import gridftp
     monkeypatch.setattr(gridftp, "run", lambda c, r: called.append(r) or {})
-    assert transfer.run(ctx, ctx.row()) == {
+    assert dtn_to_dtn.run(ctx, ctx.row()) == {
         "delta_base": None, "sent_bytes": 1000}
     assert called and called[0]["image_id"] == "img-1"
     ctx.store.dispose()

@@ -17,8 +17,10 @@ import sqlalchemy as sa
 
 from gvfs_lab import job_store
 from gvfs_openstack import exceptions
+from gvfs_openstack.migration.db import engine as store_engine
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration.db import sync
+from gvfs_openstack.migration.db import tables
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import states
 
@@ -91,7 +93,7 @@ def _url(tmp_path, name="jobs.sqlite"):
 
 
 def _run_sql(url, script):
-    engine = jobs.create_engine(url)
+    engine = store_engine.create_engine(url)
     try:
         with engine.begin() as db:
             for statement in script.split(";"):
@@ -103,7 +105,7 @@ def _run_sql(url, script):
 
 @contextlib.contextmanager
 def _engine(url):
-    engine = jobs.create_engine(url)
+    engine = store_engine.create_engine(url)
     try:
         yield engine
     finally:
@@ -128,7 +130,7 @@ def _ddl(url):
 
 def _shape(url):
     """Each table's columns, keys and indexes, as sqlite reflects them."""
-    engine = jobs.create_engine(url)
+    engine = store_engine.create_engine(url)
     try:
         inspector = sa.inspect(engine)
         return {table: (
@@ -170,10 +172,10 @@ def test_the_tables_are_the_revisions_run_one_by_one(tmp_path):
     jobs.JobStore(made).dispose()
     assert _sync(synced) == (None, schema.head())
     assert _shape(made) == _shape(synced)
-    engine = jobs.create_engine(synced)
+    engine = store_engine.create_engine(synced)
     with engine.connect() as db:
         assert autogenerate.compare_metadata(
-            migration.MigrationContext.configure(db), jobs.METADATA) == []
+            migration.MigrationContext.configure(db), tables.METADATA) == []
     engine.dispose()
 
 

@@ -9,13 +9,14 @@ are written out as SQL for a DBA to run.
 
 from alembic import context
 
-from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration.db import engine as store_engine
+from gvfs_openstack.migration.db import tables
 
 
 def _configure(**kwargs):
     # Autogenerate compares against the live tables; render_as_batch so
     # its revisions alter sqlite's tables by copying them.
-    context.configure(target_metadata=jobs.METADATA,
+    context.configure(target_metadata=tables.METADATA,
                       render_as_batch=True, **kwargs)
     with context.begin_transaction():
         context.run_migrations()
@@ -31,7 +32,8 @@ def _run():
     if connection is not None:
         _configure(connection=connection)
         return
-    engine = jobs.create_engine(config.get_main_option("sqlalchemy.url"))
+    engine = store_engine.create_engine(
+        config.get_main_option("sqlalchemy.url"))
     try:
         with engine.begin() as connection:
             _configure(connection=connection)

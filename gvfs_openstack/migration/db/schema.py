@@ -18,7 +18,8 @@ from alembic import script
 import sqlalchemy as sa
 
 from gvfs_openstack import exceptions
-from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration.db import engine as store_engine
+from gvfs_openstack.migration.db import tables
 
 #: Where the environment and ``versions/`` are: this package.
 SCRIPT_LOCATION = os.path.dirname(os.path.abspath(__file__))
@@ -88,7 +89,7 @@ def is_empty(connection):
 def newer(revision):
     """The error for a store at a revision this release does not know."""
     return exceptions.InvalidConfig(
-        option=jobs.STORE_OPTION,
+        option=store_engine.STORE_OPTION,
         reason="it is at schema revision %s, which this release does not "
                "know (a newer release upgraded it); this release needs "
                "revision %s: run the newer release, or restore the store's "
@@ -110,7 +111,8 @@ def check(connection):
                   "revision %s: %s" % (revision, expected, _SYNC))
     else:
         raise newer(revision)
-    raise exceptions.InvalidConfig(option=jobs.STORE_OPTION, reason=reason)
+    raise exceptions.InvalidConfig(option=store_engine.STORE_OPTION,
+                                   reason=reason)
 
 
 def prepare(engine):
@@ -123,7 +125,7 @@ def prepare(engine):
     """
     with engine.connect() as connection:
         if is_empty(connection):
-            jobs.METADATA.create_all(connection)
+            tables.METADATA.create_all(connection)
             stamp(connection, "head")
             connection.commit()
         else:

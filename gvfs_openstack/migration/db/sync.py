@@ -19,8 +19,8 @@ from oslo_log import log as logging
 import sqlalchemy as sa
 
 from gvfs_openstack import exceptions
+from gvfs_openstack.migration.db import engine as store_engine
 from gvfs_openstack.migration.db import schema
-from gvfs_openstack.migration import jobs
 
 LOG = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def _complete_unversioned(connection):
     for table, columns in first.tables().items():
         if not inspector.has_table(table):
             raise exceptions.InvalidConfig(
-                option=jobs.STORE_OPTION,
+                option=store_engine.STORE_OPTION,
                 reason="it has no schema revision and lacks the table %s"
                        % table)
         present = {c["name"] for c in inspector.get_columns(table)}
@@ -63,7 +63,7 @@ def _complete_unversioned(connection):
                 continue
             if not column.nullable:
                 raise exceptions.InvalidConfig(
-                    option=jobs.STORE_OPTION,
+                    option=store_engine.STORE_OPTION,
                     reason="its table %s lacks the column %s"
                            % (table, column.name))
             LOG.info("adding the column %s.%s", table, column.name)
