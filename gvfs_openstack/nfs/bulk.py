@@ -55,7 +55,7 @@ class Codec(enum.IntEnum):
 
 
 @c.xdr_struct(nfs3.FH, c.UINT64, c.UINT32, c.enum(Codec))
-class ReadArgs:
+class ReadArgs(c.XdrStruct):
     file: bytes
     offset: int
     count: int
@@ -64,8 +64,8 @@ class ReadArgs:
 
 @c.xdr_struct(nfs3.POST_OP_ATTR, c.BOOL, c.UINT32, c.enum(Codec),
               c.opaque())
-class ReadOk:
-    file_attributes: nfs3.Fattr
+class ReadOk(c.XdrStruct):
+    file_attributes: nfs3.Fattr | None
     eof: bool
     raw_count: int
     codec: Codec
@@ -73,7 +73,7 @@ class ReadOk:
 
 
 @c.xdr_struct(nfs3.FH, c.UINT64, c.UINT32, c.enum(Codec), c.opaque())
-class WriteArgs:
+class WriteArgs(c.XdrStruct):
     file: bytes
     offset: int
     raw_count: int
@@ -82,7 +82,7 @@ class WriteArgs:
 
 
 #: NULL takes and returns nothing, as in every program.
-PROCEDURES = {
+PROCEDURES: dict[int, nfs3.Procedure] = {
     BulkProc.READ: nfs3.Procedure(BulkProc.READ, ReadArgs.CODEC,
                                   nfs3.ResultCodec(ReadOk.CODEC,
                                                    nfs3.AttrBody.CODEC)),

@@ -20,12 +20,15 @@ import collections
 import dataclasses
 import enum
 import struct
+from typing import Any
+from typing import TypeAlias
 
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import LocalProtocolError
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs.errors import RecordTooLarge
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.nfs.xdr import BytesLike
 
 _HEADER = struct.Struct(">I")
 _LAST_FRAGMENT = 0x80000000
@@ -56,7 +59,7 @@ NEED_DATA = _Sentinel.NEED_DATA
 CLOSED = _Sentinel.CLOSED
 
 
-def frame(message):
+def frame(message: BytesLike) -> bytes:
     """Record-mark an encoded message as a single last fragment."""
     if len(message) > MAX_FRAGMENT:
         raise LocalProtocolError("message of %d bytes is too large to send"
@@ -64,7 +67,7 @@ def frame(message):
     return _HEADER.pack(_LAST_FRAGMENT | len(message)) + message
 
 
-def frame_header(length):
+def frame_header(length: int) -> bytes:
     """The record mark for a single-fragment record of ``length`` bytes."""
     return _HEADER.pack(_LAST_FRAGMENT | length)
 
@@ -89,18 +92,19 @@ class RecordReader:
     the connection other calls share.
     """
 
-    def __init__(self, max_record_size=DEFAULT_MAX_RECORD,
-                 scratch_size=SCRATCH_SIZE):
+    def __init__(self, max_record_size: int = DEFAULT_MAX_RECORD,
+                 scratch_size: int = SCRATCH_SIZE) -> None:
         self.max_record_size = max_record_size
         self._scratch = bytearray(scratch_size)
         self._start = 0
         self._end = 0
-        self._big = None
+        self._big: bytearray | None = None
         self._big_filled = 0
         self._big_last = False
-        self._fragments = []
+        self._fragments: list[bytearray] = []
         self._record_len = 0
-        self._records = collections.deque()
+        self._records: collections.deque[
+            bytearray | RecordTooLarge] = collections.deque()
         self._eof = False
         #: Bytes of the current fragment of an oversized record still to
         #: drop, whether that fragment is its last, and whether one is
@@ -110,10 +114,10 @@ class RecordReader:
         self._skipping = False
 
     @property
-    def at_eof(self):
+    def at_eof(self) -> bool:
         return self._eof
 
-    def get_buffer(self):
+    def get_buffer(self) -> memoryview:
         """A writable view for the next bytes from the peer."""
         if self._big is not None:
             return memoryview(self._big)[self._big_filled:]
@@ -124,7 +128,7 @@ class RecordReader:
             self._start, self._end = 0, pending
         return memoryview(self._scratch)[self._end:]
 
-    def buffer_updated(self, nbytes):
+    def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were written into the view from :meth:`get_buffer`."""
         if self._big is not None:
             self._big_filled += nbytes
@@ -136,7 +140,7 @@ class RecordReader:
             self._end += nbytes
         self._parse()
 
-    def feed(self, data):
+    def feed(self, data: BytesLike) -> None:
         """Copy ``data`` in; ``b""`` means the peer closed the stream."""
         if not data:
             self._eof = True
@@ -149,7 +153,7 @@ class RecordReader:
             view = view[n:]
             self.buffer_updated(n)
 
-    def _parse(self):
+    def _parse(self) -> None:
         scratch = self._scratch
         while True:
             if self._skip_left:
@@ -190,7 +194,7 @@ class RecordReader:
         if self._start == self._end:
             self._start = self._end = 0
 
-    def _refuse(self, body, length, last):
+    def _refuse(self, body: int, length: int, last: bool) -> bool:
         """Drop the oversized record whose fragment starts at ``body``.
 
         Waits (False) until its first :data:`REFUSED_HEAD` bytes are in,
@@ -219,7 +223,7 @@ class RecordReader:
         self._skipping = not last
         return True
 
-    def _fragment_done(self, fragment, last):
+    def _fragment_done(self, fragment: bytearray, last: bool) -> None:
         if last and not self._fragments:
             self._records.append(fragment)
             return
@@ -230,7 +234,7 @@ class RecordReader:
             self._fragments = []
             self._record_len = 0
 
-    def partial(self):
+    def partial(self) -> tuple[bytearray, int] | None:
         """The large single-fragment record being filled, or ``None``.
 
         Returns ``(buffer, filled)``: ``buffer`` is the very object that
@@ -245,7 +249,7 @@ class RecordReader:
             return self._big, self._big_filled
         return None
 
-    def next_record(self):
+    def next_record(self) -> bytearray | None:
         """A complete record, or ``None`` when more bytes are needed.
 
         Raises :class:`RecordTooLarge` in place of a record over the
@@ -291,10 +295,10 @@ class ReplyReceived:
 
     xid: int
     record: bytearray
-    tag: object
+    tag: Any
     streamed: bool = False
 
-    def decode(self):
+    def decode(self) -> rpc.Call | rpc.Reply | rpc.Denied:
         """The :class:`rpc.Reply` or :class:`rpc.Denied` it holds."""
         return rpc.decode_message(self.record)
 
@@ -329,7 +333,7 @@ class RecordArriving:
     buffer: bytearray
     filled: int
     xid: int
-    tag: object = None
+    tag: Any = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -346,7 +350,12 @@ class RecordRefused:
     xid: int
     head: bytes
     reason: str
-    tag: object = None
+    tag: Any = None
+
+
+#: What :meth:`RpcConnection.next_event` returns, besides the sentinels.
+Event: TypeAlias = (CallReceived | ReplyReceived | UnexpectedReply
+                    | RecordArriving | RecordRefused)
 
 
 #: Bytes of an arriving reply needed to know its XID and message type.
@@ -373,36 +382,37 @@ class RpcConnection:
     :class:`RecordArriving` for a large record still being filled.
     """
 
-    def __init__(self, role, max_record_size=DEFAULT_MAX_RECORD,
-                 scratch_size=SCRATCH_SIZE):
+    def __init__(self, role: Role,
+                 max_record_size: int = DEFAULT_MAX_RECORD,
+                 scratch_size: int = SCRATCH_SIZE) -> None:
         self.role = role
         self._reader = RecordReader(max_record_size, scratch_size)
         self._broken = False
         #: XID -> tag of each call sent and not answered (client role).
-        self.outstanding = {}
+        self.outstanding: dict[int, Any] = {}
         #: The large record announced by RecordArriving, its XID as it
         #: arrived, and how much of it was in at the last announcement.
-        self._announced = None
-        self._announced_xid = None
+        self._announced: bytearray | None = None
+        self._announced_xid: int | None = None
         self._announced_filled = 0
 
     @property
-    def max_record_size(self):
+    def max_record_size(self) -> int:
         return self._reader.max_record_size
 
-    def receive_data(self, data):
+    def receive_data(self, data: BytesLike) -> None:
         """Feed bytes from the peer; ``b""`` means the peer closed."""
         self._reader.feed(data)
 
-    def get_buffer(self):
+    def get_buffer(self) -> memoryview:
         """A writable view for the next bytes from the peer."""
         return self._reader.get_buffer()
 
-    def buffer_updated(self, nbytes):
+    def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were written into the view from :meth:`get_buffer`."""
         self._reader.buffer_updated(nbytes)
 
-    def next_event(self):
+    def next_event(self) -> Event | _Sentinel:
         """The next event, or ``NEED_DATA``, or ``CLOSED``."""
         if self._broken:
             raise ProtocolError("connection already failed")
@@ -416,7 +426,7 @@ class RpcConnection:
                     return CLOSED
                 return self._arriving() or NEED_DATA
             streamed = record is self._announced
-            xid = None
+            xid: int | None = None
             if streamed:
                 # A relay may have rewritten the XID in place meanwhile.
                 self._announced, xid = None, self._announced_xid
@@ -430,7 +440,7 @@ class RpcConnection:
             self._broken = True
             raise
 
-    def _refused(self, error):
+    def _refused(self, error: RecordTooLarge) -> RecordRefused:
         """The event for an oversized record, if it is of the right kind.
 
         An oversized call (for a server) or reply (for a client) costs
@@ -444,19 +454,22 @@ class RpcConnection:
                                 "not a %s: %s" % (self.role.value,
                                                   expected.name.lower(),
                                                   error))
+        # The reader gives the XID of any head that holds one.
+        assert error.xid is not None
         tag = None
         if self.role is Role.CLIENT:
             tag = self.outstanding.pop(error.xid, None)
         return RecordRefused(error.xid, error.head, str(error), tag)
 
-    def _call(self, record):
+    def _call(self, record: bytearray) -> rpc.Call:
         msg = rpc.decode_message(record)
         if not isinstance(msg, rpc.Call):
             raise ProtocolError("a server received a %s"
                                 % type(msg).__name__)
         return msg
 
-    def _reply(self, record, streamed, xid):
+    def _reply(self, record: bytearray, streamed: bool,
+               xid: int | None) -> ReplyReceived | UnexpectedReply:
         if rpc.read_msg_type(record) != const.MsgType.REPLY:
             raise ProtocolError("a client received a call")
         if xid is None:
@@ -466,7 +479,7 @@ class RpcConnection:
         return ReplyReceived(xid, record, self.outstanding.pop(xid),
                              streamed)
 
-    def _arriving(self):
+    def _arriving(self) -> RecordArriving | None:
         partial = self._reader.partial()
         if partial is None:
             return None
@@ -474,6 +487,8 @@ class RpcConnection:
         if buffer is self._announced:
             if filled == self._announced_filled:
                 return None
+            # Set with _announced, below.
+            assert self._announced_xid is not None
             xid = self._announced_xid
         else:
             head = (_REPLY_HEAD if self.role is Role.CLIENT
@@ -490,7 +505,7 @@ class RpcConnection:
             else None
         return RecordArriving(buffer, filled, xid, tag)
 
-    def expect_reply(self, xid, tag=None):
+    def expect_reply(self, xid: int, tag: Any = None) -> None:
         """Register a call sent with ``xid``; its reply will carry ``tag``.
 
         For callers that write the call's record themselves (vectored,
@@ -502,11 +517,11 @@ class RpcConnection:
             raise LocalProtocolError("XID %#x is already outstanding" % xid)
         self.outstanding[xid] = tag
 
-    def forget(self, xid):
+    def forget(self, xid: int) -> Any:
         """Stop waiting for ``xid`` (timed out, cancelled); its tag."""
         return self.outstanding.pop(xid, None)
 
-    def take_outstanding(self):
+    def take_outstanding(self) -> list[Any]:
         """Every outstanding call's tag, forgetting them all.
 
         For a stream that died: the caller decides what to re-send.
@@ -515,10 +530,12 @@ class RpcConnection:
         self.outstanding.clear()
         return tags
 
-    def send(self, msg, tag=None):
+    def send(self, msg: rpc.Call | rpc.Reply | rpc.Denied,
+             tag: Any = None) -> bytes:
         """Bytes to write for ``msg``; a call's XID becomes outstanding."""
-        allowed = rpc.Call if self.role is Role.CLIENT else (rpc.Reply,
-                                                             rpc.Denied)
+        allowed: type | tuple[type, ...] = (
+            rpc.Call if self.role is Role.CLIENT
+            else (rpc.Reply, rpc.Denied))
         if not isinstance(msg, allowed):
             raise LocalProtocolError("a %s cannot send a %s" % (
                 self.role.value, type(msg).__name__))

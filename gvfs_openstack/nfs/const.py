@@ -195,7 +195,7 @@ ACCESS3_DELETE = 0x0010
 ACCESS3_EXECUTE = 0x0020
 
 
-def status_name(status):
+def status_name(status: int) -> str:
     """A readable name for an nfsstat3 or mountstat3 value."""
     for enum_type in (NfsStat, MountStat):
         try:

@@ -7,7 +7,12 @@ something the protocol does not allow.  Decoders raise only
 :class:`ProtocolError` (and its subclasses) on bad input, whatever the input.
 """
 
+from typing import TYPE_CHECKING
+
 from gvfs_openstack.nfs import const
+
+if TYPE_CHECKING:
+    from gvfs_openstack.nfs import rpc
 
 
 class ProtocolError(Exception):
@@ -27,7 +32,8 @@ class RecordTooLarge(ProtocolError):
     arrived (a call's header, to refuse it by program and procedure).
     """
 
-    def __init__(self, message, xid=None, head=b""):
+    def __init__(self, message: str, xid: int | None = None,
+                 head: bytes = b"") -> None:
         super().__init__(message)
         self.xid = xid
         self.head = head
@@ -40,7 +46,8 @@ class LocalProtocolError(Exception):
 class RpcError(Exception):
     """An RPC call was rejected or not accepted by the server."""
 
-    def __init__(self, message, reply=None):
+    def __init__(self, message: str,
+                 reply: "rpc.Reply | rpc.Denied | None" = None) -> None:
         super().__init__(message)
         self.reply = reply
 
@@ -48,7 +55,8 @@ class RpcError(Exception):
 class NfsError(Exception):
     """An NFSv3 or MOUNTv3 procedure returned a non-OK status."""
 
-    def __init__(self, status, procedure, detail=""):
+    def __init__(self, status: int, procedure: str,
+                 detail: str = "") -> None:
         self.status = status
         self.procedure = procedure
         name = const.status_name(status)

@@ -11,36 +11,36 @@ NAME = c.string(const.MNTNAMLEN)
 
 
 @c.xdr_struct(DIRPATH)
-class MntArgs:
+class MntArgs(c.XdrStruct):
     dirpath: str
 
 
 @c.xdr_struct(c.opaque(const.NFS3_FHSIZE), c.Array(c.INT32))
-class MntOk:
+class MntOk(c.XdrStruct):
     fhandle: bytes
-    auth_flavors: tuple
+    auth_flavors: tuple[int, ...]
 
 
 @c.xdr_struct(NAME, DIRPATH)
-class MountEntry:
+class MountEntry(c.XdrStruct):
     hostname: str
     directory: str
 
 
 @c.xdr_struct(c.LinkedList(MountEntry.CODEC))
-class MountList:
-    entries: tuple
+class MountList(c.XdrStruct):
+    entries: tuple[MountEntry, ...]
 
 
 @c.xdr_struct(DIRPATH, c.LinkedList(NAME))
-class ExportNode:
+class ExportNode(c.XdrStruct):
     directory: str
-    groups: tuple
+    groups: tuple[str, ...]
 
 
 @c.xdr_struct(c.LinkedList(ExportNode.CODEC))
-class ExportList:
-    exports: tuple
+class ExportList(c.XdrStruct):
+    exports: tuple[ExportNode, ...]
 
 
 PROCEDURES = {p.number: p for p in (

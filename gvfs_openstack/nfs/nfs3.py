@@ -7,14 +7,19 @@ Each type is a frozen dataclass paired with its XDR layout from RFC 1813
 decoding raises only :class:`ProtocolError` whatever the bytes.
 """
 
+from collections.abc import Callable
+from collections.abc import Mapping
 import dataclasses
 import struct
+from typing import Any
+from typing import TypeAlias
 
 from gvfs_openstack.nfs import codec as c
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc as P
 from gvfs_openstack.nfs.errors import ProtocolError
 from gvfs_openstack.nfs.errors import XdrError
+from gvfs_openstack.nfs.xdr import BytesLike
 from gvfs_openstack.nfs.xdr import Packer
 from gvfs_openstack.nfs.xdr import Unpacker
 
@@ -30,13 +35,13 @@ STATUS = c.INT32                           # nfsstat3, kept as a plain int
 
 
 @c.xdr_struct(c.UINT32, c.UINT32)
-class NfsTime:
+class NfsTime(c.XdrStruct):
     seconds: int
     nseconds: int = 0
 
 
 @c.xdr_struct(c.UINT32, c.UINT32)
-class SpecData:
+class SpecData(c.XdrStruct):
     major: int = 0
     minor: int = 0
 
@@ -44,7 +49,7 @@ class SpecData:
 @c.xdr_struct(c.enum(const.FileType), c.UINT32, c.UINT32, c.UINT32,
               c.UINT32, c.UINT64, c.UINT64, SpecData.CODEC, c.UINT64,
               c.UINT64, NfsTime.CODEC, NfsTime.CODEC, NfsTime.CODEC)
-class Fattr:
+class Fattr(c.XdrStruct):
     """fattr3 (section 2.5)."""
 
     type: const.FileType
@@ -62,7 +67,7 @@ class Fattr:
     ctime: NfsTime
 
 
-class _FattrCodec(c.Codec):
+class _FattrCodec(c.Codec[Fattr]):
     """fattr3 with one ``struct`` call each way.
 
     Every READ reply carries one, and decoding it field by field was a
@@ -73,12 +78,12 @@ class _FattrCodec(c.Codec):
 
     LAYOUT = struct.Struct(">iIIIIQQIIQQIIIIII")
 
-    def __init__(self, reference):
+    def __init__(self, reference: c.Codec[Any]) -> None:
         #: The declarative codec: its fields are the wire order.
         self.reference = reference
         self._types = {int(t): t for t in const.FileType}
 
-    def pack(self, packer, value):
+    def pack(self, packer: Packer, value: Fattr) -> None:
         try:
             packer.pack_fopaque(self.LAYOUT.size, self.LAYOUT.pack(
                 int(value.type), value.mode, value.nlink, value.uid,
@@ -90,7 +95,7 @@ class _FattrCodec(c.Codec):
         except struct.error as e:
             raise ValueError("fattr3 field out of range: %s" % e) from e
 
-    def unpack(self, unpacker):
+    def unpack(self, unpacker: Unpacker) -> Fattr:
         (kind, mode, nlink, uid, gid, size, used, major, minor, fsid,
          fileid, asec, ansec, msec, mnsec, csec, cnsec) = \
             self.LAYOUT.unpack(unpacker.unpack_fopaque_view(
@@ -112,19 +117,21 @@ POST_OP_FH = c.Optional(FH)
 
 
 @c.xdr_struct(c.UINT64, NfsTime.CODEC, NfsTime.CODEC)
-class WccAttr:
+class WccAttr(c.XdrStruct):
     size: int
     mtime: NfsTime
     ctime: NfsTime
 
 
 @c.xdr_struct(c.Optional(WccAttr.CODEC), POST_OP_ATTR)
-class WccData:
-    before: WccAttr = None
-    after: Fattr = None
+class WccData(c.XdrStruct):
+    before: WccAttr | None = None
+    after: Fattr | None = None
 
 
-def _time_to_wire(value):
+def _time_to_wire(
+        value: NfsTime | const.TimeHow | None,
+) -> tuple[const.TimeHow, object]:
     if value is None:
         return const.TimeHow.DONT_CHANGE, None
     if value == const.TimeHow.SET_TO_SERVER_TIME:
@@ -132,7 +139,9 @@ def _time_to_wire(value):
     return const.TimeHow.SET_TO_CLIENT_TIME, value
 
 
-def _time_from_wire(value):
+def _time_from_wire(
+        value: tuple[const.TimeHow, NfsTime | None],
+) -> NfsTime | const.TimeHow | None:
     how, time = value
     if how == const.TimeHow.DONT_CHANGE:
         return None
@@ -153,19 +162,19 @@ SET_TIME = c.Mapped(
 
 @c.xdr_struct(c.Optional(c.UINT32), c.Optional(c.UINT32),
               c.Optional(c.UINT32), c.Optional(c.UINT64), SET_TIME, SET_TIME)
-class Sattr:
+class Sattr(c.XdrStruct):
     """sattr3: ``None`` leaves an attribute as it is."""
 
-    mode: int = None
-    uid: int = None
-    gid: int = None
-    size: int = None
-    atime: object = None
-    mtime: object = None
+    mode: int | None = None
+    uid: int | None = None
+    gid: int | None = None
+    size: int | None = None
+    atime: NfsTime | const.TimeHow | None = None
+    mtime: NfsTime | const.TimeHow | None = None
 
 
 @c.xdr_struct(FH, FILENAME)
-class DirOpArgs:
+class DirOpArgs(c.XdrStruct):
     dir: bytes
     name: str
 
@@ -173,88 +182,88 @@ class DirOpArgs:
 # --- procedure arguments and result bodies (section 3.3) --------------------
 
 @c.xdr_struct(FH)
-class GetattrArgs:
+class GetattrArgs(c.XdrStruct):
     object: bytes
 
 
 @c.xdr_struct(Fattr.CODEC)
-class GetattrOk:
+class GetattrOk(c.XdrStruct):
     obj_attributes: Fattr
 
 
 @c.xdr_struct(FH, Sattr.CODEC, c.Optional(NfsTime.CODEC))
-class SetattrArgs:
+class SetattrArgs(c.XdrStruct):
     object: bytes
     new_attributes: Sattr
-    guard_ctime: NfsTime = None
+    guard_ctime: NfsTime | None = None
 
 
 @c.xdr_struct(WccData.CODEC)
-class WccBody:
+class WccBody(c.XdrStruct):
     """Result body that carries only wcc_data (SETATTR, REMOVE, RMDIR)."""
 
     obj_wcc: WccData
 
 
 @c.xdr_struct(DirOpArgs.CODEC)
-class LookupArgs:
+class LookupArgs(c.XdrStruct):
     what: DirOpArgs
 
 
 @c.xdr_struct(FH, POST_OP_ATTR, POST_OP_ATTR)
-class LookupOk:
+class LookupOk(c.XdrStruct):
     object: bytes
-    obj_attributes: Fattr
-    dir_attributes: Fattr
+    obj_attributes: Fattr | None
+    dir_attributes: Fattr | None
 
 
 @c.xdr_struct(POST_OP_ATTR)
-class AttrBody:
+class AttrBody(c.XdrStruct):
     """Result body that carries only post_op_attr (many failures)."""
 
-    attributes: Fattr
+    attributes: Fattr | None
 
 
 @c.xdr_struct(FH, c.UINT32)
-class AccessArgs:
+class AccessArgs(c.XdrStruct):
     object: bytes
     access: int
 
 
 @c.xdr_struct(POST_OP_ATTR, c.UINT32)
-class AccessOk:
-    obj_attributes: Fattr
+class AccessOk(c.XdrStruct):
+    obj_attributes: Fattr | None
     access: int
 
 
 @c.xdr_struct(FH)
-class ReadlinkArgs:
+class ReadlinkArgs(c.XdrStruct):
     symlink: bytes
 
 
 @c.xdr_struct(POST_OP_ATTR, NFSPATH)
-class ReadlinkOk:
-    symlink_attributes: Fattr
+class ReadlinkOk(c.XdrStruct):
+    symlink_attributes: Fattr | None
     data: str
 
 
 @c.xdr_struct(FH, c.UINT64, c.UINT32)
-class ReadArgs:
+class ReadArgs(c.XdrStruct):
     file: bytes
     offset: int
     count: int
 
 
 @c.xdr_struct(POST_OP_ATTR, c.UINT32, c.BOOL, c.opaque())
-class ReadOk:
-    file_attributes: Fattr
+class ReadOk(c.XdrStruct):
+    file_attributes: Fattr | None
     count: int
     eof: bool
     data: bytes
 
 
 @c.xdr_struct(FH, c.UINT64, c.UINT32, c.enum(const.StableHow), c.opaque())
-class WriteArgs:
+class WriteArgs(c.XdrStruct):
     file: bytes
     offset: int
     count: int
@@ -263,20 +272,22 @@ class WriteArgs:
 
 
 @c.xdr_struct(WccData.CODEC, c.UINT32, c.enum(const.StableHow), WRITEVERF)
-class WriteOk:
+class WriteOk(c.XdrStruct):
     file_wcc: WccData
     count: int
     committed: const.StableHow
     verf: bytes
 
 
-def _how_to_wire(how):
+def _how_to_wire(
+        how: "CreateHow",
+) -> tuple[const.CreateMode, Sattr | bytes | None]:
     if how.mode == const.CreateMode.EXCLUSIVE:
         return how.mode, how.verf
     return how.mode, how.attributes
 
 
-def _how_from_wire(value):
+def _how_from_wire(value: tuple[const.CreateMode, Any]) -> "CreateHow":
     mode, body = value
     if mode == const.CreateMode.EXCLUSIVE:
         return CreateHow(mode, verf=body)
@@ -284,12 +295,12 @@ def _how_from_wire(value):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class CreateHow:
+class CreateHow(c.XdrStruct):
     """createhow3: attributes for UNCHECKED/GUARDED, verf for EXCLUSIVE."""
 
     mode: const.CreateMode = const.CreateMode.UNCHECKED
-    attributes: Sattr = None
-    verf: bytes = None
+    attributes: Sattr | None = None
+    verf: bytes | None = None
 
 
 CreateHow.CODEC = c.Mapped(
@@ -301,45 +312,45 @@ CreateHow.CODEC = c.Mapped(
 
 
 @c.xdr_struct(DirOpArgs.CODEC, CreateHow.CODEC)
-class CreateArgs:
+class CreateArgs(c.XdrStruct):
     where: DirOpArgs
     how: CreateHow
 
 
 @c.xdr_struct(POST_OP_FH, POST_OP_ATTR, WccData.CODEC)
-class NewObjOk:
+class NewObjOk(c.XdrStruct):
     """Result of CREATE, MKDIR, SYMLINK and MKNOD."""
 
-    obj: bytes
-    obj_attributes: Fattr
+    obj: bytes | None
+    obj_attributes: Fattr | None
     dir_wcc: WccData
 
 
 @c.xdr_struct(DirOpArgs.CODEC, Sattr.CODEC)
-class MkdirArgs:
+class MkdirArgs(c.XdrStruct):
     where: DirOpArgs
     attributes: Sattr
 
 
 @c.xdr_struct(DirOpArgs.CODEC, Sattr.CODEC, NFSPATH)
-class SymlinkArgs:
+class SymlinkArgs(c.XdrStruct):
     where: DirOpArgs
     symlink_attributes: Sattr
     symlink_data: str
 
 
 @c.xdr_struct(Sattr.CODEC, SpecData.CODEC)
-class DeviceData:
+class DeviceData(c.XdrStruct):
     dev_attributes: Sattr
     spec: SpecData
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class MknodData:
+class MknodData(c.XdrStruct):
     """mknoddata3: devices carry DeviceData, sockets and FIFOs a Sattr."""
 
     type: const.FileType
-    body: object = None
+    body: DeviceData | Sattr | None = None
 
 
 MknodData.CODEC = c.Mapped(
@@ -353,42 +364,42 @@ MknodData.CODEC = c.Mapped(
 
 
 @c.xdr_struct(DirOpArgs.CODEC, MknodData.CODEC)
-class MknodArgs:
+class MknodArgs(c.XdrStruct):
     where: DirOpArgs
     what: MknodData
 
 
 @c.xdr_struct(DirOpArgs.CODEC)
-class RemoveArgs:
+class RemoveArgs(c.XdrStruct):
     object: DirOpArgs
 
 
 @c.xdr_struct(DirOpArgs.CODEC, DirOpArgs.CODEC)
-class RenameArgs:
+class RenameArgs(c.XdrStruct):
     from_: DirOpArgs
     to: DirOpArgs
 
 
 @c.xdr_struct(WccData.CODEC, WccData.CODEC)
-class RenameBody:
+class RenameBody(c.XdrStruct):
     fromdir_wcc: WccData
     todir_wcc: WccData
 
 
 @c.xdr_struct(FH, DirOpArgs.CODEC)
-class LinkArgs:
+class LinkArgs(c.XdrStruct):
     file: bytes
     link: DirOpArgs
 
 
 @c.xdr_struct(POST_OP_ATTR, WccData.CODEC)
-class LinkBody:
-    file_attributes: Fattr
+class LinkBody(c.XdrStruct):
+    file_attributes: Fattr | None
     linkdir_wcc: WccData
 
 
 @c.xdr_struct(FH, c.UINT64, COOKIEVERF, c.UINT32)
-class ReaddirArgs:
+class ReaddirArgs(c.XdrStruct):
     dir: bytes
     cookie: int
     cookieverf: bytes
@@ -396,22 +407,22 @@ class ReaddirArgs:
 
 
 @c.xdr_struct(c.UINT64, FILENAME, c.UINT64)
-class DirEntry:
+class DirEntry(c.XdrStruct):
     fileid: int
     name: str
     cookie: int
 
 
 @c.xdr_struct(POST_OP_ATTR, COOKIEVERF, c.LinkedList(DirEntry.CODEC), c.BOOL)
-class ReaddirOk:
-    dir_attributes: Fattr
+class ReaddirOk(c.XdrStruct):
+    dir_attributes: Fattr | None
     cookieverf: bytes
-    entries: tuple
+    entries: tuple[DirEntry, ...]
     eof: bool
 
 
 @c.xdr_struct(FH, c.UINT64, COOKIEVERF, c.UINT32, c.UINT32)
-class ReaddirplusArgs:
+class ReaddirplusArgs(c.XdrStruct):
     dir: bytes
     cookie: int
     cookieverf: bytes
@@ -420,25 +431,25 @@ class ReaddirplusArgs:
 
 
 @c.xdr_struct(c.UINT64, FILENAME, c.UINT64, POST_OP_ATTR, POST_OP_FH)
-class DirEntryPlus:
+class DirEntryPlus(c.XdrStruct):
     fileid: int
     name: str
     cookie: int
-    name_attributes: Fattr
-    name_handle: bytes
+    name_attributes: Fattr | None
+    name_handle: bytes | None
 
 
 @c.xdr_struct(POST_OP_ATTR, COOKIEVERF, c.LinkedList(DirEntryPlus.CODEC),
               c.BOOL)
-class ReaddirplusOk:
-    dir_attributes: Fattr
+class ReaddirplusOk(c.XdrStruct):
+    dir_attributes: Fattr | None
     cookieverf: bytes
-    entries: tuple
+    entries: tuple[DirEntryPlus, ...]
     eof: bool
 
 
 @c.xdr_struct(FH)
-class FsrootArgs:
+class FsrootArgs(c.XdrStruct):
     """Arguments of FSSTAT, FSINFO and PATHCONF."""
 
     fsroot: bytes
@@ -446,8 +457,8 @@ class FsrootArgs:
 
 @c.xdr_struct(POST_OP_ATTR, c.UINT64, c.UINT64, c.UINT64, c.UINT64, c.UINT64,
               c.UINT64, c.UINT32)
-class FsstatOk:
-    obj_attributes: Fattr
+class FsstatOk(c.XdrStruct):
+    obj_attributes: Fattr | None
     tbytes: int
     fbytes: int
     abytes: int
@@ -459,8 +470,8 @@ class FsstatOk:
 
 @c.xdr_struct(POST_OP_ATTR, c.UINT32, c.UINT32, c.UINT32, c.UINT32, c.UINT32,
               c.UINT32, c.UINT32, c.UINT64, NfsTime.CODEC, c.UINT32)
-class FsinfoOk:
-    obj_attributes: Fattr
+class FsinfoOk(c.XdrStruct):
+    obj_attributes: Fattr | None
     rtmax: int
     rtpref: int
     rtmult: int
@@ -475,8 +486,8 @@ class FsinfoOk:
 
 @c.xdr_struct(POST_OP_ATTR, c.UINT32, c.UINT32, c.BOOL, c.BOOL, c.BOOL,
               c.BOOL)
-class PathconfOk:
-    obj_attributes: Fattr
+class PathconfOk(c.XdrStruct):
+    obj_attributes: Fattr | None
     linkmax: int
     name_max: int
     no_trunc: bool
@@ -486,14 +497,14 @@ class PathconfOk:
 
 
 @c.xdr_struct(FH, c.UINT64, c.UINT32)
-class CommitArgs:
+class CommitArgs(c.XdrStruct):
     file: bytes
     offset: int
     count: int
 
 
 @c.xdr_struct(WccData.CODEC, WRITEVERF)
-class CommitOk:
+class CommitOk(c.XdrStruct):
     file_wcc: WccData
     verf: bytes
 
@@ -509,24 +520,24 @@ class Result:
     """
 
     status: int
-    body: object = None
+    body: Any = None
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.status == 0
 
 
-class ResultCodec(c.Codec):
-    def __init__(self, ok, fail):
+class ResultCodec(c.Codec[Result]):
+    def __init__(self, ok: c.Codec[Any], fail: c.Codec[Any]) -> None:
         self.ok_codec = ok
         self.fail_codec = fail
 
-    def pack(self, packer, value):
+    def pack(self, packer: Packer, value: Result) -> None:
         packer.pack_int(value.status)
         (self.ok_codec if value.status == 0 else self.fail_codec).pack(
             packer, value.body)
 
-    def unpack(self, unpacker):
+    def unpack(self, unpacker: Unpacker) -> Result:
         status = unpacker.unpack_int()
         codec = self.ok_codec if status == 0 else self.fail_codec
         return Result(status, codec.unpack(unpacker))
@@ -535,11 +546,12 @@ class ResultCodec(c.Codec):
 @dataclasses.dataclass(frozen=True)
 class Procedure:
     number: int
-    args: c.Codec
-    res: c.Codec
+    args: c.Codec[Any]
+    res: c.Codec[Any]
 
 
-def _proc(number, args, ok, fail):
+def _proc(number: int, args: c.Codec[Any], ok: c.Codec[Any],
+          fail: c.Codec[Any]) -> Procedure:
     return Procedure(number, args, ResultCodec(ok, fail))
 
 
@@ -573,20 +585,22 @@ PROCEDURES = {p.number: p for p in (
 )}
 
 
-def _lookup(table, proc):
+def _lookup(table: Mapping[int, Procedure], proc: int) -> Procedure:
     try:
         return table[proc]
     except KeyError:
         raise ProtocolError("unknown procedure %r" % (proc,)) from None
 
 
-def encode(table, proc, value, which):
+def encode(table: Mapping[int, Procedure], proc: int, value: Any,
+           which: str) -> bytes:
     p = Packer()
     getattr(_lookup(table, proc), which).pack(p, value)
     return p.get_buffer()
 
 
-def decode(table, proc, data, which):
+def decode(table: Mapping[int, Procedure], proc: int, data: BytesLike,
+           which: str) -> Any:
     u = Unpacker(data)
     try:
         value = getattr(_lookup(table, proc), which).unpack(u)
@@ -598,7 +612,15 @@ def decode(table, proc, data, which):
     return value
 
 
-def codecs_for(table):
+#: ``encode_args(proc, args)``, ``encode_res(proc, result)``.
+Encoder: TypeAlias = Callable[[int, Any], bytes]
+#: ``decode_args(proc, data)``, ``decode_res(proc, data)``.
+Decoder: TypeAlias = Callable[[int, BytesLike], Any]
+
+
+def codecs_for(
+        table: Mapping[int, Procedure],
+) -> tuple[Encoder, Decoder, Encoder, Decoder]:
     """The four codec functions of a program's procedure ``table``.
 
     ``encode_args, decode_args, encode_res, decode_res``, in that order.
@@ -614,7 +636,7 @@ encode_args, decode_args, encode_res, decode_res = codecs_for(PROCEDURES)
 
 # --- the reply-size counts of a call, for a hop that must bound them --------
 
-_FIXED_AFTER_FH = {
+_FIXED_AFTER_FH: dict[int, tuple[int, int]] = {
     # Bytes between the file handle and the first count (RFC 1813 3.3.6,
     # 3.3.16, 3.3.17), and how many uint32 counts follow.
     P.READ: (8, 1),             # offset
@@ -623,7 +645,7 @@ _FIXED_AFTER_FH = {
 }
 
 
-def count_offsets(proc, args):
+def count_offsets(proc: int, args: BytesLike) -> tuple[int, ...]:
     """Offsets in encoded ``args`` of the counts that size the reply.
 
     READ's ``count``, READDIR's ``count``, READDIRPLUS's ``dircount`` and

@@ -7,12 +7,15 @@ Procedure arguments and results stay opaque bytes here: the program
 modules (:mod:`.nfs3`, :mod:`.mount3`) give them meaning.
 """
 
+from collections.abc import Callable
 import dataclasses
 import struct
+from typing import cast
 
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import LocalProtocolError
 from gvfs_openstack.nfs.errors import ProtocolError
+from gvfs_openstack.nfs.xdr import BytesLike
 from gvfs_openstack.nfs.xdr import Packer
 from gvfs_openstack.nfs.xdr import Unpacker
 
@@ -40,11 +43,11 @@ class AuthSys:
 
     uid: int
     gid: int
-    gids: tuple = ()
+    gids: tuple[int, ...] = ()
     machinename: str = ""
     stamp: int = 0
 
-    def to_opaque(self):
+    def to_opaque(self) -> OpaqueAuth:
         if len(self.gids) > MAX_AUTH_SYS_GIDS:
             raise LocalProtocolError("AUTH_SYS carries at most %d groups"
                                      % MAX_AUTH_SYS_GIDS)
@@ -59,7 +62,7 @@ class AuthSys:
         return OpaqueAuth(const.AuthFlavor.AUTH_SYS, p.get_buffer())
 
     @classmethod
-    def from_opaque(cls, auth):
+    def from_opaque(cls, auth: OpaqueAuth) -> "AuthSys":
         if auth.flavor != const.AuthFlavor.AUTH_SYS:
             raise ProtocolError("credential flavor %d is not AUTH_SYS"
                                 % auth.flavor)
@@ -81,7 +84,7 @@ class Call:
     proc: int
     cred: OpaqueAuth = AUTH_NONE
     verf: OpaqueAuth = AUTH_NONE
-    args: bytes = b""
+    args: BytesLike = b""
     #: Anything but 2 must be answered with RPC_MISMATCH (RFC 5531 s.9).
     rpcvers: int = const.RPC_VERSION
 
@@ -92,10 +95,10 @@ class Reply:
 
     xid: int
     accept_stat: int = const.AcceptStat.SUCCESS
-    results: bytes = b""
+    results: BytesLike = b""
     verf: OpaqueAuth = AUTH_NONE
     #: (low, high) supported versions, with PROG_MISMATCH.
-    mismatch: tuple = None
+    mismatch: tuple[int, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,22 +107,22 @@ class Denied:
 
     xid: int
     reject_stat: int
-    auth_stat: int = None
+    auth_stat: int | None = None
     #: (low, high) supported RPC versions, with RPC_MISMATCH.
-    mismatch: tuple = None
+    mismatch: tuple[int, int] | None = None
 
 
-def _unpack_auth(u):
+def _unpack_auth(u: Unpacker) -> OpaqueAuth:
     flavor = u.unpack_uint()
     return OpaqueAuth(flavor, u.unpack_opaque(MAX_AUTH_BYTES))
 
 
-def _pack_auth(p, auth):
+def _pack_auth(p: Packer, auth: OpaqueAuth) -> None:
     p.pack_uint(auth.flavor)
     p.pack_opaque(auth.body, MAX_AUTH_BYTES)
 
 
-def _unpack_call_header(u, xid):
+def _unpack_call_header(u: Unpacker, xid: int) -> Call:
     rpcvers = u.unpack_uint()
     prog = u.unpack_uint()
     vers = u.unpack_uint()
@@ -129,7 +132,7 @@ def _unpack_call_header(u, xid):
     return Call(xid, prog, vers, proc, cred, verf, b"", rpcvers)
 
 
-def decode_call_header(data):
+def decode_call_header(data: BytesLike) -> tuple[Call, int]:
     """The header of a call as a Call without args, and the args' offset.
 
     Works on the first bytes of a record that is still arriving.
@@ -141,7 +144,7 @@ def decode_call_header(data):
     return _unpack_call_header(u, xid), u.position
 
 
-def decode_message(record):
+def decode_message(record: BytesLike) -> Call | Reply | Denied:
     """Decode one RPC message; raises only :class:`ProtocolError`."""
     u = Unpacker(record)
     xid = u.unpack_uint()
@@ -181,7 +184,7 @@ def decode_message(record):
     raise ProtocolError("unknown reply_stat %d" % stat)
 
 
-def encode_message(msg):
+def encode_message(msg: Call | Reply | Denied) -> bytes:
     """Encode a Call, Reply or Denied (without record marking)."""
     p = Packer()
     p.pack_uint(msg.xid)
@@ -202,29 +205,31 @@ def encode_message(msg):
         if msg.accept_stat == const.AcceptStat.SUCCESS:
             return p.get_buffer() + bytes(msg.results)
         if msg.accept_stat == const.AcceptStat.PROG_MISMATCH:
-            p.pack_uint(msg.mismatch[0])
-            p.pack_uint(msg.mismatch[1])
+            mismatch = cast("tuple[int, int]", msg.mismatch)
+            p.pack_uint(mismatch[0])
+            p.pack_uint(mismatch[1])
         return p.get_buffer()
     if isinstance(msg, Denied):
         p.pack_uint(const.ReplyStat.MSG_DENIED)
         p.pack_uint(msg.reject_stat)
         if msg.reject_stat == const.RejectStat.RPC_MISMATCH:
-            p.pack_uint(msg.mismatch[0])
-            p.pack_uint(msg.mismatch[1])
+            mismatch = cast("tuple[int, int]", msg.mismatch)
+            p.pack_uint(mismatch[0])
+            p.pack_uint(mismatch[1])
         else:
-            p.pack_uint(msg.auth_stat)
+            p.pack_uint(cast(int, msg.auth_stat))
         return p.get_buffer()
     raise LocalProtocolError("cannot encode %r" % (type(msg).__name__,))
 
 
-def read_xid(record):
+def read_xid(record: BytesLike) -> int:
     """The XID of a record, without decoding the rest."""
     if len(record) < 4:
         raise ProtocolError("record of %d bytes has no XID" % len(record))
     return _XID.unpack_from(record)[0]
 
 
-def read_msg_type(record):
+def read_msg_type(record: BytesLike) -> int:
     """The message type (CALL or REPLY) of a record, without decoding."""
     if len(record) < 8:
         raise ProtocolError("record of %d bytes has no message type"
@@ -232,7 +237,7 @@ def read_msg_type(record):
     return _XID.unpack_from(record, 4)[0]
 
 
-def set_xid(record, xid):
+def set_xid(record: bytearray, xid: int) -> bytearray:
     """Rewrite the XID of a ``bytearray`` record in place and return it.
 
     XID multiplexing touches every call and reply; copying a 1 MiB READ
@@ -242,13 +247,14 @@ def set_xid(record, xid):
     return record
 
 
-def accepted(xid, stat=const.AcceptStat.SUCCESS, results=b"",
-             mismatch=None):
+def accepted(xid: int, stat: int = const.AcceptStat.SUCCESS,
+             results: BytesLike = b"",
+             mismatch: tuple[int, int] | None = None) -> bytes:
     """An accepted reply message (``results`` only with SUCCESS)."""
     return encode_message(Reply(xid, stat, results, mismatch=mismatch))
 
 
-def results_of(record):
+def results_of(record: BytesLike) -> BytesLike | None:
     """The results of a reply message accepted with SUCCESS, else None.
 
     None for a denied call or any other accept status: the callers fall
@@ -262,13 +268,15 @@ def results_of(record):
     return reply.results
 
 
-def call_builder(prog, vers, proc, cred, verf=AUTH_NONE, args=b""):
+def call_builder(prog: int, vers: int, proc: int, cred: OpaqueAuth,
+                 verf: OpaqueAuth = AUTH_NONE,
+                 args: BytesLike = b"") -> Callable[[int], tuple[bytes]]:
     """A call message for any XID, as an upstream pool sends it.
 
     Pools choose the XID (and choose again when they re-send), so callers
     hand over a function of the XID rather than a message.
     """
-    def build(xid):
+    def build(xid: int) -> tuple[bytes]:
         return (encode_message(Call(xid, prog, vers, proc, cred, verf,
                                     args)),)
 
