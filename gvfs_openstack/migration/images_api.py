@@ -12,11 +12,11 @@ server a transient one.
 import itertools
 import json
 import re
-import time
 import urllib.parse
 
 from keystoneauth1 import adapter
 from keystoneauth1 import exceptions as ks_exceptions
+import tenacity
 
 from gvfs_openstack import exceptions
 
@@ -338,52 +338,60 @@ class GlanceClient:
         """Wait until Glance has hashed the image; it must be active.
 
         Returns the image.  A location import that failed sends the image
-        back to ``queued``: StageFailed.
+        back to ``queued``: StageFailed.  Asked again after 0.1 s, then
+        twice as long each time up to 0.5 s, for ``timeout`` seconds.
         """
-        deadline = time.monotonic() + (timeout or self.timeout)
-        delay = 0.1
-        while True:
-            image = self.image(image_id)
-            if image["status"] == "active":
-                if image.get("os_hash_value") != expected_digest:
-                    raise exceptions.ChecksumMismatch(
-                        stage="registration", image=image_id,
-                        algo=image.get("os_hash_algo"),
-                        actual=image.get("os_hash_value"),
-                        expected=expected_digest)
-                return image
-            if image["status"] in ("queued", "killed", "deleted") and \
-                    not image.get("os_glance_import_task"):
-                # Glance's task says only "Internal Error", whether the
-                # hash differed or its database failed: the caller checks
-                # the data itself.
-                raise exceptions.StageFailed(
-                    stage="registration", image=image_id, transient=True,
-                    reason="Glance of site %s did not import it (status "
-                           "%s)" % (self.site, image["status"]))
-            if time.monotonic() > deadline:
-                raise exceptions.StageFailed(
-                    stage="registration", image=image_id, transient=True,
-                    reason="still %s after %.0fs" % (image["status"],
-                                                     timeout or self.timeout))
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+        timeout = timeout or self.timeout
+
+        def still_waiting(state):
+            raise exceptions.StageFailed(
+                stage="registration", image=image_id, transient=True,
+                reason="still %s after %.0fs" % (
+                    state.outcome.result()["status"], timeout))
+
+        image = tenacity.Retrying(
+            retry=tenacity.retry_if_result(
+                lambda image: image["status"] != "active"),
+            wait=tenacity.wait_exponential(multiplier=0.1, max=0.5),
+            stop=tenacity.stop_after_delay(timeout),
+            retry_error_callback=still_waiting)(self._importing, image_id)
+        if image.get("os_hash_value") != expected_digest:
+            raise exceptions.ChecksumMismatch(
+                stage="registration", image=image_id,
+                algo=image.get("os_hash_algo"),
+                actual=image.get("os_hash_value"),
+                expected=expected_digest)
+        return image
+
+    def _importing(self, image_id):
+        """The image, unless Glance gave up importing it: StageFailed."""
+        image = self.image(image_id)
+        if image["status"] in ("queued", "killed", "deleted") and \
+                not image.get("os_glance_import_task"):
+            # Glance's task says only "Internal Error", whether the hash
+            # differed or its database failed: the caller checks the data
+            # itself.
+            raise exceptions.StageFailed(
+                stage="registration", image=image_id, transient=True,
+                reason="Glance of site %s did not import it (status "
+                       "%s)" % (self.site, image["status"]))
+        return image
 
     def delete(self, image_id, patience=30.0):
         """Delete the image; gone already is fine.
 
         Right after a failed location import Glance may still be winding
-        the import down and refuse (409, 400): asked again for up to
-        ``patience`` seconds.
+        the import down and refuse (409, 400): asked again every second
+        for up to ``patience`` seconds.
         """
         what = "deleting the image"
         path = self._path(what, image_id)
-        deadline = time.monotonic() + patience
-        while True:
-            reply = self._api.request("DELETE", path, image_id, what)
-            if reply.status_code in (204, 404):
-                return
-            if reply.status_code not in (400, 409) or \
-                    time.monotonic() > deadline:
-                self._check(reply, image_id, "deleting the image")
-            time.sleep(1.0)
+        reply = tenacity.Retrying(
+            retry=tenacity.retry_if_result(
+                lambda reply: reply.status_code in (400, 409)),
+            wait=tenacity.wait_fixed(1.0),
+            stop=tenacity.stop_after_delay(patience),
+            retry_error_callback=lambda state: state.outcome.result())(
+                self._api.request, "DELETE", path, image_id, what)
+        if reply.status_code not in (204, 404):
+            self._check(reply, image_id, what)

@@ -243,149 +243,144 @@ def golden_with_profile(entries):
     return d
 
 
-def test_a_boot_is_recorded_beside_the_image_and_refined_later(tmp_path):
-    async def scenario():
-        d = Directory()
-        d.add("golden", image(32))
-        cached = make(tmp_path, d)
-        await open_file(cached, d, "golden")
-        for block in (9, 2, 30, 2):
-            assert await cached.read(read_call("golden", block * BS, BS))
-        await until(lambda: cached.profiles.counters.profiles_recorded)
-        written = profile.parse(bytes(d.files[profile.profile_name(
-            "golden")]))
-        assert [b for b, _ in written.blocks] == [9, 2, 30]
-        assert written.matches(32 * BS, 100 * 10 ** 9)
-        assert not [n for n in d.files if n.endswith(".tmp")]
-        # The same reads again add nothing: nothing is written.
-        for block in (9, 2):
-            await cached.read(read_call("golden", block * BS, BS))
-        await asyncio.sleep(0.2)
-        assert cached.profiles.counters.profiles_recorded == 1
-        # A new block refines it: the union, from two boots.
-        await cached.read(read_call("golden", 5 * BS, BS))
-        await until(lambda: cached.profiles.counters.profiles_recorded == 2)
-        written = profile.parse(bytes(d.files[profile.profile_name(
-            "golden")]))
-        assert {b for b, _ in written.blocks} == {9, 2, 30, 5}
-        assert written.boots == 2
-        await cached.profiles.stop()
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_boot_is_recorded_beside_the_image_and_refined_later(tmp_path):
+    d = Directory()
+    d.add("golden", image(32))
+    cached = make(tmp_path, d)
+    await open_file(cached, d, "golden")
+    for block in (9, 2, 30, 2):
+        assert await cached.read(read_call("golden", block * BS, BS))
+    await until(lambda: cached.profiles.counters.profiles_recorded)
+    written = profile.parse(bytes(d.files[profile.profile_name(
+        "golden")]))
+    assert [b for b, _ in written.blocks] == [9, 2, 30]
+    assert written.matches(32 * BS, 100 * 10 ** 9)
+    assert not [n for n in d.files if n.endswith(".tmp")]
+    # The same reads again add nothing: nothing is written.
+    for block in (9, 2):
+        await cached.read(read_call("golden", block * BS, BS))
+    await asyncio.sleep(0.2)
+    assert cached.profiles.counters.profiles_recorded == 1
+    # A new block refines it: the union, from two boots.
+    await cached.read(read_call("golden", 5 * BS, BS))
+    await until(lambda: cached.profiles.counters.profiles_recorded == 2)
+    written = profile.parse(bytes(d.files[profile.profile_name(
+        "golden")]))
+    assert {b for b, _ in written.blocks} == {9, 2, 30, 5}
+    assert written.boots == 2
+    await cached.profiles.stop()
 
 
-def test_a_profile_is_fetched_ahead_in_its_order_with_a_window(tmp_path):
-    async def scenario():
+@pytest.mark.asyncio
+async def test_a_profile_is_fetched_ahead_in_its_order_with_a_window(tmp_path):
+    d = Directory()
+    d.add("golden", image(64))
+    order = [40, 3, 17, 18, 19, 60, 8, 9]
+    d.add(profile.profile_name("golden"), profile.Profile(
+        64 * BS, 100 * 10 ** 9, BS, 1,
+        tuple((b, i) for i, b in enumerate(order))).to_bytes())
+    cached = make(tmp_path, d, window=2 * BS)
+    await open_file(cached, d, "golden")
+    d.gate = asyncio.Event()
+    # Not at offset 0: no read-ahead, only the prefetch reads ahead.
+    first = asyncio.ensure_future(cached.read(read_call(
+        "golden", 50 * BS, BS)))
+    await until(lambda: cached.profiles.counters.prefetches)
+    await asyncio.sleep(0.05)
+    fetches = [a for p, a in d.calls if p == Nfs3Proc.READ and
+               bytes(a.file) == b"fh:golden"]
+    # The reader's own block and, beside it, at most the window.
+    assert (50 * BS, BS) in [(a.offset, a.count) for a in fetches]
+    ahead = [a for a in fetches if a.offset != 50 * BS]
+    assert sum(a.count for a in ahead) <= 2 * BS
+    assert ahead[0].offset == 40 * BS
+    d.gate.set()
+    assert bytes((await first)[1]) == bytes([50 % 251 + 1]) * BS
+    await until(lambda: cached.profiles.counters.prefetch_blocks == 8)
+    await until(lambda: cached.profiles.counters.prefetch_bytes ==
+                8 * BS)
+    fetches = [(a.offset // BS, a.count // BS) for p, a in d.calls
+               if p == Nfs3Proc.READ and bytes(a.file) == b"fh:golden"
+               and a.offset != 50 * BS]
+    # In the profile's order, runs of neighbours in one READ.
+    assert fetches == [(40, 1), (3, 1), (17, 3), (60, 1), (8, 2)]
+    state = cached.files.get(b"fh:golden")
+    assert all(cached.present(state, b, BS) for b in order)
+    hits = cached.counters.cache_hits
+    for b in order:
+        await cached.read(read_call("golden", b * BS, BS))
+    assert cached.counters.cache_hits == hits + len(order)
+    await cached.profiles.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_demand_miss_goes_out_beside_the_prefetch(tmp_path):
+    """The guest's own miss is not queued behind the profile's blocks."""
+    d = golden_with_profile(tuple((b, 0) for b in range(10, 50)))
+    cached = make(tmp_path, d, window=4 * BS)
+    await open_file(cached, d, "golden")
+    d.gate = asyncio.Event()
+    asyncio.ensure_future(cached.read(read_call("golden", 0, BS)))
+    await until(lambda: cached.profiles.counters.prefetch_blocks)
+    demand = asyncio.ensure_future(
+        cached.read(read_call("golden", 62 * BS, BS)))
+    await asyncio.sleep(0.05)
+    offsets = [a.offset // BS for p, a in d.calls
+               if p == Nfs3Proc.READ and bytes(a.file) == b"fh:golden"]
+    # Sent while the prefetch still had 35 blocks to go.
+    assert 62 in offsets
+    assert cached.profiles.counters.prefetch_blocks < 40
+    d.gate.set()
+    reply = await demand
+    assert bytes(reply[1]) == bytes([62 % 251 + 1]) * BS
+    await cached.profiles.stop()
+
+
+@pytest.mark.asyncio
+async def test_stale_and_hostile_profiles_are_ignored_and_reads_go_on(
+        tmp_path):
+    for body, counter in (
+            (profile.Profile(64 * BS, 1, BS, 1, ((5, 0),)).to_bytes(),
+             "profiles_stale"),
+            (b'{"format": "gvfs-profile", "version": 1, "size": '
+             b'1e999}', "profiles_invalid")):
         d = Directory()
         d.add("golden", image(64))
-        order = [40, 3, 17, 18, 19, 60, 8, 9]
-        d.add(profile.profile_name("golden"), profile.Profile(
-            64 * BS, 100 * 10 ** 9, BS, 1,
-            tuple((b, i) for i, b in enumerate(order))).to_bytes())
-        cached = make(tmp_path, d, window=2 * BS)
+        d.add(profile.profile_name("golden"), body)
+        cached = make(tmp_path / counter, d, record=False)
         await open_file(cached, d, "golden")
-        d.gate = asyncio.Event()
-        # Not at offset 0: no read-ahead, only the prefetch reads ahead.
-        first = asyncio.ensure_future(cached.read(read_call(
-            "golden", 50 * BS, BS)))
-        await until(lambda: cached.profiles.counters.prefetches)
-        await asyncio.sleep(0.05)
-        fetches = [a for p, a in d.calls if p == Nfs3Proc.READ and
-                   bytes(a.file) == b"fh:golden"]
-        # The reader's own block and, beside it, at most the window.
-        assert (50 * BS, BS) in [(a.offset, a.count) for a in fetches]
-        ahead = [a for a in fetches if a.offset != 50 * BS]
-        assert sum(a.count for a in ahead) <= 2 * BS
-        assert ahead[0].offset == 40 * BS
-        d.gate.set()
-        assert bytes((await first)[1]) == bytes([50 % 251 + 1]) * BS
-        await until(lambda: cached.profiles.counters.prefetch_blocks == 8)
-        await until(lambda: cached.profiles.counters.prefetch_bytes ==
-                    8 * BS)
-        fetches = [(a.offset // BS, a.count // BS) for p, a in d.calls
-                   if p == Nfs3Proc.READ and bytes(a.file) == b"fh:golden"
-                   and a.offset != 50 * BS]
-        # In the profile's order, runs of neighbours in one READ.
-        assert fetches == [(40, 1), (3, 1), (17, 3), (60, 1), (8, 2)]
-        state = cached.files.get(b"fh:golden")
-        assert all(cached.present(state, b, BS) for b in order)
-        hits = cached.counters.cache_hits
-        for b in order:
-            await cached.read(read_call("golden", b * BS, BS))
-        assert cached.counters.cache_hits == hits + len(order)
+        reply = await cached.read(read_call("golden", 5 * BS, BS))
+        assert bytes(reply[1]) == bytes([5 % 251 + 1]) * BS
+        await until(lambda: getattr(cached.profiles.counters, counter))
+        assert cached.profiles.counters.prefetch_blocks == 0
         await cached.profiles.stop()
-    asyncio.run(scenario())
 
 
-def test_a_demand_miss_goes_out_beside_the_prefetch(tmp_path):
-    """The guest's own miss is not queued behind the profile's blocks."""
-    async def scenario():
-        d = golden_with_profile(tuple((b, 0) for b in range(10, 50)))
-        cached = make(tmp_path, d, window=4 * BS)
-        await open_file(cached, d, "golden")
-        d.gate = asyncio.Event()
-        asyncio.ensure_future(cached.read(read_call("golden", 0, BS)))
-        await until(lambda: cached.profiles.counters.prefetch_blocks)
-        demand = asyncio.ensure_future(
-            cached.read(read_call("golden", 62 * BS, BS)))
-        await asyncio.sleep(0.05)
-        offsets = [a.offset // BS for p, a in d.calls
-                   if p == Nfs3Proc.READ and bytes(a.file) == b"fh:golden"]
-        # Sent while the prefetch still had 35 blocks to go.
-        assert 62 in offsets
-        assert cached.profiles.counters.prefetch_blocks < 40
-        d.gate.set()
-        reply = await demand
-        assert bytes(reply[1]) == bytes([62 % 251 + 1]) * BS
-        await cached.profiles.stop()
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_prefetch_stops_at_its_share_of_the_cache(tmp_path):
+    d = golden_with_profile(tuple((b, 0) for b in range(0, 64, 2)))
+    cached = make(tmp_path, d, max_bytes=5 * BS, record=False)
+    await open_file(cached, d, "golden")
+    await cached.read(read_call("golden", BS, 10))
+    await until(lambda: cached.profiles.counters.prefetch_stopped)
+    assert cached.profiles.counters.prefetch_blocks == 5
+    await cached.profiles.stop()
 
 
-def test_stale_and_hostile_profiles_are_ignored_and_reads_go_on(tmp_path):
-    async def scenario():
-        for body, counter in (
-                (profile.Profile(64 * BS, 1, BS, 1, ((5, 0),)).to_bytes(),
-                 "profiles_stale"),
-                (b'{"format": "gvfs-profile", "version": 1, "size": '
-                 b'1e999}', "profiles_invalid")):
-            d = Directory()
-            d.add("golden", image(64))
-            d.add(profile.profile_name("golden"), body)
-            cached = make(tmp_path / counter, d, record=False)
-            await open_file(cached, d, "golden")
-            reply = await cached.read(read_call("golden", 5 * BS, BS))
-            assert bytes(reply[1]) == bytes([5 % 251 + 1]) * BS
-            await until(lambda: getattr(cached.profiles.counters, counter))
-            assert cached.profiles.counters.prefetch_blocks == 0
-            await cached.profiles.stop()
-    asyncio.run(scenario())
-
-
-def test_a_prefetch_stops_at_its_share_of_the_cache(tmp_path):
-    async def scenario():
-        d = golden_with_profile(tuple((b, 0) for b in range(0, 64, 2)))
-        cached = make(tmp_path, d, max_bytes=5 * BS, record=False)
-        await open_file(cached, d, "golden")
-        await cached.read(read_call("golden", BS, 10))
-        await until(lambda: cached.profiles.counters.prefetch_stopped)
-        assert cached.profiles.counters.prefetch_blocks == 5
-        await cached.profiles.stop()
-    asyncio.run(scenario())
-
-
-def test_a_prefetch_stops_when_the_image_is_deleted(tmp_path):
-    async def scenario():
-        d = golden_with_profile(tuple((b, 0) for b in range(1, 64, 2)))
-        cached = make(tmp_path, d, window=BS, record=False)
-        await open_file(cached, d, "golden")
-        d.gate = asyncio.Event()
-        asyncio.ensure_future(cached.read(read_call("golden", 0, BS)))
-        await until(lambda: cached.profiles.counters.prefetch_blocks)
-        del d.files["golden"]
-        d.gate.set()
-        await until(lambda: cached.profiles.counters.prefetch_stopped)
-        assert cached.profiles.counters.prefetch_blocks < 32
-        await cached.profiles.stop()
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_prefetch_stops_when_the_image_is_deleted(tmp_path):
+    d = golden_with_profile(tuple((b, 0) for b in range(1, 64, 2)))
+    cached = make(tmp_path, d, window=BS, record=False)
+    await open_file(cached, d, "golden")
+    d.gate = asyncio.Event()
+    asyncio.ensure_future(cached.read(read_call("golden", 0, BS)))
+    await until(lambda: cached.profiles.counters.prefetch_blocks)
+    del d.files["golden"]
+    d.gate.set()
+    await until(lambda: cached.profiles.counters.prefetch_stopped)
+    assert cached.profiles.counters.prefetch_blocks < 32
+    await cached.profiles.stop()
 
 
 def test_reading_most_of_a_large_file_is_a_copy_not_a_boot():
@@ -401,44 +396,43 @@ def test_reading_most_of_a_large_file_is_a_copy_not_a_boot():
     assert not small.is_copy(16 * 1024 * 1024)
 
 
-def test_a_snapshot_read_after_a_boot_does_not_join_its_profile(tmp_path):
+@pytest.mark.asyncio
+async def test_a_snapshot_read_after_a_boot_does_not_join_its_profile(
+        tmp_path):
     """qemu-img convert reads the whole golden image: not a boot."""
-    async def scenario():
-        size = 80 * 1024 * 1024
-        d = Directory()
-        d.add("golden", bytes(size))
-        cached = make(tmp_path, d, prefetch=False)
-        await open_file(cached, d, "golden")
-        state = await cached.state_of(CALL, b"fh:golden")
-        for block in (700, 3, 9000):
-            cached.profiles.on_read(CALL, state, block * BS,
-                                    (block + 1) * BS)
-        await until(lambda: cached.profiles.counters.profiles_recorded)
-        for offset in range(0, size * 6 // 10, 256 * BS):
-            cached.profiles.on_read(CALL, state, offset, offset + 256 * BS)
-        await asyncio.sleep(0.3)
-        assert cached.profiles.counters.profiles_recorded == 1
-        kept = profile.parse(bytes(d.files[profile.profile_name(
-            "golden")]))
-        assert [b for b, _ in kept.blocks] == [700, 3, 9000]
-        await cached.profiles.stop()
-    asyncio.run(scenario())
+    size = 80 * 1024 * 1024
+    d = Directory()
+    d.add("golden", bytes(size))
+    cached = make(tmp_path, d, prefetch=False)
+    await open_file(cached, d, "golden")
+    state = await cached.state_of(CALL, b"fh:golden")
+    for block in (700, 3, 9000):
+        cached.profiles.on_read(CALL, state, block * BS,
+                                (block + 1) * BS)
+    await until(lambda: cached.profiles.counters.profiles_recorded)
+    for offset in range(0, size * 6 // 10, 256 * BS):
+        cached.profiles.on_read(CALL, state, offset, offset + 256 * BS)
+    await asyncio.sleep(0.3)
+    assert cached.profiles.counters.profiles_recorded == 1
+    kept = profile.parse(bytes(d.files[profile.profile_name(
+        "golden")]))
+    assert [b for b, _ in kept.blocks] == [700, 3, 9000]
+    await cached.profiles.stop()
 
 
-def test_a_copy_of_the_whole_file_is_not_a_profile(tmp_path):
-    async def scenario():
-        d = Directory()
-        d.add("big", bytes(BS) * (profile.MAX_BLOCKS + 2))
-        cached = make(tmp_path, d, prefetch=False)
-        await open_file(cached, d, "big")
-        for offset in range(0, (profile.MAX_BLOCKS + 2) * BS, 64 * BS):
-            cached.profiles.on_read(CALL, await cached.state_of(
-                CALL, b"fh:big"), offset, offset + 64 * BS)
-        await asyncio.sleep(0.3)
-        assert profile.profile_name("big") not in d.files
-        assert cached.profiles.counters.profiles_recorded == 0
-        await cached.profiles.stop()
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_copy_of_the_whole_file_is_not_a_profile(tmp_path):
+    d = Directory()
+    d.add("big", bytes(BS) * (profile.MAX_BLOCKS + 2))
+    cached = make(tmp_path, d, prefetch=False)
+    await open_file(cached, d, "big")
+    for offset in range(0, (profile.MAX_BLOCKS + 2) * BS, 64 * BS):
+        cached.profiles.on_read(CALL, await cached.state_of(
+            CALL, b"fh:big"), offset, offset + 64 * BS)
+    await asyncio.sleep(0.3)
+    assert profile.profile_name("big") not in d.files
+    assert cached.profiles.counters.profiles_recorded == 0
+    await cached.profiles.stop()
 
 
 # --- gvfs-meta profile -------------------------------------------------------

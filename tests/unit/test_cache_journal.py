@@ -105,7 +105,8 @@ def test_segments_rotate_and_release_frees_them(tmp_path):
     assert j.append(b"fh", CRED, 0, b"y")[0] == 4
 
 
-def test_sync_is_shared_by_concurrent_callers(tmp_path, monkeypatch):
+@pytest.mark.asyncio
+async def test_sync_is_shared_by_concurrent_callers(tmp_path, monkeypatch):
     calls = []
     real = journal_mod._fdatasync_all
 
@@ -115,13 +116,9 @@ def test_sync_is_shared_by_concurrent_callers(tmp_path, monkeypatch):
 
     monkeypatch.setattr(journal_mod, "_fdatasync_all", counting)
     j = Journal(str(tmp_path))
-
-    async def main():
-        j.append(b"fh", CRED, 0, b"a")
-        await asyncio.gather(*(j.sync() for _ in range(10)))
-        await j.sync()  # Nothing new: no second fdatasync.
-
-    asyncio.run(main())
+    j.append(b"fh", CRED, 0, b"a")
+    await asyncio.gather(*(j.sync() for _ in range(10)))
+    await j.sync()  # Nothing new: no second fdatasync.
     assert calls == [1]
 
 

@@ -4,6 +4,8 @@
 import asyncio
 import time
 
+import pytest
+
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
@@ -365,38 +367,34 @@ async def fill(cache, state):
     return answer, futures[0]
 
 
-def test_a_read_answered_from_before_a_write_is_not_kept(tmp_path):
-    async def scenario():
-        cache = make(tmp_path)
-        old, new = sized(4096, 1), sized(4096, 2)
-        state = cache.files.observe(b"fh", old)
-        answer, block = await fill(cache, state)
-        cache.discard_range(b"fh", 0, 10)
-        cache.files.observe_own_change(b"fh", wcc(old, new))
-        answer.set_result((b"o" * 4096, old, True))
-        chunk, _ = await block
-        assert bytes(chunk) == b"o" * 4096   # The reader asked meanwhile.
-        assert cached_block(cache, state, 0, 4096) is None
-        assert state.fattr == new
-
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_read_answered_from_before_a_write_is_not_kept(tmp_path):
+    cache = make(tmp_path)
+    old, new = sized(4096, 1), sized(4096, 2)
+    state = cache.files.observe(b"fh", old)
+    answer, block = await fill(cache, state)
+    cache.discard_range(b"fh", 0, 10)
+    cache.files.observe_own_change(b"fh", wcc(old, new))
+    answer.set_result((b"o" * 4096, old, True))
+    chunk, _ = await block
+    assert bytes(chunk) == b"o" * 4096   # The reader asked meanwhile.
+    assert cached_block(cache, state, 0, 4096) is None
+    assert state.fattr == new
 
 
-def test_a_read_overtaken_by_a_write_of_its_block_is_not_kept(tmp_path):
+@pytest.mark.asyncio
+async def test_a_read_overtaken_by_a_write_of_its_block_is_not_kept(tmp_path):
     """Same attributes both sides (one tick, same size): the discard."""
-    async def scenario():
-        cache = make(tmp_path)
-        attrs = sized(8192, 1)
-        state = cache.files.observe(b"fh", attrs)
-        answer, block = await fill(cache, state)
-        cache.discard_range(b"fh", 0, 10)
-        answer.set_result((b"o" * 4096, attrs, False))
-        await block
-        assert cached_block(cache, state, 0, 4096) is None
-        # The next fetch of it is kept.
-        answer, block = await fill(cache, state)
-        answer.set_result((b"n" * 4096, attrs, False))
-        await block
-        assert cached_block(cache, state, 0, 4096) == b"n" * 4096
-
-    asyncio.run(scenario())
+    cache = make(tmp_path)
+    attrs = sized(8192, 1)
+    state = cache.files.observe(b"fh", attrs)
+    answer, block = await fill(cache, state)
+    cache.discard_range(b"fh", 0, 10)
+    answer.set_result((b"o" * 4096, attrs, False))
+    await block
+    assert cached_block(cache, state, 0, 4096) is None
+    # The next fetch of it is kept.
+    answer, block = await fill(cache, state)
+    answer.set_result((b"n" * 4096, attrs, False))
+    await block
+    assert cached_block(cache, state, 0, 4096) == b"n" * 4096

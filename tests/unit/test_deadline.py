@@ -25,7 +25,8 @@ def test_a_timely_answer_is_returned(path):
     assert asyncio.run(deadline.within(5.0, _answer(0.01, "ok"))) == "ok"
 
 
-def test_a_late_answer_is_a_timeout_error_and_cancelled(path):
+@pytest.mark.asyncio
+async def test_a_late_answer_is_a_timeout_error_and_cancelled(path):
     state = {}
 
     async def late():
@@ -36,14 +37,12 @@ def test_a_late_answer_is_a_timeout_error_and_cancelled(path):
             raise
 
     with pytest.raises(TimeoutError):
-        asyncio.run(deadline.within(0.05, late()))
+        await deadline.within(0.05, late())
     assert state == {"cancelled": True}
 
 
-def test_a_future_can_be_awaited_too(path):
-    async def main():
-        future = asyncio.get_running_loop().create_future()
-        asyncio.get_running_loop().call_later(0.01, future.set_result, 7)
-        return await deadline.within(5.0, future)
-
-    assert asyncio.run(main()) == 7
+@pytest.mark.asyncio
+async def test_a_future_can_be_awaited_too(path):
+    future = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(0.01, future.set_result, 7)
+    assert await deadline.within(5.0, future) == 7

@@ -10,6 +10,7 @@ import asyncio
 import types
 
 import pyfuse3
+import pytest
 
 from gvfs_openstack.fuse import fusefs
 from gvfs_openstack.fuse import unlinked
@@ -54,33 +55,27 @@ def _unlink(fuse, parent):
     return fuse.unlink(parent, b"f", pyfuse3.RequestContext())
 
 
-def test_a_close_during_the_hiding_rename_still_removes_the_file():
-    async def scenario():
-        export = Export()
-        fuse, parent, handle = _mount_with_an_open_file(export)
-        unlinking = asyncio.ensure_future(_unlink(fuse, parent))
-        await export.rename_started.wait()
-        await fuse.release(handle)          # The last close, meanwhile.
-        assert export.removed() == []       # Not hidden yet: nothing to drop.
-        export.rename_may_finish.set()
-        await unlinking
-        return export
-
-    export = asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_close_during_the_hiding_rename_still_removes_the_file():
+    export = Export()
+    fuse, parent, handle = _mount_with_an_open_file(export)
+    unlinking = asyncio.ensure_future(_unlink(fuse, parent))
+    await export.rename_started.wait()
+    await fuse.release(handle)          # The last close, meanwhile.
+    assert export.removed() == []       # Not hidden yet: nothing to drop.
+    export.rename_may_finish.set()
+    await unlinking
     (hidden_dir, name), = export.removed()
     assert hidden_dir == HIDDEN_DIR and name.startswith("m-")
 
 
-def test_a_file_still_open_stays_hidden_until_its_last_close():
-    async def scenario():
-        export = Export()
-        export.rename_may_finish.set()
-        fuse, parent, handle = _mount_with_an_open_file(export)
-        await _unlink(fuse, parent)
-        assert export.removed() == []
-        await fuse.release(handle)
-        return export
-
-    export = asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_file_still_open_stays_hidden_until_its_last_close():
+    export = Export()
+    export.rename_may_finish.set()
+    fuse, parent, handle = _mount_with_an_open_file(export)
+    await _unlink(fuse, parent)
+    assert export.removed() == []
+    await fuse.release(handle)
     (hidden_dir, name), = export.removed()
     assert hidden_dir == HIDDEN_DIR and name.startswith("m-")

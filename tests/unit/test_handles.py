@@ -319,17 +319,14 @@ def test_a_failed_walk_is_a_system_error_and_is_tried_again():
     assert role.guard.counters.handle_walks == 2
 
 
-def test_concurrent_unknown_handles_share_one_walk():
+@pytest.mark.asyncio
+async def test_concurrent_unknown_handles_share_one_walk():
     role, server = make_role()
-
-    async def both():
-        return await asyncio.gather(
-            role.handle(*nfs_call(Nfs3Proc.GETATTR, nfs3.encode_args(
-                Nfs3Proc.GETATTR, nfs3.GetattrArgs(DEEP)))),
-            role.handle(*nfs_call(Nfs3Proc.GETATTR, nfs3.encode_args(
-                Nfs3Proc.GETATTR, nfs3.GetattrArgs(GOLDEN)))))
-
-    asyncio.run(both())
+    await asyncio.gather(
+        role.handle(*nfs_call(Nfs3Proc.GETATTR, nfs3.encode_args(
+            Nfs3Proc.GETATTR, nfs3.GetattrArgs(DEEP)))),
+        role.handle(*nfs_call(Nfs3Proc.GETATTR, nfs3.encode_args(
+            Nfs3Proc.GETATTR, nfs3.GetattrArgs(GOLDEN)))))
     assert role.guard.counters.handle_walks == 1
     assert len(nfs_calls(server)) == 2
 
@@ -344,7 +341,8 @@ def test_a_write_is_relayed_only_with_a_known_handle():
     assert server.calls == ["relay"]
 
 
-def test_a_walk_whose_callers_all_went_away_still_ends_cleanly():
+@pytest.mark.asyncio
+async def test_a_walk_whose_callers_all_went_away_still_ends_cleanly():
     clock = Clock()
     role, server = make_role(clock=clock)
 
@@ -352,18 +350,16 @@ def test_a_walk_whose_callers_all_went_away_still_ends_cleanly():
         return role.handle(*nfs_call(Nfs3Proc.GETATTR, nfs3.encode_args(
             Nfs3Proc.GETATTR, nfs3.GetattrArgs(fh))))
 
-    async def scenario():
-        first = asyncio.ensure_future(getattr_call(DEEP))
-        for _ in range(3):
-            await asyncio.sleep(0)   # The walk has begun.
-        first.cancel()
-        for _ in range(50):
-            await asyncio.sleep(0)   # ... and ends with nobody waiting.
-        assert role.guard.admits((DEEP, GOLDEN, SUB))
-        clock.now += 11
-        # The next unknown handle walks again, as for any other.
-        reply = rpc.decode_message(await getattr_call(SECRET))
-        return nfs3.decode_res(Nfs3Proc.GETATTR, reply.results).status
-
-    assert asyncio.run(scenario()) == const.NfsStat.NFS3ERR_STALE
+    first = asyncio.ensure_future(getattr_call(DEEP))
+    for _ in range(3):
+        await asyncio.sleep(0)   # The walk has begun.
+    first.cancel()
+    for _ in range(50):
+        await asyncio.sleep(0)   # ... and ends with nobody waiting.
+    assert role.guard.admits((DEEP, GOLDEN, SUB))
+    clock.now += 11
+    # The next unknown handle walks again, as for any other.
+    reply = rpc.decode_message(await getattr_call(SECRET))
+    status = nfs3.decode_res(Nfs3Proc.GETATTR, reply.results).status
+    assert status == const.NfsStat.NFS3ERR_STALE
     assert role.guard.counters.handle_walks == 2

@@ -114,7 +114,7 @@ def test_the_programs_that_relay_records_keep_freed_buffers(
     assert done.stdout.split() == (["[16777216]"] if relays else ["[]"])
 
 
-def _trimmed_after(activities, interval=0.01):
+async def _trimmed_after(activities, interval=0.01):
     """Trims made while ``activity()`` gives ``activities`` in turn."""
     figures = iter(activities)
     trims = []
@@ -127,30 +127,31 @@ def _trimmed_after(activities, interval=0.01):
             done.set()
             return object()  # Unlike any figure: no trim for the end.
 
-    async def watch():
-        task = asyncio.ensure_future(heap.trim_when_idle(
-            activity, interval, trim=trims.append))
-        await done.wait()
-        task.cancel()
-
-    asyncio.run(watch())
+    task = asyncio.ensure_future(heap.trim_when_idle(
+        activity, interval, trim=trims.append))
+    await done.wait()
+    task.cancel()
     return len(trims)
 
 
-def test_no_trim_before_any_traffic():
-    assert _trimmed_after([0, 0, 0, 0]) == 0
+@pytest.mark.asyncio
+async def test_no_trim_before_any_traffic():
+    assert await _trimmed_after([0, 0, 0, 0]) == 0
 
 
-def test_one_trim_after_traffic_stops():
-    assert _trimmed_after([0, 10, 20, 20, 20, 20]) == 1
+@pytest.mark.asyncio
+async def test_one_trim_after_traffic_stops():
+    assert await _trimmed_after([0, 10, 20, 20, 20, 20]) == 1
 
 
-def test_each_quiet_spell_after_traffic_is_trimmed_once():
-    assert _trimmed_after([0, 10, 10, 10, 30, 30, 30]) == 2
+@pytest.mark.asyncio
+async def test_each_quiet_spell_after_traffic_is_trimmed_once():
+    assert await _trimmed_after([0, 10, 10, 10, 30, 30, 30]) == 2
 
 
-def test_no_trim_while_traffic_goes_on():
-    assert _trimmed_after([0, 10, 20, 30, 40]) == 0
+@pytest.mark.asyncio
+async def test_no_trim_while_traffic_goes_on():
+    assert await _trimmed_after([0, 10, 20, 30, 40]) == 0
 
 
 @needs_glibc

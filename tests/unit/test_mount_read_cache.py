@@ -10,6 +10,8 @@ import asyncio
 import os
 import types
 
+import pytest
+
 from gvfs_openstack.fuse import fusefs
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs import nfs3
@@ -78,58 +80,48 @@ def mounted(data, read_cache_bytes=1 << 20):
     return file, ops, ops.inodes.remember(FH)
 
 
-def test_reads_again_are_answered_from_ram():
+@pytest.mark.asyncio
+async def test_reads_again_are_answered_from_ram():
     data = os.urandom(4 * BLOCK)
-
-    async def scenario():
-        file, ops, inode = mounted(data)
-        for _ in range(3):
-            info = await ops.open(inode, os.O_RDONLY, None)
-            assert await ops.read(info.fh, 100, BLOCK) == data[100:100 + BLOCK]
-            await ops.release(info.fh)
-        return file.reads
-
-    assert asyncio.run(scenario()) == 1
+    file, ops, inode = mounted(data)
+    for _ in range(3):
+        info = await ops.open(inode, os.O_RDONLY, None)
+        assert await ops.read(info.fh, 100, BLOCK) == data[100:100 + BLOCK]
+        await ops.release(info.fh)
+    assert file.reads == 1
 
 
-def test_a_write_through_the_mount_shows_though_the_times_did_not_move():
+@pytest.mark.asyncio
+async def test_a_write_through_the_mount_shows_though_the_times_did_not_move():
     data, new = os.urandom(4 * BLOCK), os.urandom(BLOCK)
-
-    async def scenario():
-        file, ops, inode = mounted(data)
-        info = await ops.open(inode, os.O_RDWR, None)
-        assert await ops.read(info.fh, 0, 4 * BLOCK) == data
-        assert await ops.write(info.fh, BLOCK + 10, new) == len(new)
-        got = await ops.read(info.fh, 0, 4 * BLOCK)
-        await ops.release(info.fh)
-        return got
-
-    assert asyncio.run(scenario()) == \
-        data[:BLOCK + 10] + new + data[2 * BLOCK + 10:]
+    file, ops, inode = mounted(data)
+    info = await ops.open(inode, os.O_RDWR, None)
+    assert await ops.read(info.fh, 0, 4 * BLOCK) == data
+    assert await ops.write(info.fh, BLOCK + 10, new) == len(new)
+    got = await ops.read(info.fh, 0, 4 * BLOCK)
+    await ops.release(info.fh)
+    assert got == data[:BLOCK + 10] + new + data[2 * BLOCK + 10:]
 
 
-def test_a_truncate_through_the_mount_drops_the_file():
+@pytest.mark.asyncio
+async def test_a_truncate_through_the_mount_drops_the_file():
     data = os.urandom(4 * BLOCK)
-
-    async def scenario():
-        file, ops, inode = mounted(data)
-        info = await ops.open(inode, os.O_RDWR, None)
-        assert await ops.read(info.fh, 0, 4 * BLOCK) == data
-        # The proxy truncated it and grew it back; the times did not move.
-        file.data[:] = bytes(len(data))
-        ops.session.call = _setattr_then(ops.session.call, file)
-        fields = types.SimpleNamespace(
-            update_mode=False, update_uid=False, update_gid=False,
-            update_size=True, update_atime=False, update_mtime=False)
-        attr = types.SimpleNamespace(st_mode=0, st_uid=0, st_gid=0,
-                                     st_size=len(data), st_atime_ns=0,
-                                     st_mtime_ns=0)
-        await ops.setattr(inode, attr, fields, info.fh, None)
-        got = await ops.read(info.fh, 0, BLOCK)
-        await ops.release(info.fh)
-        return got
-
-    assert asyncio.run(scenario()) == bytes(BLOCK)
+    file, ops, inode = mounted(data)
+    info = await ops.open(inode, os.O_RDWR, None)
+    assert await ops.read(info.fh, 0, 4 * BLOCK) == data
+    # The proxy truncated it and grew it back; the times did not move.
+    file.data[:] = bytes(len(data))
+    ops.session.call = _setattr_then(ops.session.call, file)
+    fields = types.SimpleNamespace(
+        update_mode=False, update_uid=False, update_gid=False,
+        update_size=True, update_atime=False, update_mtime=False)
+    attr = types.SimpleNamespace(st_mode=0, st_uid=0, st_gid=0,
+                                 st_size=len(data), st_atime_ns=0,
+                                 st_mtime_ns=0)
+    await ops.setattr(inode, attr, fields, info.fh, None)
+    got = await ops.read(info.fh, 0, BLOCK)
+    await ops.release(info.fh)
+    assert got == bytes(BLOCK)
 
 
 def _setattr_then(call, file):
@@ -141,33 +133,27 @@ def _setattr_then(call, file):
     return with_setattr
 
 
-def test_a_change_elsewhere_shows_from_the_next_open():
+@pytest.mark.asyncio
+async def test_a_change_elsewhere_shows_from_the_next_open():
     data, new = os.urandom(2 * BLOCK), os.urandom(2 * BLOCK)
-
-    async def scenario():
-        file, ops, inode = mounted(data)
-        info = await ops.open(inode, os.O_RDONLY, None)
-        assert await ops.read(info.fh, 0, BLOCK) == data[:BLOCK]
-        await ops.release(info.fh)
-        file.data[:] = new      # Another host rewrote it.
-        file.mtime += 1
-        info = await ops.open(inode, os.O_RDONLY, None)
-        got = await ops.read(info.fh, 0, BLOCK)
-        await ops.release(info.fh)
-        return got
-
-    assert asyncio.run(scenario()) == new[:BLOCK]
+    file, ops, inode = mounted(data)
+    info = await ops.open(inode, os.O_RDONLY, None)
+    assert await ops.read(info.fh, 0, BLOCK) == data[:BLOCK]
+    await ops.release(info.fh)
+    file.data[:] = new      # Another host rewrote it.
+    file.mtime += 1
+    info = await ops.open(inode, os.O_RDONLY, None)
+    got = await ops.read(info.fh, 0, BLOCK)
+    await ops.release(info.fh)
+    assert got == new[:BLOCK]
 
 
-def test_without_a_cache_every_read_goes_to_the_proxy():
+@pytest.mark.asyncio
+async def test_without_a_cache_every_read_goes_to_the_proxy():
     data = os.urandom(BLOCK)
-
-    async def scenario():
-        file, ops, inode = mounted(data, read_cache_bytes=0)
-        info = await ops.open(inode, os.O_RDONLY, None)
-        for _ in range(3):
-            assert await ops.read(info.fh, 0, BLOCK) == data
-        await ops.release(info.fh)
-        return file.reads
-
-    assert asyncio.run(scenario()) == 3
+    file, ops, inode = mounted(data, read_cache_bytes=0)
+    info = await ops.open(inode, os.O_RDONLY, None)
+    for _ in range(3):
+        assert await ops.read(info.fh, 0, BLOCK) == data
+    await ops.release(info.fh)
+    assert file.reads == 3

@@ -35,22 +35,20 @@ async def _peer():
     return server, server.sockets[0].getsockname()[1]
 
 
-def test_a_reply_over_the_size_limit_fails_its_call_at_once():
-    async def scenario():
-        server, port = await _peer()
-        client = RpcClient("127.0.0.1", port, timeout=30,
-                           max_record_size=1 << 20)
-        await client.connect()
-        try:
-            started = time.monotonic()
-            with pytest.raises(RecordTooLarge):
-                await client.call(100003, 3, 0)
-            assert time.monotonic() - started < 10
-            # The connection goes on for the next call.
-            assert client.connected
-            assert await client.call(100003, 3, 0) == b""
-        finally:
-            client.close()
-            server.close()
-
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_reply_over_the_size_limit_fails_its_call_at_once():
+    server, port = await _peer()
+    client = RpcClient("127.0.0.1", port, timeout=30,
+                       max_record_size=1 << 20)
+    await client.connect()
+    try:
+        started = time.monotonic()
+        with pytest.raises(RecordTooLarge):
+            await client.call(100003, 3, 0)
+        assert time.monotonic() - started < 10
+        # The connection goes on for the next call.
+        assert client.connected
+        assert await client.call(100003, 3, 0) == b""
+    finally:
+        client.close()
+        server.close()

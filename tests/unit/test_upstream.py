@@ -47,30 +47,28 @@ async def _peer(oversized_first):
     return server, server.sockets[0].getsockname()[1], answered
 
 
-def test_a_reply_over_the_size_limit_fails_its_call_at_once():
-    async def scenario():
-        server, port, answered = await _peer(oversized_first=True)
-        pool = upstream.UpstreamPool(tunnel.TcpConnector("127.0.0.1", port),
-                                     size=1, max_record_size=1 << 20,
-                                     call_timeout=30)
-        await pool.start()
-        try:
-            started = time.monotonic()
-            with pytest.raises(upstream.UpstreamReplyTooLarge) as e:
-                await pool.call(_call, replayable=True)
-            assert time.monotonic() - started < 10
-            assert "max_record_size" in str(e.value)
-            # Not sent again; the connection goes on for other calls.
-            assert len(answered) == 1
-            reply = await pool.call(_call, replayable=True)
-            assert isinstance(reply, (bytes, bytearray))
-            assert pool.counters.upstream_failed_calls == 1
-            assert pool.counters.upstream_connects == 1
-        finally:
-            await pool.close()
-            server.close()
-
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_reply_over_the_size_limit_fails_its_call_at_once():
+    server, port, answered = await _peer(oversized_first=True)
+    pool = upstream.UpstreamPool(tunnel.TcpConnector("127.0.0.1", port),
+                                 size=1, max_record_size=1 << 20,
+                                 call_timeout=30)
+    await pool.start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(upstream.UpstreamReplyTooLarge) as e:
+            await pool.call(_call, replayable=True)
+        assert time.monotonic() - started < 10
+        assert "max_record_size" in str(e.value)
+        # Not sent again; the connection goes on for other calls.
+        assert len(answered) == 1
+        reply = await pool.call(_call, replayable=True)
+        assert isinstance(reply, (bytes, bytearray))
+        assert pool.counters.upstream_failed_calls == 1
+        assert pool.counters.upstream_connects == 1
+    finally:
+        await pool.close()
+        server.close()
 
 
 async def _cutting_peer(second_reply):
@@ -109,37 +107,35 @@ async def _cutting_peer(second_reply):
     return server, server.sockets[0].getsockname()[1], calls, big_reply
 
 
-def _relay_cut(second_reply):
+async def _relay_cut(second_reply):
     """Downstream wire and result of a call whose relayed reply is cut."""
     from gvfs_openstack.proxy import streams
     from tests.unit.test_streams import Wire
 
-    async def scenario():
-        server, port, calls, big_reply = await _cutting_peer(second_reply)
-        pool = upstream.UpstreamPool(tunnel.TcpConnector("127.0.0.1", port),
-                                     size=1, call_timeout=30,
-                                     backoff_initial=0.01)
-        await pool.start()
-        wire = Wire()
-        writer = streams.RecordWriter(wire, counters.ListenerCounters(),
-                                      "downstream_bytes_out")
-        try:
-            result = await pool.call(
-                _call, replayable=True,
-                relay_to=streams.RelayTarget(writer, 77))
-            return wire, result, calls, big_reply(77), pool.counters
-        finally:
-            await pool.close()
-            server.close()
-
-    return asyncio.run(scenario())
+    server, port, calls, big_reply = await _cutting_peer(second_reply)
+    pool = upstream.UpstreamPool(tunnel.TcpConnector("127.0.0.1", port),
+                                 size=1, call_timeout=30,
+                                 backoff_initial=0.01)
+    await pool.start()
+    wire = Wire()
+    writer = streams.RecordWriter(wire, counters.ListenerCounters(),
+                                  "downstream_bytes_out")
+    try:
+        result = await pool.call(
+            _call, replayable=True,
+            relay_to=streams.RelayTarget(writer, 77))
+        return wire, result, calls, big_reply(77), pool.counters
+    finally:
+        await pool.close()
+        server.close()
 
 
-def test_a_relayed_reply_cut_part_way_is_finished_by_the_call_sent_again():
+@pytest.mark.asyncio
+async def test_a_relayed_reply_cut_part_way_is_finished_by_the_call_resent():
     from gvfs_openstack.proxy import streams
     from tests.unit.test_streams import records
 
-    wire, result, calls, expected, stats = _relay_cut(
+    wire, result, calls, expected, stats = await _relay_cut(
         lambda xid: rpc.accepted(xid, results=bytes(range(256)) * 1024))
     assert result is streams.RELAYED
     assert len(calls) == 2 and calls[0] == calls[1]  # Sent again.
@@ -149,10 +145,11 @@ def test_a_relayed_reply_cut_part_way_is_finished_by_the_call_sent_again():
     assert records(wire) == [expected]
 
 
-def test_a_different_reply_to_the_call_sent_again_aborts_the_stream():
+@pytest.mark.asyncio
+async def test_a_different_reply_to_the_call_sent_again_aborts_the_stream():
     from gvfs_openstack.proxy import streams
 
-    wire, result, calls, expected, _ = _relay_cut(
+    wire, result, calls, expected, _ = await _relay_cut(
         lambda xid: rpc.accepted(xid, results=b"\0\0\0\x46"))  # STALE.
     assert result is streams.RELAYED
     assert len(calls) == 2
@@ -162,31 +159,28 @@ def test_a_different_reply_to_the_call_sent_again_aborts_the_stream():
     assert 100000 <= len(wire.data) < len(expected)
 
 
-def test_a_peer_that_closes_unanswered_is_retried_with_backoff():
+@pytest.mark.asyncio
+async def test_a_peer_that_closes_unanswered_is_retried_with_backoff():
     # A relay in front of a proxy that is down accepts and closes at once:
     # reconnecting at full speed would send every call again hundreds of
     # times a second.
-    async def scenario():
-        accepted = []
+    accepted = []
 
-        async def close_at_once(reader, writer):
-            accepted.append(time.monotonic())
-            writer.transport.abort()
+    async def close_at_once(reader, writer):
+        accepted.append(time.monotonic())
+        writer.transport.abort()
 
-        server = await asyncio.start_server(close_at_once, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        pool = upstream.UpstreamPool(tunnel.TcpConnector("127.0.0.1", port),
-                                     size=1, call_timeout=30,
-                                     backoff_initial=0.01, backoff_max=0.2)
-        await pool.start()
-        call = asyncio.create_task(pool.call(_call, replayable=True))
-        await asyncio.sleep(1.0)
-        call.cancel()
-        await pool.close()
-        server.close()
-        return accepted, pool.counters
-
-    accepted, stats = asyncio.run(scenario())
+    server = await asyncio.start_server(close_at_once, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = upstream.UpstreamPool(tunnel.TcpConnector("127.0.0.1", port),
+                                 size=1, call_timeout=30,
+                                 backoff_initial=0.01, backoff_max=0.2)
+    await pool.start()
+    call = asyncio.create_task(pool.call(_call, replayable=True))
+    await asyncio.sleep(1.0)
+    call.cancel()
+    await pool.close()
+    server.close()
     # 0.01, 0.02 ... doubling to 0.2: about 9 in a second, not hundreds.
     assert 3 <= len(accepted) <= 15, len(accepted)
-    assert stats.upstream_resent <= len(accepted)
+    assert pool.counters.upstream_resent <= len(accepted)

@@ -184,15 +184,13 @@ def served(reply):
     return res.body.data
 
 
-def test_a_read_is_fetched_with_the_client_credential_then_cached(tmp_path):
-    async def scenario():
-        cache, pool = cache_over(tmp_path, FileServer())
-        first = served(await cache.read(read_call(100, 5000)))
-        sent = len(pool.calls)
-        again = served(await cache.read(read_call(100, 5000)))
-        return first, again, sent, pool
-
-    first, again, sent, pool = run(scenario())
+@pytest.mark.asyncio
+async def test_a_read_is_fetched_with_the_client_credential_then_cached(
+        tmp_path):
+    cache, pool = cache_over(tmp_path, FileServer())
+    first = served(await cache.read(read_call(100, 5000)))
+    sent = len(pool.calls)
+    again = served(await cache.read(read_call(100, 5000)))
     assert first == again == DATA[100:5100]
     assert len(pool.calls) == sent        # The second came from the cache.
     assert {call.cred for call, _ in pool.calls} == {CRED}

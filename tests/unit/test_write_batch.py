@@ -59,97 +59,83 @@ async def settle():
         await asyncio.sleep(0)
 
 
-def run(scenario):
-    return asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_writes_over_other_bytes_go_together():
+    server = Server()
+    batch = WriteBatch(server, b"fh")
+    await batch.add(0, b"aaaa")
+    await batch.add(4, b"bbbb")
+    await settle()
+    assert server.sent() == [(0, b"aaaa"), (4, b"bbbb")]
+    await server.answer(1)
+    await server.answer(0)
+    await batch._drain()
+    assert bytes(server.data[:8]) == b"aaaabbbb"
 
 
-def test_writes_over_other_bytes_go_together():
-    async def scenario():
-        server = Server()
-        batch = WriteBatch(server, b"fh")
-        await batch.add(0, b"aaaa")
-        await batch.add(4, b"bbbb")
-        await settle()
-        assert server.sent() == [(0, b"aaaa"), (4, b"bbbb")]
-        await server.answer(1)
-        await server.answer(0)
-        await batch._drain()
-        assert bytes(server.data[:8]) == b"aaaabbbb"
-
-    run(scenario)
-
-
-def test_a_write_over_bytes_in_flight_waits_for_them():
-    async def scenario():
-        server = Server()
-        batch = WriteBatch(server, b"fh")
-        await batch.add(0, b"old!")
-        await batch.add(2, b"NEW!")
-        await settle()
-        # The second is not sent while the first may still land after it.
-        assert server.sent() == [(0, b"old!")]
-        await server.answer(0)
-        assert server.sent() == [(2, b"NEW!")]
-        await server.answer(0)
-        await batch._drain()
-        assert bytes(server.data[:6]) == b"olNEW!"
-
-    run(scenario)
+@pytest.mark.asyncio
+async def test_a_write_over_bytes_in_flight_waits_for_them():
+    server = Server()
+    batch = WriteBatch(server, b"fh")
+    await batch.add(0, b"old!")
+    await batch.add(2, b"NEW!")
+    await settle()
+    # The second is not sent while the first may still land after it.
+    assert server.sent() == [(0, b"old!")]
+    await server.answer(0)
+    assert server.sent() == [(2, b"NEW!")]
+    await server.answer(0)
+    await batch._drain()
+    assert bytes(server.data[:6]) == b"olNEW!"
 
 
-def test_settle_waits_for_the_writes_over_a_range_only():
-    async def scenario():
-        server = Server()
-        batch = WriteBatch(server, b"fh")
-        await batch.add(0, b"aaaa")
-        await batch.add(8, b"bbbb")
-        await settle()
-        settled = asyncio.ensure_future(batch.settle(8, 10))
-        await batch.settle(4, 8)   # Nothing in flight there.
-        await settle()
-        assert not settled.done()
-        await server.answer(0)     # The WRITE at 0.
-        assert not settled.done()
-        await server.answer(0)     # The WRITE at 8.
-        assert settled.done() and settled.result() is None
-
-    run(scenario)
+@pytest.mark.asyncio
+async def test_settle_waits_for_the_writes_over_a_range_only():
+    server = Server()
+    batch = WriteBatch(server, b"fh")
+    await batch.add(0, b"aaaa")
+    await batch.add(8, b"bbbb")
+    await settle()
+    settled = asyncio.ensure_future(batch.settle(8, 10))
+    await batch.settle(4, 8)   # Nothing in flight there.
+    await settle()
+    assert not settled.done()
+    await server.answer(0)     # The WRITE at 0.
+    assert not settled.done()
+    await server.answer(0)     # The WRITE at 8.
+    assert settled.done() and settled.result() is None
 
 
-def test_settle_raises_what_the_write_raised():
+@pytest.mark.asyncio
+async def test_settle_raises_what_the_write_raised():
     class Failing(Server):
         async def write(self, fh, offset, data):
             await asyncio.sleep(0)
             raise ConnectionResetError("gone")
 
-    async def scenario():
-        batch = WriteBatch(Failing(), b"fh")
-        await batch.add(0, b"aaaa")
-        with pytest.raises(ConnectionResetError):
-            await batch.settle(0, 4)
-
-    run(scenario)
+    batch = WriteBatch(Failing(), b"fh")
+    await batch.add(0, b"aaaa")
+    with pytest.raises(ConnectionResetError):
+        await batch.settle(0, 4)
 
 
-def test_a_resend_keeps_the_order_of_overlapping_writes():
-    async def scenario():
-        server = Server()
-        batch = WriteBatch(server, b"fh")
-        await batch.add(0, b"1111")
-        await batch.add(0, b"2222")
-        await batch.add(8, b"3333")
-        await settle()
-        batch.resend()      # As after a reconnect: nothing was answered.
-        await settle()
-        assert server.sent() == [(0, b"1111"), (8, b"3333")]
-        # Answer the re-sent ones, newest first where the server may.
-        while server.waiting:
-            await server.answer(len(server.waiting) - 1)
-        await batch._drain()
-        assert bytes(server.data[:12]) == b"2222\0\0\0\x003333"
-        assert batch.resent_bytes == 12
-
-    run(scenario)
+@pytest.mark.asyncio
+async def test_a_resend_keeps_the_order_of_overlapping_writes():
+    server = Server()
+    batch = WriteBatch(server, b"fh")
+    await batch.add(0, b"1111")
+    await batch.add(0, b"2222")
+    await batch.add(8, b"3333")
+    await settle()
+    batch.resend()      # As after a reconnect: nothing was answered.
+    await settle()
+    assert server.sent() == [(0, b"1111"), (8, b"3333")]
+    # Answer the re-sent ones, newest first where the server may.
+    while server.waiting:
+        await server.answer(len(server.waiting) - 1)
+    await batch._drain()
+    assert bytes(server.data[:12]) == b"2222\0\0\0\x003333"
+    assert batch.resent_bytes == 12
 
 
 class RestartingServer:
@@ -199,98 +185,86 @@ class RestartingServer:
         return self.verf
 
 
-def test_commit_makes_the_writes_stable():
-    async def scenario():
-        server = RestartingServer()
-        batch = WriteBatch(server, b"fh")
-        await batch.add(0, b"aaaa")
-        await batch.add(4, b"bbbb")
-        await batch.commit()
-        assert bytes(server.stable[:8]) == b"aaaabbbb"
-        assert server.commits == 1 and batch.resent_bytes == 0
-        assert batch.size == 0 and batch.sent == []
-        await batch.commit()   # Nothing since: no COMMIT.
-        assert server.commits == 1
-
-    run(scenario)
+@pytest.mark.asyncio
+async def test_commit_makes_the_writes_stable():
+    server = RestartingServer()
+    batch = WriteBatch(server, b"fh")
+    await batch.add(0, b"aaaa")
+    await batch.add(4, b"bbbb")
+    await batch.commit()
+    assert bytes(server.stable[:8]) == b"aaaabbbb"
+    assert server.commits == 1 and batch.resent_bytes == 0
+    assert batch.size == 0 and batch.sent == []
+    await batch.commit()   # Nothing since: no COMMIT.
+    assert server.commits == 1
 
 
-def test_a_new_verifier_at_commit_sends_everything_again():
+@pytest.mark.asyncio
+async def test_a_new_verifier_at_commit_sends_everything_again():
     """RFC 1813 section 3.3.7: the server lost the UNSTABLE data."""
-    async def scenario():
-        server = RestartingServer(restarts={1})
-        batch = WriteBatch(server, b"fh")
-        await batch.add(0, b"aaaa")
-        await batch.add(4, b"bbbb")
+    server = RestartingServer(restarts={1})
+    batch = WriteBatch(server, b"fh")
+    await batch.add(0, b"aaaa")
+    await batch.add(4, b"bbbb")
+    await batch.commit()
+    assert server.commits == 2
+    assert bytes(server.stable[:8]) == b"aaaabbbb"
+    assert batch.resent_bytes == 8
+    assert server.writes == [(0, b"aaaa"), (4, b"bbbb")] * 2
+
+
+@pytest.mark.asyncio
+async def test_a_verifier_that_keeps_changing_fails_the_commit():
+    server = RestartingServer(restarts={1, 2, 3})
+    batch = WriteBatch(server, b"fh")
+    await batch.add(0, b"aaaa")
+    with pytest.raises(write_batch.VerifierKeptChanging):
         await batch.commit()
-        assert server.commits == 2
-        assert bytes(server.stable[:8]) == b"aaaabbbb"
-        assert batch.resent_bytes == 8
-        assert server.writes == [(0, b"aaaa"), (4, b"bbbb")] * 2
-
-    run(scenario)
+    assert server.commits == WriteBatch.MAX_COMMIT_RETRIES
+    assert batch.size == 4   # Kept: the caller may try again.
 
 
-def test_a_verifier_that_keeps_changing_fails_the_commit():
-    async def scenario():
-        server = RestartingServer(restarts={1, 2, 3})
-        batch = WriteBatch(server, b"fh")
-        await batch.add(0, b"aaaa")
-        with pytest.raises(write_batch.VerifierKeptChanging):
-            await batch.commit()
-        assert server.commits == WriteBatch.MAX_COMMIT_RETRIES
-        assert batch.size == 4   # Kept: the caller may try again.
-
-    run(scenario)
-
-
-def test_a_short_write_is_completed_and_a_stuck_one_fails():
-    async def scenario():
-        server = RestartingServer(short=3)
-        batch = WriteBatch(server, b"fh", server.write)
-        await batch.add(0, b"abcdefgh")
-        await batch.commit()
-        assert server.writes == [(0, b"abc"), (3, b"def"), (6, b"gh")]
-        assert bytes(server.stable[:8]) == b"abcdefgh"
-        server = RestartingServer(short=0)
-        stuck = WriteBatch(server, b"fh", server.write)
-        await stuck.add(0, b"abcd")
-        with pytest.raises(write_batch.WriteNotTaken):
-            await stuck.commit()
-
-    run(scenario)
+@pytest.mark.asyncio
+async def test_a_short_write_is_completed_and_a_stuck_one_fails():
+    server = RestartingServer(short=3)
+    batch = WriteBatch(server, b"fh", server.write)
+    await batch.add(0, b"abcdefgh")
+    await batch.commit()
+    assert server.writes == [(0, b"abc"), (3, b"def"), (6, b"gh")]
+    assert bytes(server.stable[:8]) == b"abcdefgh"
+    server = RestartingServer(short=0)
+    stuck = WriteBatch(server, b"fh", server.write)
+    await stuck.add(0, b"abcd")
+    with pytest.raises(write_batch.WriteNotTaken):
+        await stuck.commit()
 
 
-def test_bytes_given_as_a_function_are_read_at_every_send():
+@pytest.mark.asyncio
+async def test_bytes_given_as_a_function_are_read_at_every_send():
     """As write-back's flush gives them: read from the journal."""
-    async def scenario():
-        server = RestartingServer(restarts={1})
-        loads = []
+    server = RestartingServer(restarts={1})
+    loads = []
 
-        def load():
-            loads.append(1)
-            return b"zzzz"
+    def load():
+        loads.append(1)
+        return b"zzzz"
 
-        batch = WriteBatch(server, b"fh")
-        await batch.add(8, load, 4)
-        assert batch.size == 4
-        await batch.commit()
-        assert len(loads) == 2   # Sent, lost, sent again.
-        assert bytes(server.stable[8:12]) == b"zzzz"
-
-    run(scenario)
+    batch = WriteBatch(server, b"fh")
+    await batch.add(8, load, 4)
+    assert batch.size == 4
+    await batch.commit()
+    assert len(loads) == 2   # Sent, lost, sent again.
+    assert bytes(server.stable[8:12]) == b"zzzz"
 
 
-def test_a_resend_keeps_to_the_window():
-    async def scenario():
-        server = RestartingServer(window=2)
-        batch = WriteBatch(server, b"fh")
-        for offset in range(0, 16, 2):
-            await batch.add(offset, b"xy")
-        await batch._drain()
-        batch.resend()
-        await batch.commit()
-        assert server.most_sending == 2
-        assert len(server.writes) == 16
-
-    run(scenario)
+@pytest.mark.asyncio
+async def test_a_resend_keeps_to_the_window():
+    server = RestartingServer(window=2)
+    batch = WriteBatch(server, b"fh")
+    for offset in range(0, 16, 2):
+        await batch.add(offset, b"xy")
+    await batch._drain()
+    batch.resend()
+    await batch.commit()
+    assert server.most_sending == 2
+    assert len(server.writes) == 16

@@ -123,201 +123,192 @@ def test_write_head_reads_the_arguments_before_the_data():
                                              StableHow.DATA_SYNC, 3)
 
 
-def test_first_write_goes_through_then_unstable_writes_are_answered_first():
-    async def scenario():
-        pool = GatedPool()
-        role, behind = _role(pool)
-        first = _result(Nfs3Proc.WRITE, await role.handle(*_write(0)))
-        # The server's verifier is not the client's to see.
-        assert first.body.verf == behind.verifier(SERVER_VERF) != SERVER_VERF
-        pool.gate.clear()
-        early = await asyncio.wait_for(role.handle(*_write(4096, xid=9)), 1)
-        assert rpc.read_xid(early) == 9
-        res = _result(Nfs3Proc.WRITE, early)
-        assert res.ok and res.body.count == 4096
-        assert res.body.committed == StableHow.UNSTABLE
-        assert res.body.verf == first.body.verf
-        assert behind.bytes_in_flight == 4096
-        pool.gate.set()
-        await _settled()
-        assert behind.bytes_in_flight == 0
-        assert behind.counters.write_behind_answered == 1
-        assert pool.procs() == [Nfs3Proc.WRITE, Nfs3Proc.WRITE]
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_after_the_first_write_unstable_writes_are_answered_first():
+    pool = GatedPool()
+    role, behind = _role(pool)
+    first = _result(Nfs3Proc.WRITE, await role.handle(*_write(0)))
+    # The server's verifier is not the client's to see.
+    assert first.body.verf == behind.verifier(SERVER_VERF) != SERVER_VERF
+    pool.gate.clear()
+    early = await asyncio.wait_for(role.handle(*_write(4096, xid=9)), 1)
+    assert rpc.read_xid(early) == 9
+    res = _result(Nfs3Proc.WRITE, early)
+    assert res.ok and res.body.count == 4096
+    assert res.body.committed == StableHow.UNSTABLE
+    assert res.body.verf == first.body.verf
+    assert behind.bytes_in_flight == 4096
+    pool.gate.set()
+    await _settled()
+    assert behind.bytes_in_flight == 0
+    assert behind.counters.write_behind_answered == 1
+    assert pool.procs() == [Nfs3Proc.WRITE, Nfs3Proc.WRITE]
 
 
 @pytest.mark.parametrize("stable", [StableHow.DATA_SYNC,
                                     StableHow.FILE_SYNC])
-def test_stable_writes_wait_for_the_server(stable):
-    async def scenario():
-        pool, role, behind = await _writing()
-        pending = asyncio.ensure_future(
-            role.handle(*_write(4096, stable=stable)))
-        await _settled()
-        assert not pending.done()
-        pool.gate.set()
-        assert _result(Nfs3Proc.WRITE, await pending).ok
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_stable_writes_wait_for_the_server(stable):
+    pool, role, behind = await _writing()
+    pending = asyncio.ensure_future(
+        role.handle(*_write(4096, stable=stable)))
+    await _settled()
+    assert not pending.done()
+    pool.gate.set()
+    assert _result(Nfs3Proc.WRITE, await pending).ok
 
 
-def test_commit_and_other_calls_wait_for_the_files_writes():
-    async def scenario():
-        pool, role, behind = await _writing()
-        await role.handle(*_write(4096))
-        commit = asyncio.ensure_future(role.handle(*_commit()))
-        getattr_ = asyncio.ensure_future(role.handle(*_call(
-            Nfs3Proc.GETATTR, nfs3.GetattrArgs(FH))))
-        other = asyncio.ensure_future(role.handle(*_call(
-            Nfs3Proc.GETATTR, nfs3.GetattrArgs(OTHER))))
-        await _settled()
-        # Another file's call goes on; this file's wait for its WRITE.
-        assert pool.procs() == [Nfs3Proc.WRITE, Nfs3Proc.WRITE,
-                                Nfs3Proc.GETATTR]
-        assert not commit.done() and not getattr_.done()
-        pool.gate.set()
-        res = _result(Nfs3Proc.COMMIT, await commit)
-        assert res.ok and res.body.verf == behind.verifier(SERVER_VERF)
-        await getattr_
-        await other
-        assert sorted(pool.procs()[3:]) == [Nfs3Proc.GETATTR,
-                                            Nfs3Proc.COMMIT]
-        # The early WRITE counts itself; the other file's GETATTR went
-        # while it was in flight, this file's calls once it was not.
-        assert pool.behind_then == [0, 4096, 4096, 0, 0]
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_commit_and_other_calls_wait_for_the_files_writes():
+    pool, role, behind = await _writing()
+    await role.handle(*_write(4096))
+    commit = asyncio.ensure_future(role.handle(*_commit()))
+    getattr_ = asyncio.ensure_future(role.handle(*_call(
+        Nfs3Proc.GETATTR, nfs3.GetattrArgs(FH))))
+    other = asyncio.ensure_future(role.handle(*_call(
+        Nfs3Proc.GETATTR, nfs3.GetattrArgs(OTHER))))
+    await _settled()
+    # Another file's call goes on; this file's wait for its WRITE.
+    assert pool.procs() == [Nfs3Proc.WRITE, Nfs3Proc.WRITE,
+                            Nfs3Proc.GETATTR]
+    assert not commit.done() and not getattr_.done()
+    pool.gate.set()
+    res = _result(Nfs3Proc.COMMIT, await commit)
+    assert res.ok and res.body.verf == behind.verifier(SERVER_VERF)
+    await getattr_
+    await other
+    assert sorted(pool.procs()[3:]) == [Nfs3Proc.GETATTR,
+                                        Nfs3Proc.COMMIT]
+    # The early WRITE counts itself; the other file's GETATTR went
+    # while it was in flight, this file's calls once it was not.
+    assert pool.behind_then == [0, 4096, 4096, 0, 0]
 
 
-def test_a_file_written_without_pause_does_not_hold_its_commit_for_ever():
-    async def scenario():
-        pool, role, behind = await _writing()
-        await role.handle(*_write(4096))
-        commit = asyncio.ensure_future(role.handle(*_commit()))
-        await _settled()
-        pool.gate.set()
-        # More WRITEs keep coming while the COMMIT waits for the first.
-        for n in range(2, 400):
-            await role.handle(*_write(n * 4096))
-            await asyncio.sleep(0)
-            if commit.done():
-                break
-        assert commit.done(), "the COMMIT waits as long as WRITEs come"
-        assert _result(Nfs3Proc.COMMIT, commit.result()).ok
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_file_written_without_pause_does_not_hold_its_commit_forever():
+    pool, role, behind = await _writing()
+    await role.handle(*_write(4096))
+    commit = asyncio.ensure_future(role.handle(*_commit()))
+    await _settled()
+    pool.gate.set()
+    # More WRITEs keep coming while the COMMIT waits for the first.
+    for n in range(2, 400):
+        await role.handle(*_write(n * 4096))
+        await asyncio.sleep(0)
+        if commit.done():
+            break
+    assert commit.done(), "the COMMIT waits as long as WRITEs come"
+    assert _result(Nfs3Proc.COMMIT, commit.result()).ok
 
 
-def test_a_bulk_channel_read_of_the_file_waits_for_its_writes():
-    async def scenario():
-        pool, role, behind = await _writing()
-        await role.handle(*_write(4096))
-        message = rpc.encode_message(rpc.Call(
-            6, bulk.BULK_PROGRAM, bulk.BULK_VERSION, bulk.BulkProc.READ,
-            rpc.AuthSys(1000, 1000, (1000,)).to_opaque(),
-            args=bulk.encode_args(bulk.BulkProc.READ, bulk.ReadArgs(
-                FH, 0, 8192, bulk.Codec.ZSTD))))
-        read = asyncio.ensure_future(role.handle(
-            rpc.decode_message(message), bytearray(message)))
-        await _settled()
-        assert not read.done() and len(pool.sent) == 2
-        pool.gate.set()
-        await asyncio.wait_for(read, 1)
-        assert pool.behind_then[-1] == 0
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_bulk_channel_read_of_the_file_waits_for_its_writes():
+    pool, role, behind = await _writing()
+    await role.handle(*_write(4096))
+    message = rpc.encode_message(rpc.Call(
+        6, bulk.BULK_PROGRAM, bulk.BULK_VERSION, bulk.BulkProc.READ,
+        rpc.AuthSys(1000, 1000, (1000,)).to_opaque(),
+        args=bulk.encode_args(bulk.BulkProc.READ, bulk.ReadArgs(
+            FH, 0, 8192, bulk.Codec.ZSTD))))
+    read = asyncio.ensure_future(role.handle(
+        rpc.decode_message(message), bytearray(message)))
+    await _settled()
+    assert not read.done() and len(pool.sent) == 2
+    pool.gate.set()
+    await asyncio.wait_for(read, 1)
+    assert pool.behind_then[-1] == 0
 
 
-def test_an_overlapping_write_waits_for_the_one_in_flight():
-    async def scenario():
-        pool, role, behind = await _writing()
-        await role.handle(*_write(4096))
-        second = asyncio.ensure_future(role.handle(*_write(6000)))
-        await _settled()
-        assert not second.done() and len(pool.sent) == 2
-        pool.gate.set()
-        assert _result(Nfs3Proc.WRITE, await second).ok
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_an_overlapping_write_waits_for_the_one_in_flight():
+    pool, role, behind = await _writing()
+    await role.handle(*_write(4096))
+    second = asyncio.ensure_future(role.handle(*_write(6000)))
+    await _settled()
+    assert not second.done() and len(pool.sent) == 2
+    pool.gate.set()
+    assert _result(Nfs3Proc.WRITE, await second).ok
 
 
-def test_the_window_bounds_the_bytes_in_flight():
-    async def scenario():
-        pool, role, behind = await _writing(window=8192)
-        await role.handle(*_write(4096))
-        await role.handle(*_write(8192))
-        third = asyncio.ensure_future(role.handle(*_write(12288)))
-        await _settled()
-        assert not third.done() and behind.bytes_in_flight == 8192
-        pool.gate.set()
-        await asyncio.wait_for(third, 1)
-        await _settled()
-        assert behind.bytes_in_flight == 0
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_the_window_bounds_the_bytes_in_flight():
+    pool, role, behind = await _writing(window=8192)
+    await role.handle(*_write(4096))
+    await role.handle(*_write(8192))
+    third = asyncio.ensure_future(role.handle(*_write(12288)))
+    await _settled()
+    assert not third.done() and behind.bytes_in_flight == 8192
+    pool.gate.set()
+    await asyncio.wait_for(third, 1)
+    await _settled()
+    assert behind.bytes_in_flight == 0
 
 
-def test_a_write_that_fails_upstream_is_reported_by_the_next_commit():
-    async def scenario():
-        pool = GatedPool()
-        role, behind = _role(pool)
-        await role.handle(*_write(0))
-        pool.write_status[4096] = NfsStat.NFS3ERR_NOSPC
-        early = _result(Nfs3Proc.WRITE, await role.handle(*_write(4096)))
-        assert early.ok     # Answered before the server said no.
-        await _settled()
-        assert behind.counters.write_behind_failed == 1
-        # A client that checks verifiers sends its WRITEs again ...
-        assert behind.verifier(SERVER_VERF) != early.body.verf
-        # ... one that does not learns it at its COMMIT.
-        commit = _result(Nfs3Proc.COMMIT, await role.handle(*_commit()))
-        assert commit.status == NfsStat.NFS3ERR_IO
-        # WRITEs sent again go through, with their own errors ...
-        again = _result(Nfs3Proc.WRITE, await role.handle(*_write(4096)))
-        assert again.status == NfsStat.NFS3ERR_NOSPC
-        del pool.write_status[4096]
-        assert _result(Nfs3Proc.WRITE, await role.handle(*_write(4096))).ok
-        # ... while other files' WRITEs are still answered first ...
-        pool.gate.clear()
-        await asyncio.wait_for(role.handle(*_write(0, fh=OTHER)), 1)
-        pool.gate.set()
-        await _settled()
-        # ... until a COMMIT succeeds; then they are answered first again.
-        assert _result(Nfs3Proc.COMMIT, await role.handle(*_commit())).ok
-        pool.gate.clear()
-        await asyncio.wait_for(role.handle(*_write(8192)), 1)
-        pool.gate.set()
-        await _settled()
-        assert behind.counters.write_behind_commits_failed == 1
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_write_that_fails_upstream_is_reported_by_the_next_commit():
+    pool = GatedPool()
+    role, behind = _role(pool)
+    await role.handle(*_write(0))
+    pool.write_status[4096] = NfsStat.NFS3ERR_NOSPC
+    early = _result(Nfs3Proc.WRITE, await role.handle(*_write(4096)))
+    assert early.ok     # Answered before the server said no.
+    await _settled()
+    assert behind.counters.write_behind_failed == 1
+    # A client that checks verifiers sends its WRITEs again ...
+    assert behind.verifier(SERVER_VERF) != early.body.verf
+    # ... one that does not learns it at its COMMIT.
+    commit = _result(Nfs3Proc.COMMIT, await role.handle(*_commit()))
+    assert commit.status == NfsStat.NFS3ERR_IO
+    # WRITEs sent again go through, with their own errors ...
+    again = _result(Nfs3Proc.WRITE, await role.handle(*_write(4096)))
+    assert again.status == NfsStat.NFS3ERR_NOSPC
+    del pool.write_status[4096]
+    assert _result(Nfs3Proc.WRITE, await role.handle(*_write(4096))).ok
+    # ... while other files' WRITEs are still answered first ...
+    pool.gate.clear()
+    await asyncio.wait_for(role.handle(*_write(0, fh=OTHER)), 1)
+    pool.gate.set()
+    await _settled()
+    # ... until a COMMIT succeeds; then they are answered first again.
+    assert _result(Nfs3Proc.COMMIT, await role.handle(*_commit())).ok
+    pool.gate.clear()
+    await asyncio.wait_for(role.handle(*_write(8192)), 1)
+    pool.gate.set()
+    await _settled()
+    assert behind.counters.write_behind_commits_failed == 1
 
 
-def test_a_write_the_server_took_only_in_part_fails_the_commit():
-    async def scenario():
-        pool = GatedPool()
-        role, behind = _role(pool)
-        await role.handle(*_write(0))
-        pool.short.add(4096)
-        assert _result(Nfs3Proc.WRITE, await role.handle(*_write(4096))) \
-            .body.count == 4096
-        await _settled()
-        commit = _result(Nfs3Proc.COMMIT, await role.handle(*_commit()))
-        assert commit.status == NfsStat.NFS3ERR_IO
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_write_the_server_took_only_in_part_fails_the_commit():
+    pool = GatedPool()
+    role, behind = _role(pool)
+    await role.handle(*_write(0))
+    pool.short.add(4096)
+    assert _result(Nfs3Proc.WRITE, await role.handle(*_write(4096))) \
+        .body.count == 4096
+    await _settled()
+    commit = _result(Nfs3Proc.COMMIT, await role.handle(*_commit()))
+    assert commit.status == NfsStat.NFS3ERR_IO
 
 
-def test_a_record_shorter_than_its_data_is_left_to_the_server():
-    async def scenario():
-        pool = GatedPool()
-        role, behind = _role(pool)
-        await role.handle(*_write(0))
-        call, record = _write(4096)
-        # Cut the data short: the server, not the proxy, answers that.
-        call = call.__class__(**{**{f: getattr(call, f) for f in
-                                    call.__dataclass_fields__},
-                                 "args": call.args[:-100]})
-        head = write_behind.write_head(call.args)
-        assert head.data_length == -1 and not behind.eligible(head)
-        await role.handle(call, record)
-        assert behind.counters.write_behind_answered == 0
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_record_shorter_than_its_data_is_left_to_the_server():
+    pool = GatedPool()
+    role, behind = _role(pool)
+    await role.handle(*_write(0))
+    call, record = _write(4096)
+    # Cut the data short: the server, not the proxy, answers that.
+    call = call.__class__(**{**{f: getattr(call, f) for f in
+                                call.__dataclass_fields__},
+                             "args": call.args[:-100]})
+    head = write_behind.write_head(call.args)
+    assert head.data_length == -1 and not behind.eligible(head)
+    await role.handle(call, record)
+    assert behind.counters.write_behind_answered == 0
 
 
-def test_a_lost_upstream_connection_counts_as_a_failed_write():
+@pytest.mark.asyncio
+async def test_a_lost_upstream_connection_counts_as_a_failed_write():
     class DyingPool(GatedPool):
         dead = False
 
@@ -326,17 +317,15 @@ def test_a_lost_upstream_connection_counts_as_a_failed_write():
                 raise ConnectionResetError("tunnel cut")
             return await super().call(build_message, replayable, relay_to)
 
-    async def scenario():
-        pool = DyingPool()
-        role, behind = _role(pool)
-        await role.handle(*_write(0))
-        pool.dead = True
-        assert _result(Nfs3Proc.WRITE, await role.handle(*_write(4096))).ok
-        await _settled()
-        pool.dead = False
-        commit = _result(Nfs3Proc.COMMIT, await role.handle(*_commit()))
-        assert commit.status == NfsStat.NFS3ERR_IO
-    asyncio.run(scenario())
+    pool = DyingPool()
+    role, behind = _role(pool)
+    await role.handle(*_write(0))
+    pool.dead = True
+    assert _result(Nfs3Proc.WRITE, await role.handle(*_write(4096))).ok
+    await _settled()
+    pool.dead = False
+    commit = _result(Nfs3Proc.COMMIT, await role.handle(*_commit()))
+    assert commit.status == NfsStat.NFS3ERR_IO
 
 
 def test_the_verifier_changes_with_the_server_and_with_a_restart():
@@ -350,27 +339,25 @@ def test_the_verifier_changes_with_the_server_and_with_a_restart():
         write_behind.WriteBehind(1).epoch
 
 
-def test_without_write_behind_every_write_waits_for_the_server():
-    async def scenario():
-        pool = GatedPool()
-        role = roles.ClientRole(pool, counters.RoleCounters())
-        await role.handle(*_write(0))
-        pool.gate.clear()
-        pending = asyncio.ensure_future(role.handle(*_write(4096)))
-        await _settled()
-        assert not pending.done()
-        pool.gate.set()
-        res = _result(Nfs3Proc.WRITE, await pending)
-        assert res.body.verf == SERVER_VERF
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_without_write_behind_every_write_waits_for_the_server():
+    pool = GatedPool()
+    role = roles.ClientRole(pool, counters.RoleCounters())
+    await role.handle(*_write(0))
+    pool.gate.clear()
+    pending = asyncio.ensure_future(role.handle(*_write(4096)))
+    await _settled()
+    assert not pending.done()
+    pool.gate.set()
+    res = _result(Nfs3Proc.WRITE, await pending)
+    assert res.body.verf == SERVER_VERF
 
 
-def test_a_clean_stop_waits_for_the_writes_in_flight():
-    async def scenario():
-        pool, role, behind = await _writing()
-        await role.handle(*_write(4096))
-        assert not await behind.drain(0.05)
-        asyncio.get_running_loop().call_later(0.05, pool.gate.set)
-        assert await behind.drain(5)
-        assert behind.idle and behind.bytes_in_flight == 0
-    asyncio.run(scenario())
+@pytest.mark.asyncio
+async def test_a_clean_stop_waits_for_the_writes_in_flight():
+    pool, role, behind = await _writing()
+    await role.handle(*_write(4096))
+    assert not await behind.drain(0.05)
+    asyncio.get_running_loop().call_later(0.05, pool.gate.set)
+    assert await behind.drain(5)
+    assert behind.idle and behind.bytes_in_flight == 0

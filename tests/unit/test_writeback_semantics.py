@@ -14,6 +14,8 @@ import asyncio
 import dataclasses
 import itertools
 
+import pytest
+
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import FileType
 from gvfs_openstack.nfs.const import Nfs3Proc as P
@@ -360,17 +362,14 @@ class Proxy:
         return await self.nfs(P.COMMIT, nfs3.CommitArgs(fh, 0, 0))
 
 
-def scenario(tmp_path, steps):
+async def scenario(tmp_path, steps):
     """Run ``steps(proxy, server)`` (a coroutine function)."""
     server = MemoryServer()
     proxy = Proxy(tmp_path, server)
-
-    async def run():
-        try:
-            return await steps(proxy, server)
-        finally:
-            proxy.journal.close()
-    return asyncio.run(run())
+    try:
+        return await steps(proxy, server)
+    finally:
+        proxy.journal.close()
 
 
 async def dirty_file(proxy, name, data=b"y"):
@@ -384,7 +383,8 @@ async def dirty_file(proxy, name, data=b"y"):
 
 # --- a WRITE of no bytes ------------------------------------------------
 
-def test_a_write_of_no_bytes_leaves_the_size_to_the_next_write(tmp_path):
+@pytest.mark.asyncio
+async def test_a_write_of_no_bytes_leaves_the_size_to_the_next_write(tmp_path):
     async def steps(proxy, server):
         fh = (await proxy.create("a")).body.obj
         empty = await proxy.write(fh, 0, b"")
@@ -400,7 +400,7 @@ def test_a_write_of_no_bytes_leaves_the_size_to_the_next_write(tmp_path):
         assert (await proxy.getattr(fh)).body.obj_attributes.size == 1
         await proxy.writeback.flush()
         assert server.content("a") == b"x"
-    scenario(tmp_path, steps)
+    await scenario(tmp_path, steps)
 
 
 def test_an_empty_extent_is_no_dirty_byte():
@@ -415,7 +415,8 @@ def test_an_empty_extent_is_no_dirty_byte():
 
 # --- attributes of a dirty file -----------------------------------------
 
-def test_a_link_to_a_dirty_file_shows_in_its_attributes(tmp_path):
+@pytest.mark.asyncio
+async def test_a_link_to_a_dirty_file_shows_in_its_attributes(tmp_path):
     async def steps(proxy, server):
         fh = await dirty_file(proxy, "a")
         linked = await proxy.link(fh, "b")
@@ -430,10 +431,11 @@ def test_a_link_to_a_dirty_file_shows_in_its_attributes(tmp_path):
         written = await proxy.write(fh, 1, b"z")
         assert (written.body.file_wcc.after.nlink,
                 written.body.file_wcc.after.size) == (2, 2)
-    scenario(tmp_path, steps)
+    await scenario(tmp_path, steps)
 
 
-def test_every_reply_with_a_dirty_files_attributes_shows_its_size(
+@pytest.mark.asyncio
+async def test_every_reply_with_a_dirty_files_attributes_shows_its_size(
         tmp_path):
     async def steps(proxy, server):
         fh = await dirty_file(proxy, "a")
@@ -448,10 +450,11 @@ def test_every_reply_with_a_dirty_files_attributes_shows_its_size(
         shown = (await proxy.getattr(fh)).body.obj_attributes
         assert access.body.obj_attributes.mtime == shown.mtime
         assert server.content("a") == b""  # Still dirty here only.
-    scenario(tmp_path, steps)
+    await scenario(tmp_path, steps)
 
 
-def test_removing_another_link_of_a_dirty_file_shows(tmp_path):
+@pytest.mark.asyncio
+async def test_removing_another_link_of_a_dirty_file_shows(tmp_path):
     async def steps(proxy, server):
         fh = await dirty_file(proxy, "a")
         await proxy.link(fh, "b")
@@ -459,12 +462,13 @@ def test_removing_another_link_of_a_dirty_file_shows(tmp_path):
         assert (await proxy.remove("b")).ok
         shown = (await proxy.getattr(fh)).body.obj_attributes
         assert (shown.nlink, shown.size) == (1, 1)
-    scenario(tmp_path, steps)
+    await scenario(tmp_path, steps)
 
 
 # --- COMMIT -------------------------------------------------------------
 
-def test_commit_of_what_is_not_a_file_is_the_servers_to_answer(tmp_path):
+@pytest.mark.asyncio
+async def test_commit_of_what_is_not_a_file_is_the_servers_to_answer(tmp_path):
     async def steps(proxy, server):
         made = await proxy.nfs(P.MKDIR, nfs3.MkdirArgs(
             nfs3.DirOpArgs(proxy.root, "d"), nfs3.Sattr(mode=0o755)))
@@ -479,12 +483,14 @@ def test_commit_of_what_is_not_a_file_is_the_servers_to_answer(tmp_path):
         assert committed.ok and committed.body.file_wcc.after.size == 1
         assert committed.body.verf == proxy.writeback.verifier
         assert P.COMMIT not in server.calls[sent:]
-    scenario(tmp_path, steps)
+    await scenario(tmp_path, steps)
 
 
 # --- a removed dirty file -----------------------------------------------
 
-def test_a_removed_dirty_file_is_stale_and_its_bytes_are_dropped(tmp_path):
+@pytest.mark.asyncio
+async def test_a_removed_dirty_file_is_stale_and_its_bytes_are_dropped(
+        tmp_path):
     async def steps(proxy, server):
         fh = await dirty_file(proxy, "a", b"y" * 100000)
         assert (await proxy.remove("a")).ok
@@ -499,20 +505,22 @@ def test_a_removed_dirty_file_is_stale_and_its_bytes_are_dropped(tmp_path):
         sent = len(server.calls)
         done = await proxy.writeback.flush()
         assert done["dirty_bytes"] == 0 and server.calls[sent:] == []
-    scenario(tmp_path, steps)
+    await scenario(tmp_path, steps)
 
 
-def test_a_dirty_file_renamed_over_is_stale(tmp_path):
+@pytest.mark.asyncio
+async def test_a_dirty_file_renamed_over_is_stale(tmp_path):
     async def steps(proxy, server):
         fh = await dirty_file(proxy, "a")
         await proxy.create("b")
         assert (await proxy.rename("b", "a")).ok
         assert (await proxy.getattr(fh)).status == NfsStat.NFS3ERR_STALE
         assert fh not in proxy.writeback.dirty
-    scenario(tmp_path, steps)
+    await scenario(tmp_path, steps)
 
 
-def test_a_removed_file_is_not_sent_by_the_next_flush(tmp_path):
+@pytest.mark.asyncio
+async def test_a_removed_file_is_not_sent_by_the_next_flush(tmp_path):
     async def steps(proxy, server):
         await dirty_file(proxy, "tmp", b"t" * 300000)
         kept = await dirty_file(proxy, "kept", b"k")
@@ -526,10 +534,12 @@ def test_a_removed_file_is_not_sent_by_the_next_flush(tmp_path):
         assert proxy.counters.writeback_discarded_bytes == 300000
         assert kept not in proxy.writeback.dirty
         assert proxy.journal.size == 0
-    scenario(tmp_path, steps)
+    await scenario(tmp_path, steps)
 
 
-def test_a_dirty_file_keeps_its_bytes_while_another_link_remains(tmp_path):
+@pytest.mark.asyncio
+async def test_a_dirty_file_keeps_its_bytes_while_another_link_remains(
+        tmp_path):
     async def steps(proxy, server):
         fh = await dirty_file(proxy, "a", b"precious")
         await proxy.link(fh, "b")
@@ -540,10 +550,11 @@ def test_a_dirty_file_keeps_its_bytes_while_another_link_remains(tmp_path):
         await proxy.writeback.flush()
         assert server.content("b") == b"precious"
         assert proxy.counters.writeback_discarded_bytes == 0
-    scenario(tmp_path, steps)
+    await scenario(tmp_path, steps)
 
 
-def test_a_clean_file_removed_takes_no_write(tmp_path):
+@pytest.mark.asyncio
+async def test_a_clean_file_removed_takes_no_write(tmp_path):
     async def steps(proxy, server):
         fh = (await proxy.create("a")).body.obj
         assert (await proxy.lookup("a")).ok   # Its attributes are cached.
@@ -551,4 +562,4 @@ def test_a_clean_file_removed_takes_no_write(tmp_path):
         res = await proxy.write(fh, 0, b"lost?")
         assert res.status == NfsStat.NFS3ERR_STALE
         assert fh not in proxy.writeback.dirty
-    scenario(tmp_path, steps)
+    await scenario(tmp_path, steps)
