@@ -134,14 +134,16 @@ later boots read nothing across the link.  Only files with a metadata
 sidecar (golden images) are streamed.  Needs ``sidecars``.
 Related options: stream_window_kb, stream_chunk_kb.
 """),
-    cfg.IntOpt("stream_window_kb", default=1024, min=64, max=1024 * 1024,
+    cfg.IntOpt("stream_window_kb", default=2048, min=64, max=1024 * 1024,
                help="""Compressed bytes (KiB) the image stream keeps in flight.
 
-Below the bandwidth-delay product of the link to the next hop (a 50 ms,
-200 Mbit/s WAN: 1.25 MB), so that the stream leaves the link's queue short:
-a guest's own miss goes out at once beside it and waits behind at most this
-much.  Larger streams the image sooner on long, fast links; smaller leaves
-more of the link to readers.
+About 1.5 times the bandwidth-delay product of the link to the next hop (a
+50 ms, 200 Mbit/s WAN: 1.25 MB), as for ``prefetch_window_kb``: the stream
+then runs at the link's rate, and a guest's own miss, sent at once beside
+it, waits behind at most the window's excess over that product on the
+link (some 30 ms there).  A window below the product leaves the link idle:
+1024 streamed a 1 GiB golden image at half the lab link's rate, and the
+first boot ever of the worst-case guest missed 93 blocks instead of 26.
 Related options: stream_images.
 """),
     cfg.IntOpt("stream_chunk_kb", default=1024, min=64, max=16 * 1024,

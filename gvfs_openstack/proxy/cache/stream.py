@@ -29,9 +29,10 @@ Only the first boot of an image across a WAN streams at once, beside its
 guest.  Then:
 
 * it keeps at most ``window`` bytes *on the wire* in flight (counted
-  from the compression seen so far), below the link's bandwidth-delay
-  product, so the link's queue stays short and a guest's own miss,
-  sent at once beside the stream, waits behind at most one window;
+  from the compression seen so far), about 1.5 times the link's
+  bandwidth-delay product, so that it runs at the link's rate while the
+  link's queue stays short: a guest's own miss, sent at once beside the
+  stream, waits behind at most the window's excess over the product;
 * a guest that wants a block the stream is fetching joins that fetch
   (collapsed forwarding in :class:`reads.CachedReads`) instead of
   asking again;
@@ -80,7 +81,7 @@ class ImageStreams:
     """
 
     def __init__(self, reads, upstream, counters, chunk_size=1024 * 1024,
-                 window=1024 * 1024, max_bytes=None, max_wait=600.0,
+                 window=2 * 1024 * 1024, max_bytes=None, max_wait=600.0,
                  quiet_seconds=30.0, clock=time.monotonic):
         self.reads = reads
         self.upstream = upstream
