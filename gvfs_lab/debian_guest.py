@@ -71,7 +71,7 @@ class Spec:
 
 
 @dataclasses.dataclass(frozen=True)
-class Golden:
+class Golden(guest.Built):
     """A built (cached) Debian guest; paths are inside its cache entry."""
 
     directory: str
@@ -87,14 +87,6 @@ class Golden:
     build_seconds: float
     packages: tuple
     cmdline: str = guest.CMDLINE
-    marker = guest.Golden.marker
-
-    kernel = property(lambda self: os.path.join(self.directory, "vmlinuz"))
-    initrd = property(lambda self: os.path.join(self.directory,
-                                                "initrd.img"))
-    raw = property(lambda self: os.path.join(self.directory, "disk.raw"))
-    qcow2 = property(lambda self: os.path.join(self.directory,
-                                               "disk.qcow2"))
 
     @classmethod
     def load(cls, directory):
@@ -104,10 +96,6 @@ class Golden:
                                      for run in fields["boot_files"])
         fields["packages"] = tuple(tuple(p) for p in fields["packages"])
         return cls(directory=directory, **fields)
-
-    def unchanged(self):
-        """True if the qcow2 golden image still has its built bytes."""
-        return guest.sha256_file(self.qcow2) == self.qcow2_sha256
 
 
 def default_cache_dir():

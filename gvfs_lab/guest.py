@@ -123,8 +123,26 @@ class Kernel:
     modules_dir: str
 
 
+class Built:
+    """The files of a built guest's cache entry (``directory``)."""
+
+    #: The guest's marker line (see :mod:`gvfs_lab.bootset`).
+    marker = bootset.MARKER
+
+    kernel = property(lambda self: os.path.join(self.directory, "vmlinuz"))
+    initrd = property(lambda self: os.path.join(self.directory,
+                                                "initrd.img"))
+    raw = property(lambda self: os.path.join(self.directory, "disk.raw"))
+    qcow2 = property(lambda self: os.path.join(self.directory,
+                                               "disk.qcow2"))
+
+    def unchanged(self):
+        """True if the qcow2 golden image still has its built bytes."""
+        return sha256_file(self.qcow2) == self.qcow2_sha256
+
+
 @dataclasses.dataclass(frozen=True)
-class Golden:
+class Golden(Built):
     """A built (cached) test guest; paths are inside its cache entry."""
 
     directory: str
@@ -137,15 +155,6 @@ class Golden:
     qcow2_sha256: str
     build_seconds: float
     cmdline: str = CMDLINE
-    #: The guest's marker line (see :mod:`gvfs_lab.bootset`).
-    marker = bootset.MARKER
-
-    kernel = property(lambda self: os.path.join(self.directory, "vmlinuz"))
-    initrd = property(lambda self: os.path.join(self.directory,
-                                                "initrd.img"))
-    raw = property(lambda self: os.path.join(self.directory, "disk.raw"))
-    qcow2 = property(lambda self: os.path.join(self.directory,
-                                               "disk.qcow2"))
 
     @classmethod
     def load(cls, directory):
@@ -170,10 +179,6 @@ class Golden:
     def boot_bytes(self):
         """What the guest reads at boot."""
         return len(self.boot_set) * bootset.BLOCK
-
-    def unchanged(self):
-        """True if the qcow2 golden image still has its built bytes."""
-        return sha256_file(self.qcow2) == self.qcow2_sha256
 
 
 def default_cache_dir():

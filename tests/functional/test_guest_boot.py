@@ -147,11 +147,15 @@ def test_guest_writes_land_in_its_overlay_not_the_golden_image(
     assert golden.unchanged()
 
 
+def _debian_overlay(debian, tmp_path):
+    return guestvm.make_overlay(debian.qcow2, "qcow2",
+                                str(tmp_path / "debian.qcow2"))
+
+
 def test_the_debian_guest_reads_its_root_file_system(
         hypervisor, debian, tmp_path):
     """Buffered readers at once over a real root; the same digest."""
-    disk = guestvm.make_overlay(debian.qcow2, "qcow2",
-                                str(tmp_path / "debian.qcow2"))
+    disk = _debian_overlay(debian, tmp_path)
     (marker, _, _), = _boot(hypervisor, debian, str(tmp_path),
                             [("debian", disk)], debian={
                                 "cmdline": NOVA_CMDLINE}).values()
@@ -162,11 +166,10 @@ def test_the_debian_guest_reads_its_root_file_system(
     assert debian.unchanged()
 
 
-def test_a_debian_guest_whose_root_lost_a_file_says_so(
+def test_a_debian_guest_whose_library_changed_prints_another_digest(
         hypervisor, debian, tmp_path):
     """A library's bytes changed under the guest: another digest."""
-    disk = guestvm.make_overlay(debian.qcow2, "qcow2",
-                                str(tmp_path / "debian.qcow2"))
+    disk = _debian_overlay(debian, tmp_path)
     path = debian.boot_files[0][0]
     offset = _file_offset(debian.raw, path)
     subprocess.run(["qemu-io", "-f", "qcow2", "-c", "write -P %d %d 4096"
