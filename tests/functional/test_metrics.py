@@ -28,13 +28,17 @@ def _read_through(lab, name, scrape_every):
     """Bytes read of ``name``, and a scrape after each ``scrape_every``.
 
     The scrapes run between the reader's own steps, so each is taken
-    mid-transfer however fast the read goes.
+    mid-transfer however fast the read goes; with one READ in flight,
+    the proxy cannot have sent more than the reader took and one READ
+    more (with eight, two scrapes could fall in one burst of replies the
+    reader had not yet taken).
     """
     async def scenario():
         port = lab.client_proxy.port
         scrapes = []
         read = 0
-        async with NfsClient("127.0.0.1", port, port, timeout=60) as nfs:
+        async with NfsClient("127.0.0.1", port, port, timeout=60,
+                             window=1) as nfs:
             await nfs.mount(lab.export)
             fh = await nfs.lookup_path(name)
             async for _, data in nfs.read_file(fh):
