@@ -98,13 +98,9 @@ def _mount():
         rsize=mount.rsize, wsize=mount.wsize, window=mount.write_window)
     try:
         asyncio.run(fusefs.serve(
-            nfs, CONF.action.mountpoint, mount.attr_timeout,
-            mount.entry_timeout, mount.write_buffer_mb * 1024 * 1024,
-            mount.allow_other, mount.max_background,
-            mount.dir_entry_timeout, mount.read_cache_mb * 1024 * 1024,
-            mount.identity, mount.read_ahead_kb,
-            trim_when_idle=CONF.proxy.heap_retain_mb > 0,
-            shown_as=shown_as))
+            nfs, CONF.action.mountpoint, fusefs.MountOptions.from_conf(
+                mount, trim_when_idle=CONF.proxy.heap_retain_mb > 0,
+                shown_as=shown_as)))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)

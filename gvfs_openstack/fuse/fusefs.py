@@ -15,6 +15,7 @@ default); holes are still made by writing sparse files and kept by
 
 import asyncio
 import collections
+import dataclasses
 import errno
 import functools
 import itertools
@@ -46,6 +47,52 @@ from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 
 LOG = logging.getLogger(__name__)
+MIB = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class MountOptions:
+    """How a mount serves its files: ``[mount]``, read once at start.
+
+    Timeouts are the kernel's caching of attributes and names (seconds;
+    ``dir_entry_timeout`` None: ``entry_timeout``); ``write_buffer_bytes``
+    what a file's writes may hold before they go out;
+    ``read_cache_bytes`` the RAM kept of what was read (0: none).
+    ``allow_other``, ``max_background`` and ``read_ahead_kb`` tune the
+    FUSE connection (0: the kernel's own); ``identity`` "caller" sends
+    requests as the users who make them; ``trim_when_idle`` gives the
+    memory of READs back to the kernel once calls stop; ``shown_as``
+    says whose the files look like.
+    """
+
+    attr_timeout: float = 1.0
+    entry_timeout: float = 1.0
+    dir_entry_timeout: float | None = None
+    write_buffer_bytes: int = 64 * MIB
+    read_cache_bytes: int = 0
+    allow_other: bool = False
+    max_background: int = 0
+    read_ahead_kb: int = 0
+    identity: str = "daemon"
+    trim_when_idle: bool = False
+    shown_as: presentation.Presentation = presentation.Presentation()
+
+    @classmethod
+    def from_conf(cls, mount, **more):
+        """The options of oslo.config group ``mount`` (``[mount]``).
+
+        ``more`` are those that group does not hold.
+        """
+        return cls(attr_timeout=mount.attr_timeout,
+                   entry_timeout=mount.entry_timeout,
+                   dir_entry_timeout=mount.dir_entry_timeout,
+                   write_buffer_bytes=mount.write_buffer_mb * MIB,
+                   read_cache_bytes=mount.read_cache_mb * MIB,
+                   allow_other=mount.allow_other,
+                   max_background=mount.max_background,
+                   read_ahead_kb=mount.read_ahead_kb,
+                   identity=mount.identity, **more)
+
 
 pyfuse3.asyncio.enable()
 
@@ -136,15 +183,12 @@ class GvfsFuse(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
 
-    def __init__(self, session, attr_timeout=1.0, entry_timeout=1.0,
-                 write_buffer_bytes=64 * 1024 * 1024,
-                 dir_entry_timeout=None, read_cache_bytes=0,
-                 unlinked_files=None, callers=None,
-                 shown_as=presentation.Presentation()):
+    def __init__(self, session, options=MountOptions(), unlinked_files=None,
+                 callers=None):
         super().__init__()
         self.session = session
         #: :class:`presentation.Presentation`: whose the files look like.
-        self.shown_as = shown_as
+        self.shown_as = options.shown_as
         #: :class:`callers.Callers` when requests go as the users who
         #: make them; None: as this daemon.
         self.callers = callers
@@ -158,11 +202,12 @@ class GvfsFuse(pyfuse3.Operations):
         #: default it has a name of its own that no later run knows.
         self.unlinked = unlinked_files or unlinked.UnlinkedFiles(
             session, secrets.token_hex(8))
-        self.attr_timeout = attr_timeout
-        self.entry_timeout = entry_timeout
-        self.dir_entry_timeout = entry_timeout \
-            if dir_entry_timeout is None else dir_entry_timeout
-        self.write_buffer_bytes = write_buffer_bytes
+        self.attr_timeout = options.attr_timeout
+        self.entry_timeout = options.entry_timeout
+        self.dir_entry_timeout = options.entry_timeout \
+            if options.dir_entry_timeout is None \
+            else options.dir_entry_timeout
+        self.write_buffer_bytes = options.write_buffer_bytes
         self.inodes = inodes.InodeTable(session.root)
         self._handles = itertools.count(1)
         self._open = {}        # file handle -> (inode, FileWriter or None)
@@ -170,8 +215,8 @@ class GvfsFuse(pyfuse3.Operations):
         self._hidden = {}      # inode -> where unlink or rename hid it
         self._listings = {}    # directory handle -> entries
         self._fsstat = None    # (FSSTAT result, when it was asked)
-        self.read_cache = readcache.ReadCache(read_cache_bytes) \
-            if read_cache_bytes else None
+        self.read_cache = readcache.ReadCache(options.read_cache_bytes) \
+            if options.read_cache_bytes else None
         #: Set once the kernel's INIT has been handled; its reply goes
         #: out when :meth:`init` returns, so a task woken by this event
         #: runs after the kernel has applied it.
@@ -648,23 +693,19 @@ def _terminate():
         asyncio.get_running_loop().call_soon(_terminate)
 
 
-async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
-                write_buffer_bytes=64 * 1024 * 1024, allow_other=False,
-                max_background=0, dir_entry_timeout=None,
-                read_cache_bytes=0, identity="daemon", read_ahead_kb=0,
-                trim_when_idle=False, shown_as=presentation.Presentation()):
+async def serve(session, mountpoint, options=MountOptions()):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
     The MNT comes first so that a wrong export or an unreachable proxy is
-    an error at start, not an empty directory.  With ``identity`` "caller"
-    requests go as the users who make them, and the kernel checks their
-    permissions against the files' modes first (``default_permissions``)
-    as it does for a local file system.  With ``trim_when_idle`` the
-    memory kept for its READs (:func:`heap.retain_freed`) goes back to the
-    kernel once its calls stop.  ``shown_as``: whose the files look like
-    (:func:`presentation.for_group` refuses a group with ``identity``
-    "caller").
+    an error at start, not an empty directory.  With ``options.identity``
+    "caller" requests go as the users who make them, and the kernel
+    checks their permissions against the files' modes first
+    (``default_permissions``) as it does for a local file system.  With
+    ``options.trim_when_idle`` the memory kept for its READs
+    (:func:`heap.retain_freed`) goes back to the kernel once its calls
+    stop.  (:func:`presentation.for_group` refuses a group to show the
+    files as with ``identity`` "caller".)
     """
     await session.start()
     unlinked_files = unlinked.UnlinkedFiles(
@@ -674,18 +715,18 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
     except nfs_session.OperationFailed as e:
         LOG.warning("cannot remove files a crash left unlinked in %s: %s",
                     unlinked.DIRECTORY, e)
-    acting_as_callers = identity == "caller"
-    ops = GvfsFuse(session, attr_timeout, entry_timeout, write_buffer_bytes,
-                   dir_entry_timeout, read_cache_bytes, unlinked_files,
+    acting_as_callers = options.identity == "caller"
+    ops = GvfsFuse(session, options, unlinked_files,
                    callers.Callers(socket.gethostname())
-                   if acting_as_callers else None, shown_as)
-    options = set(pyfuse3.default_options)
-    options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
-    if allow_other:
-        options.add("allow_other")
+                   if acting_as_callers else None)
+    fuse_options = set(pyfuse3.default_options)
+    fuse_options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
+    if options.allow_other:
+        fuse_options.add("allow_other")
     if acting_as_callers:
-        options.add("default_permissions")
-    pyfuse3.init(ops, mountpoint, options)
+        fuse_options.add("default_permissions")
+    pyfuse3.init(ops, mountpoint, fuse_options)
+    max_background = options.max_background
     if max_background:
         try:
             fusectl.tune(mountpoint, max_background)
@@ -695,11 +736,11 @@ async def serve(session, mountpoint, attr_timeout=1.0, entry_timeout=1.0,
             LOG.warning("the kernel keeps its own limit of requests in "
                         "flight to %s, not [mount] max_background = %d: "
                         "%s", mountpoint, max_background, e)
-    tuning = asyncio.ensure_future(
-        _tune_read_ahead(ops, mountpoint, read_ahead_kb)) if read_ahead_kb \
-        else None
+    tuning = asyncio.ensure_future(_tune_read_ahead(
+        ops, mountpoint, options.read_ahead_kb)) \
+        if options.read_ahead_kb else None
     trimming = asyncio.ensure_future(heap.trim_when_idle(
-        lambda: session.calls)) if trim_when_idle else None
+        lambda: session.calls)) if options.trim_when_idle else None
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _terminate)

@@ -8,6 +8,7 @@ nobody else's; a peer that is not allowed is dropped at accept.
 """
 
 import asyncio
+import dataclasses
 
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from oslo_log import log as logging
@@ -32,7 +33,7 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         self.listener = listener
         self.counters = listener.counters
         self.rpc = connection.RpcConnection(connection.Role.SERVER,
-                                            listener.max_record_size)
+                                            listener.limits.max_record_size)
         self.transport = None
         self.tasks = set()
         self.relaying = None  # (record buffer, CallRelay or None)
@@ -48,8 +49,8 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
                                            "downstream_bytes_out")
         transport_io.tune_socket(transport)
         transport.set_write_buffer_limits(
-            high=self.listener.max_buffered,
-            low=self.listener.max_buffered // 4)
+            high=self.listener.limits.max_buffered,
+            low=self.listener.limits.max_buffered // 4)
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer = "%s:%s" % peer[:2]
         if not self.listener.peers.allows(peer[0]):
@@ -104,7 +105,8 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
                     self._refuse(event)
                 else:
                     self._received(event)
-                    self.busy = len(self.tasks) >= self.listener.max_inflight
+                    self.busy = len(self.tasks) >= \
+                        self.listener.limits.max_inflight
             if len(self.tasks) > self.counters.max_inflight_seen:
                 self.counters.max_inflight_seen = len(self.tasks)
         except ProtocolError as e:
@@ -167,7 +169,7 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         finally:
             self.tasks.discard(asyncio.current_task())
             if self.busy and \
-                    len(self.tasks) < self.listener.max_inflight // 2:
+                    len(self.tasks) < self.listener.limits.max_inflight // 2:
                 self.busy = False
                 self._take_calls()
         if reply is not None:
@@ -183,12 +185,33 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         # completes into the duplicate request cache for the client's retry.
 
 
+@dataclasses.dataclass(frozen=True)
+class ConnectionLimits:
+    """What one downstream connection may ask of the listener.
+
+    ``max_record_size``: the largest record read (larger ones are
+    refused alone); ``max_inflight``: calls in flight before its calls
+    are no longer read; ``max_buffered``: bytes of replies it may leave
+    unread before the same.
+    """
+
+    max_record_size: int = connection.DEFAULT_MAX_RECORD
+    max_inflight: int = 128
+    max_buffered: int = 32 * 1024 * 1024
+
+    @classmethod
+    def from_conf(cls, proxy):
+        """The limits of oslo.config group ``proxy`` (``[proxy]``)."""
+        return cls(proxy.max_record_size, proxy.max_inflight,
+                   proxy.max_buffered_mb * 1024 * 1024)
+
+
 class Listener:
     """Serves NFS and MOUNT on one TCP port for the given role."""
 
-    def __init__(self, role, host, port, counters, ssl_context=None,
-                 peers=None, max_record_size=None, max_inflight=128,
-                 max_buffered=32 * 1024 * 1024, local_peers=None):
+    def __init__(self, role, host, port, counters,
+                 limits=ConnectionLimits(), ssl_context=None, peers=None,
+                 local_peers=None):
         self.role = role
         self.host = host
         self.port = port
@@ -197,12 +220,8 @@ class Listener:
         #: :class:`local_peers.LocalPeers`: by default only root and this
         #: process's account may connect from this host.
         self.local_peers = local_peers or LocalPeers()
-        self.max_record_size = (max_record_size
-                                or connection.DEFAULT_MAX_RECORD)
-        self.max_inflight = max_inflight
-        #: Bytes of replies a client may leave unread before its calls
-        #: are no longer read.
-        self.max_buffered = max_buffered
+        #: :class:`ConnectionLimits`; a reload replaces them.
+        self.limits = limits
         #: :class:`counters.ListenerCounters`
         self.counters = counters
         self.connections = set()

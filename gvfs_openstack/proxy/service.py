@@ -36,6 +36,7 @@ from gvfs_openstack.proxy import control
 from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import exportguard
 from gvfs_openstack.proxy import limits
+from gvfs_openstack.proxy.listener import ConnectionLimits
 from gvfs_openstack.proxy.listener import Listener
 from gvfs_openstack.proxy import local_peers
 from gvfs_openstack.proxy import metrics
@@ -128,9 +129,9 @@ class ProxyService:
                 listen.tls_cert, listen.tls_key, listen.tls_ca)
         self.listener = Listener(
             self.role, listen.host, listen.port,
-            self.counters.part(counters.ListenerCounters), ssl_context,
-            peers, conf.proxy.max_record_size, conf.proxy.max_inflight,
-            conf.proxy.max_buffered_mb * 1024 * 1024, local)
+            self.counters.part(counters.ListenerCounters),
+            ConnectionLimits.from_conf(conf.proxy), ssl_context, peers,
+            local)
         self.control = None
         if conf.proxy.control_socket:
             self.control = control.ControlServer(
@@ -194,9 +195,10 @@ class ProxyService:
                 opts.whole_file_window)
         cached_reads = reads.CachedReads(
             block_store, files, upstream, cache_counters, policies, side,
-            whole_files, opts.readahead_kb * 1024,
-            max_fetch=self.conf.proxy.max_record_size // 4,
-            max_read=max_read)
+            whole_files, reads.ReadSizes(
+                readahead=opts.readahead_kb * 1024,
+                max_fetch=self.conf.proxy.max_record_size // 4,
+                max_read=max_read))
         boot_profiles = None
         if side is not None and (opts.boot_profiles or opts.stream_images):
             # A profile's prefetch and the stream after it may take half
@@ -237,10 +239,11 @@ class ProxyService:
             journal.Journal(directory), cache.reads, cache.upstream,
             cache.policies, cache.observer,
             self.counters.part(counters.WritebackCounters),
-            opts.writeback_max_mb * mib, opts.writeback_flush_mb * mib,
-            opts.writeback_idle_seconds,
-            wsize=self.conf.proxy.max_record_size // 4,
-            max_read=cache.reads.max_read)
+            writeback.WriteBackLimits(
+                opts.writeback_max_mb * mib, opts.writeback_flush_mb * mib,
+                opts.writeback_idle_seconds,
+                wsize=self.conf.proxy.max_record_size // 4,
+                max_read=cache.reads.max_read))
 
     def _build_role(self):
         conf = self.conf
@@ -429,8 +432,7 @@ class ProxyService:
             changed = self.conf.mutate_config_files()
             peers, local = _peers(self.conf)
             windows = _windows(self.conf.cache) if self.cache else None
-            inflight = self.conf.proxy.max_inflight
-            buffered = self.conf.proxy.max_buffered_mb * 1024 * 1024
+            limits = ConnectionLimits.from_conf(self.conf.proxy)
             warm_rate = self.conf.cache.warm_rate_mib
         except (exceptions.InvalidConfig, cfg.Error, ValueError) as e:
             LOG.error("reload: %s; kept the running settings: fix the "
@@ -440,7 +442,7 @@ class ProxyService:
                        for group, name in changed)
         listener = self.listener
         listener.peers, listener.local_peers = peers, local
-        listener.max_inflight, listener.max_buffered = inflight, buffered
+        listener.limits = limits
         if windows is not None:
             self.cache.policies.set_windows(*windows)
         self._warm_rate = warm_rate

@@ -204,7 +204,8 @@ def make(tmp_path, directory, blocks=64, **options):
     side = sidecars.Sidecars(directory, counters.SidecarCounters())
     cached = reads.CachedReads(store, files, directory, cache_counters,
                                exports.ExportPolicies(3.0), side,
-                               max_fetch=4 * BS, max_read=64 * BS)
+                               sizes=reads.ReadSizes(max_fetch=4 * BS,
+                                                     max_read=64 * BS))
     options.setdefault("quiet_seconds", 0.05)
     cached.profiles = profiles.BootProfiles(
         cached, side, directory, counters.ProfileCounters(), **options)

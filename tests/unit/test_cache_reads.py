@@ -32,7 +32,7 @@ def wcc(before, after):
         if before else None, after)
 
 
-def make(tmp_path, policies=None, clock=None, **options):
+def make(tmp_path, policies=None, clock=None, **sizes):
     """CachedReads on a real block store, with no next hop."""
     store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
     cache_counters = counters.CacheCounters()
@@ -41,7 +41,7 @@ def make(tmp_path, policies=None, clock=None, **options):
         store, freshness.FileStates(cache_counters, clock), upstream=None,
         counters=cache_counters,
         policies=policies or exports.ExportPolicies(3.0), clock=clock,
-        **options)
+        sizes=reads.ReadSizes(**sizes))
 
 
 def observer(cache):

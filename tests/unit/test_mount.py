@@ -405,12 +405,14 @@ def test_statfs_asks_the_proxy_once_per_attribute_timeout():
                 ffiles=50, afiles=40)
 
     session = Session()
-    cached = fusefs.GvfsFuse(session, attr_timeout=60.0)
+    cached = fusefs.GvfsFuse(session, fusefs.MountOptions(
+        attr_timeout=60.0))
     first = asyncio.run(cached.statfs(None))
     second = asyncio.run(cached.statfs(None))
     assert session.calls == 1
     assert second.f_bavail == first.f_bavail == (1 << 28) // 4096
-    uncached = fusefs.GvfsFuse(session, attr_timeout=0.0)
+    uncached = fusefs.GvfsFuse(session, fusefs.MountOptions(
+        attr_timeout=0.0))
     asyncio.run(uncached.statfs(None))
     asyncio.run(uncached.statfs(None))
     assert session.calls == 3
@@ -431,8 +433,8 @@ def test_directory_names_are_cached_longer_than_file_names():
     session = types.SimpleNamespace(root=b"root-fh",
                                     client=types.SimpleNamespace(
                                         rsize=1 << 20))
-    ops = fusefs.GvfsFuse(session, attr_timeout=1.0, entry_timeout=1.0,
-                          dir_entry_timeout=30.0)
+    ops = fusefs.GvfsFuse(session, fusefs.MountOptions(
+        attr_timeout=1.0, entry_timeout=1.0, dir_entry_timeout=30.0))
 
     def attrs(kind):
         t = nfs3.NfsTime(1, 0)
@@ -444,7 +446,8 @@ def test_directory_names_are_cached_longer_than_file_names():
     assert directory.entry_timeout == 30.0
     assert image.entry_timeout == 1.0
     assert directory.attr_timeout == image.attr_timeout == 1.0
-    same = fusefs.GvfsFuse(session, entry_timeout=2.0)
+    same = fusefs.GvfsFuse(session, fusefs.MountOptions(
+        entry_timeout=2.0))
     assert same._entry(attrs(const.FileType.NF3DIR), 7).entry_timeout == 2.0
 
 

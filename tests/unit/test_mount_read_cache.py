@@ -76,7 +76,8 @@ class Session:
 
 def mounted(data, read_cache_bytes=1 << 20):
     file = File(data)
-    ops = fusefs.GvfsFuse(Session(file), read_cache_bytes=read_cache_bytes)
+    ops = fusefs.GvfsFuse(Session(file), fusefs.MountOptions(
+        read_cache_bytes=read_cache_bytes))
     return file, ops, ops.inodes.remember(FH)
 
 

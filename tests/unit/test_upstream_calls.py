@@ -168,7 +168,8 @@ def cache_over(tmp_path, answer):
     cache = reads.CachedReads(
         BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16)),
         freshness.FileStates(cache_counters), UpstreamCalls(pool),
-        cache_counters, exports.ExportPolicies(3.0), readahead=0)
+        cache_counters, exports.ExportPolicies(3.0),
+        sizes=reads.ReadSizes(readahead=0))
     return cache, pool
 
 

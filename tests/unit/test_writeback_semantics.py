@@ -299,7 +299,7 @@ class Proxy:
         self.journal = journal.Journal(str(tmp_path / "journal"))
         self.writeback = writeback.WriteBack(
             self.journal, self.reads, upstream, policies, observer,
-            self.counters, 64 * MIB, 32 * MIB, 0)
+            self.counters, writeback.WriteBackLimits(64 * MIB, 32 * MIB, 0))
         self.role = roles.ClientRole(server, counters.RoleCounters(),
                                      cache=self.reads,
                                      writeback=self.writeback,

@@ -24,6 +24,7 @@ server says what is wrong.
 """
 
 import asyncio
+import dataclasses
 import time
 
 from oslo_log import log as logging
@@ -55,6 +56,20 @@ class FetchError(Exception):
     """
 
 
+@dataclasses.dataclass(frozen=True)
+class ReadSizes:
+    """How much a READ may bring: bytes.
+
+    ``readahead``: fetched ahead of a sequential reader (0: none);
+    ``max_fetch``: the most one fetch asks the next hop for;
+    ``max_read``: the most one READ is answered with.
+    """
+
+    readahead: int = 4 * 1024 * 1024
+    max_fetch: int = 1024 * 1024
+    max_read: int = 1024 * 1024
+
+
 class CachedReads:
     """READ (and some GETATTR) answered from the block cache.
 
@@ -64,13 +79,12 @@ class CachedReads:
     fetches go through, ``policies`` the :class:`exports.ExportPolicies`.
     With ``sidecars`` (:class:`sidecars.Sidecars`) files' zero maps are
     used, with ``whole_files`` (:class:`bulk_fetch.WholeFiles`) their
-    ``whole_file`` action.
+    ``whole_file`` action; ``sizes`` is its :class:`ReadSizes`.
     """
 
     def __init__(self, store, files, upstream, counters, policies,
-                 sidecars=None, whole_files=None,
-                 readahead=4 * 1024 * 1024, max_fetch=1024 * 1024,
-                 max_read=1024 * 1024, clock=time.monotonic):
+                 sidecars=None, whole_files=None, sizes=ReadSizes(),
+                 clock=time.monotonic):
         self.store = store
         self.files = files
         self.upstream = upstream
@@ -80,9 +94,9 @@ class CachedReads:
         self.sidecars = sidecars
         self.whole_files = whole_files
         self.block_size = store.geometry.block_size
-        self.readahead_blocks = readahead // self.block_size
-        self.max_fetch_blocks = max(1, max_fetch // self.block_size)
-        self.max_read = max_read
+        self.readahead_blocks = sizes.readahead // self.block_size
+        self.max_fetch_blocks = max(1, sizes.max_fetch // self.block_size)
+        self.max_read = max_read = sizes.max_read
         self.clock = clock
         self._inflight = {}
         #: (digest, block) of fetches in flight that a WRITE overtook.

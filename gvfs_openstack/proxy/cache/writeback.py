@@ -102,6 +102,26 @@ def _wcc_attr(fattr):
     return nfs3.WccAttr(fattr.size, fattr.mtime, fattr.ctime)
 
 
+@dataclasses.dataclass(frozen=True)
+class WriteBackLimits:
+    """How much the write-back holds, and how it writes upstream.
+
+    ``max_bytes``: the journal's most (a WRITE that would pass it waits
+    for a flush); ``flush_bytes``: a flush starts at this much;
+    ``idle_seconds``: and after this long without WRITEs (0: never);
+    ``wsize`` and ``window``: each WRITE upstream, and how many are in
+    flight; ``max_read``: the most one READ of a dirty file is answered
+    with.
+    """
+
+    max_bytes: int
+    flush_bytes: int
+    idle_seconds: float
+    wsize: int = 1024 * 1024
+    window: int = 16
+    max_read: int = 1024 * 1024
+
+
 class WriteBack:
     """Answers WRITE and COMMIT of written-back files, and flushes them.
 
@@ -109,13 +129,12 @@ class WriteBack:
     attributes come from, ``upstream`` the :class:`UpstreamCalls` of the
     next hop, ``policies`` the :class:`ExportPolicies` that say which
     files are written back, ``observer`` the :class:`ReplyObserver` told
-    of the WRITEs written through.
+    of the WRITEs written through; ``limits`` its
+    :class:`WriteBackLimits`.
     """
 
     def __init__(self, journal, reads, upstream, policies, observer,
-                 counters, max_bytes, flush_bytes, idle_seconds,
-                 wsize=1024 * 1024, window=16, max_read=1024 * 1024,
-                 clock=time.monotonic):
+                 counters, limits, clock=time.monotonic):
         self.journal = journal
         self.reads = reads
         self.upstream = upstream
@@ -123,11 +142,12 @@ class WriteBack:
         self.observer = observer
         #: :class:`counters.WritebackCounters`
         self.counters = counters
-        self.max_bytes = max_bytes
-        self.flush_bytes = flush_bytes
-        self.idle_seconds = idle_seconds
-        self.max_read = max_read
-        self.writer = flush_mod.FileWriter(journal, upstream, wsize, window)
+        self.max_bytes = limits.max_bytes
+        self.flush_bytes = limits.flush_bytes
+        self.idle_seconds = limits.idle_seconds
+        self.max_read = limits.max_read
+        self.writer = flush_mod.FileWriter(journal, upstream, limits.wsize,
+                                           limits.window)
         self.clock = clock
         self.dirty = DirtyMap()
         #: New in every process: see the module docstring.
