@@ -129,13 +129,8 @@ def golden(cache_dir=None, spec=None, kernel=None, busybox="/bin/busybox"):
     kernel = kernel or guest.find_kernel()
     packages = debian_root.closure(spec.packages)
     pinned = debian_root.versions(packages)
-    key = {
-        "layout": LAYOUT,
-        "builder": [guest.sha256_file(p) for p in BUILDER_SOURCES],
-        "spec": dataclasses.asdict(spec),
-        "packages": pinned,
-        **guest.kernel_inputs(kernel, busybox),
-    }
+    key = dict(guest.inputs(spec, kernel, busybox, LAYOUT, BUILDER_SOURCES),
+               packages=pinned)
     return Golden.load(guest.cached(
         cache_dir or default_cache_dir(), key,
         lambda work: _build(work, spec, kernel, busybox, packages, pinned)))
@@ -154,7 +149,7 @@ def _build(work, spec, kernel, busybox, packages, pinned):
         os.makedirs(os.path.join(tree, "boot"), exist_ok=True)
         shutil.copyfile(kernel.vmlinuz, os.path.join(
             tree, "boot", "vmlinuz-" + kernel.release))
-        loaded = guest.module_order(kernel, _present(
+        loaded = guest.module_order(kernel, guest.present_modules(
             kernel, debian_root.VM_MODULES))
         paths = debian_root.boot_files(
             tree, [os.path.join(modules_in_tree, p) for p in loaded])
@@ -169,10 +164,8 @@ def _build(work, spec, kernel, busybox, packages, pinned):
         golden_disk.make_filesystem(os.path.join(work, "disk.raw"), tree,
                                     spec, guest.run)
     order = guest.module_order(kernel, spec.modules)
-    names = [os.path.basename(path).split(".ko")[0] + ".ko"
-             for path in order]
     files = {"etc/gvfs-guest.conf": guest.guest_conf(
-        spec, names, READERS=spec.readers)}
+        spec, order, READERS=spec.readers)}
     for number, run in enumerate(runs):
         files["etc/boot-files.%d" % number] = "".join(
             path + "\n" for path in run).encode()
@@ -184,35 +177,13 @@ def _build(work, spec, kernel, busybox, packages, pinned):
                  packages=pinned)
 
 
-def _present(kernel, names):
-    """Those of module ``names`` the kernel has (as a module or built in).
-
-    The list is what a typical virtual machine loads; kernels differ.
-    """
-    known = set()
-    for index in ("modules.dep", "modules.builtin"):
-        path = os.path.join(kernel.modules_dir, index)
-        if os.path.exists(path):
-            with open(path) as f:
-                for line in f:
-                    base = os.path.basename(line.split(":")[0].strip())
-                    known.add(base.split(".ko")[0].replace("-", "_"))
-    return [name for name in names if name in known]
-
-
 def main():
     """``python -m gvfs_lab.debian_guest``: build or find it, say where."""
-    start = time.monotonic()
-    image = golden()
-    print(json.dumps({
-        "directory": image.directory, "kernel": image.kernel,
-        "initrd": image.initrd, "qcow2": image.qcow2, "raw": image.raw,
-        "expected_digest": image.expected_digest,
-        "boot_files": sum(len(run) for run in image.boot_files),
-        "boot_mib": round(image.boot_bytes / MIB, 1),
-        "packages": len(image.packages),
-        "build_seconds": image.build_seconds,
-        "seconds_now": round(time.monotonic() - start, 2)}, indent=1))
+    guest.report(
+        golden,
+        boot_files=lambda image: sum(len(run) for run in image.boot_files),
+        boot_mib=lambda image: round(image.boot_bytes / MIB, 1),
+        packages=lambda image: len(image.packages))
 
 
 if __name__ == "__main__":

@@ -68,16 +68,19 @@ class PackageError(Exception):
     """The package set cannot be resolved, fetched or unpacked here."""
 
 
-def _apt(argv):
+def _run(argv, cwd=None):
+    """Run an apt or dpkg tool; its output, or a clear PackageError."""
     try:
         return subprocess.run(argv, check=True, capture_output=True,
-                              text=True).stdout
+                              text=True, cwd=cwd).stdout
     except FileNotFoundError as e:
         raise PackageError("%s not found: this needs Debian's or Ubuntu's "
-                           "apt" % argv[0]) from e
+                           "apt and dpkg" % argv[0]) from e
     except subprocess.CalledProcessError as e:
-        raise PackageError("%s failed (run apt-get update?): %s" % (
-            " ".join(argv[:2]), e.stderr.strip()[-2000:])) from e
+        raise PackageError("%s failed (is the package archive reachable? "
+                           "run apt-get update?): %s" % (
+                               " ".join(argv[:2]),
+                               e.stderr.strip()[-2000:])) from e
 
 
 def parse_depends(text):
@@ -135,7 +138,7 @@ def closure(packages, depends=None):
     ``depends(names)`` returns :func:`parse_depends`'s mapping; by
     default it runs ``apt-cache depends``.
     """
-    depends = depends or (lambda names: parse_depends(_apt(
+    depends = depends or (lambda names: parse_depends(_run(
         _DEPENDS + list(names))))
     seen = []
     wanted = list(packages)
@@ -160,7 +163,7 @@ def closure(packages, depends=None):
 
 def versions(packages):
     """``[[name, version, architecture], ...]`` apt would fetch now."""
-    text = _apt(["apt-cache", "show", "--no-all-versions"] + list(packages))
+    text = _run(["apt-cache", "show", "--no-all-versions"] + list(packages))
     found, fields = [], {}
     for line in text.splitlines() + [""]:
         if not line.strip():
@@ -178,18 +181,8 @@ def versions(packages):
 def download(packages, directory):
     """The ``.deb`` files of ``packages``, fetched into ``directory``."""
     os.makedirs(directory, exist_ok=True)
-    subprocess_argv = ["apt-get", "download", "-q",
-                       "-o", "APT::Sandbox::User=root"] + list(packages)
-    try:
-        subprocess.run(subprocess_argv, check=True, capture_output=True,
-                       text=True, cwd=directory)
-    except FileNotFoundError as e:
-        raise PackageError("apt-get not found: this needs Debian's or "
-                           "Ubuntu's apt") from e
-    except subprocess.CalledProcessError as e:
-        raise PackageError("apt-get download failed (is the package "
-                           "archive reachable? apt-get update?): %s"
-                           % e.stderr.strip()[-2000:]) from e
+    _run(["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root"]
+         + list(packages), cwd=directory)
     debs = sorted(name for name in os.listdir(directory)
                   if name.endswith(".deb"))
     if len(debs) != len(packages):
@@ -202,14 +195,7 @@ def unpack(debs, tree):
     """Each ``.deb``'s files into ``tree`` (no maintainer scripts)."""
     os.makedirs(tree, exist_ok=True)
     for deb in debs:
-        try:
-            subprocess.run(["dpkg-deb", "-x", deb, tree], check=True,
-                           capture_output=True, text=True)
-        except FileNotFoundError as e:
-            raise PackageError("dpkg-deb not found: install dpkg") from e
-        except subprocess.CalledProcessError as e:
-            raise PackageError("dpkg-deb -x %s: %s" % (
-                os.path.basename(deb), e.stderr.strip()[-2000:])) from e
+        _run(["dpkg-deb", "-x", deb, tree])
 
 
 def _regular(tree, path):

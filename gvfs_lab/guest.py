@@ -98,9 +98,13 @@ class Spec:
         return (self.disk_mib - self.scratch_mib) * MIB
 
 
-def guest_conf(spec, module_names, **more):
-    """``/etc/gvfs-guest.conf``: what :file:`guest_lib.sh` reads."""
-    values = {"MODULES": '"%s"' % " ".join(module_names),
+def guest_conf(spec, order, **more):
+    """``/etc/gvfs-guest.conf``: what :file:`guest_lib.sh` reads.
+
+    ``order`` are the paths of the modules the init loads, in order.
+    """
+    values = {"MODULES": '"%s"' % " ".join(initramfs.file_name(path)
+                                           for path in order),
               "DISK_BYTES": spec.disk_mib * MIB,
               "SCRATCH_BLOCK": spec.fs_bytes // bootset.BLOCK,
               "WRITE_BLOCKS": spec.write_mib * MIB // bootset.BLOCK}
@@ -230,11 +234,14 @@ def _read(path):
         return f.read()
 
 
-def inputs(spec, kernel, busybox):
-    """Everything a golden image is made from, as JSON values."""
+def inputs(spec, kernel, busybox, layout=LAYOUT, sources=BUILDER_SOURCES):
+    """Everything a golden image is made from, as JSON values.
+
+    ``layout`` and ``sources`` are its builder's (another guest's too).
+    """
     return {
-        "layout": LAYOUT,
-        "builder": [sha256_file(p) for p in BUILDER_SOURCES],
+        "layout": layout,
+        "builder": [sha256_file(p) for p in sources],
         "spec": dataclasses.asdict(spec),
         **kernel_inputs(kernel, busybox),
     }
@@ -399,11 +406,16 @@ def make_initramfs(kernel, spec, blocks, busybox):
     boot set (one block number per line) and the sizes the init reads.
     """
     order = module_order(kernel, spec.modules)
-    names = [os.path.basename(path).split(".ko")[0] + ".ko"
-             for path in order]
     return initramfs_of(kernel, order, busybox, INIT_SCRIPT, {
-        "etc/gvfs-guest.conf": guest_conf(spec, names),
+        "etc/gvfs-guest.conf": guest_conf(spec, order),
         "etc/boot-set": "".join("%d\n" % b for b in blocks).encode()})
+
+
+def _module_indexes(kernel):
+    """``modules.dep`` and ``modules.builtin`` of ``kernel`` (text)."""
+    builtin = os.path.join(kernel.modules_dir, "modules.builtin")
+    return (_read(os.path.join(kernel.modules_dir, "modules.dep")),
+            _read(builtin) if os.path.exists(builtin) else "")
 
 
 def module_order(kernel, wanted):
@@ -411,11 +423,13 @@ def module_order(kernel, wanted):
 
     In load order; built-in ones are left out.
     """
-    tree = kernel.modules_dir
-    builtin = os.path.join(tree, "modules.builtin")
-    return initramfs.load_order(
-        wanted, _read(os.path.join(tree, "modules.dep")),
-        _read(builtin) if os.path.exists(builtin) else "")
+    return initramfs.load_order(wanted, *_module_indexes(kernel))
+
+
+def present_modules(kernel, names):
+    """Those of module ``names`` ``kernel`` has (a module or built in)."""
+    known = initramfs.known_names(*_module_indexes(kernel))
+    return [name for name in names if name in known]
 
 
 def initramfs_of(kernel, order, busybox, init_script, files):
@@ -438,25 +452,32 @@ def initramfs_of(kernel, order, busybox, init_script, files):
     with open(INIT_LIBRARY, "rb") as f:
         archive.file("lib/gvfs-guest.sh", f.read())
     for path in order:
-        name = os.path.basename(path).split(".ko")[0] + ".ko"
-        archive.file("lib/modules/" + name,
+        archive.file("lib/modules/" + initramfs.file_name(path),
                      initramfs.read_module(os.path.join(tree, path)))
     for name, data in files.items():
         archive.file(name, data)
     return archive.tobytes()
 
 
-def main():
-    """``python -m gvfs_lab.guest``: build or find the guest, say where."""
+def report(build, **more):
+    """Build or find a guest with ``build()``; print where, and ``more``.
+
+    What ``python -m gvfs_lab.guest`` (and ``.debian_guest``) print.
+    """
     start = time.monotonic()
-    image = golden()
+    image = build()
     print(json.dumps({
         "directory": image.directory, "kernel": image.kernel,
         "initrd": image.initrd, "qcow2": image.qcow2, "raw": image.raw,
         "cmdline": image.cmdline, "expected_digest": image.expected_digest,
-        "boot_blocks": len(image.boot_set),
+        **{name: value(image) for name, value in more.items()},
         "build_seconds": image.build_seconds,
         "seconds_now": round(time.monotonic() - start, 2)}, indent=1))
+
+
+def main():
+    """``python -m gvfs_lab.guest``: build or find the guest, say where."""
+    report(golden, boot_blocks=lambda image: len(image.boot_set))
 
 
 if __name__ == "__main__":

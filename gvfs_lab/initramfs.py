@@ -45,6 +45,25 @@ def parse_modules_dep(text):
     return modules
 
 
+def _builtin_names(modules_builtin):
+    return {_name(line) for line in modules_builtin.split() if line}
+
+
+def known_names(modules_dep, modules_builtin=""):
+    """Names of every module the kernel has, loadable or built in."""
+    return set(parse_modules_dep(modules_dep)) | \
+        _builtin_names(modules_builtin)
+
+
+def file_name(path):
+    """The flat file name a module of ``path`` gets in an initramfs.
+
+    ``.ko``, whatever the tree's compression: :func:`read_module`
+    decompresses it.
+    """
+    return os.path.basename(path).split(".ko")[0] + ".ko"
+
+
 def load_order(wanted, modules_dep, modules_builtin=""):
     """Paths of the modules to insert, dependencies first.
 
@@ -54,7 +73,7 @@ def load_order(wanted, modules_dep, modules_builtin=""):
     dependencies so that the last one is loaded first (as ``modprobe``
     does); each module appears once.
     """
-    builtin = {_name(line) for line in modules_builtin.split() if line}
+    builtin = _builtin_names(modules_builtin)
     modules = parse_modules_dep(modules_dep)
     path_names = {path: name for name, (path, _) in modules.items()}
     order = []

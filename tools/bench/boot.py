@@ -208,6 +208,11 @@ GUESTS = {"worst-case": lambda: guest.golden(),
           "debian": lambda: debian_guest.golden()}
 
 
+def _compute_on(cloud, lab, work, proxy, host):
+    """nova-compute again, as fresh host ``host`` behind ``proxy``."""
+    cloud.restart_compute(_gvfs(proxy, lab.export, work, host), host)
+
+
 def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200,
         guests=tuple(GUESTS)):
     images = {name: GUESTS[name]() for name in guests}
@@ -257,9 +262,8 @@ def run(quick=False, plot=None, rtt_ms=50, rate_mbit=200,
                 if results:
                     # The first host again, with a fresh mount, as the
                     # first guest's cases began.
-                    cloud.restart_compute(_gvfs(
-                        lab.client_proxy, lab.export, work, "nova-" + name),
-                        "nova-" + name)
+                    _compute_on(cloud, lab, work, lab.client_proxy,
+                                "nova-" + name)
                 results[name] = _cases(cloud, lab, glance, work, golden,
                                        name, quick)
         finally:
@@ -310,9 +314,7 @@ def _cases(cloud, lab, glance, work, golden, tag, quick):
 
     def new_host(kind, name):
         proxy = getattr(lab, kind)("%s-%s" % (name, tag), cache=CACHE)
-        cloud.restart_compute(_gvfs(proxy, lab.export, work, "nova-%s-%s"
-                                    % (name, tag)), "nova-%s-%s"
-                              % (name, tag))
+        _compute_on(cloud, lab, work, proxy, "nova-%s-%s" % (name, tag))
         return proxy
 
     later = 1 if quick else LATER_RUNS
