@@ -178,6 +178,7 @@ def test_a_first_boot_ever_streams_the_image_behind_its_reader(
                           "probe.img", [1, 3, 5]))
     host = wan.add_client("first-host", cache=cache)
     # The first READ (qemu's look at the header) starts the stream.
+    started = time.monotonic()
     timed_reads(host, wan, "first.img", [0])
     boot_set = rng.sample(range(2, 256), 12) + rng.sample(range(512, 768), 12)
     taken = timed_reads(host, wan, "first.img", boot_set)
@@ -185,12 +186,21 @@ def test_a_first_boot_ever_streams_the_image_behind_its_reader(
     assert during["streams"] == 1
     stats = wait_for(lambda: (lambda s: s if s["streams_done"] else None)(
         host.stats()))
+    streamed_for = time.monotonic() - started
     # Some reads met the stream on its way: it had not ended by then.
     assert not during["streams_done"]
     slowest = max(taken)
-    print("round trip %.3f s; the reader's reads during the stream took "
-          "%.3f s at most, %.3f s in all" % (rtt, slowest, sum(taken)))
-    assert slowest < 4 * rtt
+    print("round trip %.3f s; the stream took %.3f s; the reader's reads "
+          "during it took %.3f s at most, %.3f s in all"
+          % (rtt, streamed_for, slowest, sum(taken)))
+    # A read queued behind the stream would wait for the rest of it
+    # (seconds); one that goes first waits for a round trip, or for
+    # the window already in flight when it asks for a block the stream
+    # has asked for.  A loaded runner stretches single reads, so the
+    # bounds are the mean against the round trip and the slowest
+    # against the stream, not the slowest against the round trip.
+    assert sum(taken) / len(taken) < 2 * rtt
+    assert slowest < streamed_for / 4
     # Every non-zero block came once, read by the guest or streamed
     # (a few twice: the cache's sets are 4-way, a full set drops one).
     fetched = stats["cache_bytes_fetched"] + stats["stream_raw_bytes"]
