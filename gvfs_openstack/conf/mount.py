@@ -41,14 +41,17 @@ operation after it is back succeeds -- there is nothing to remount.
     cfg.FloatOpt("entry_timeout", default=1.0, min=0.0,
                  help="Seconds the kernel may cache a name lookup."),
     cfg.FloatOpt("dir_entry_timeout", default=30.0, min=0.0,
-                 help="""Seconds the kernel may cache a directory's lookup.
+                 help="""Seconds to cache a directory's lookup and attributes.
 
 Directories here are not renamed, and each path walk would otherwise ask
 the DTN for every directory on the way once ``entry_timeout`` has passed
-(a clone's reference file is three directories down). A directory removed
-meanwhile costs nothing: its stale handle makes the kernel look the path
-up again. The names of files keep ``entry_timeout``, which Glance's
-``gvfs_store_delete_grace`` counts on. Like the NFS ``acdirmin`` option.
+(a clone's reference file is three directories down), and for the
+attributes of each (the kernel checks their modes) once ``attr_timeout``
+has. A directory removed meanwhile costs nothing: its stale handle makes
+the kernel look the path up again; one changed through this mount is
+asked afresh. The names and attributes of files keep ``entry_timeout`` and
+``attr_timeout``, which Glance's ``gvfs_store_delete_grace`` counts on.
+Like the NFS ``acdirmin`` option.
 """),
     cfg.IntOpt("rsize", default=1024 * 1024, min=4096,
                help="Largest NFS READ sent to the proxy, in bytes."),

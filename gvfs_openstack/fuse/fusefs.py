@@ -55,7 +55,8 @@ class MountOptions:
     """How a mount serves its files: ``[mount]``, read once at start.
 
     Timeouts are the kernel's caching of attributes and names (seconds;
-    ``dir_entry_timeout`` None: ``entry_timeout``); ``write_buffer_bytes``
+    ``dir_entry_timeout``, for both of a directory, None:
+    ``entry_timeout``); ``write_buffer_bytes``
     what a file's writes may hold before they go out;
     ``read_cache_bytes`` the RAM kept of what was read (0: none).
     ``allow_other``, ``max_background`` and ``read_ahead_kb`` tune the
@@ -238,9 +239,11 @@ class GvfsFuse(pyfuse3.Operations):
             # Its hidden name is no link to the user: unlinked while open
             # is nlink 0, as on a local file system.
             entry.st_nlink = max(entry.st_nlink - 1, 0)
-        entry.attr_timeout = self.attr_timeout
-        entry.entry_timeout = self.dir_entry_timeout \
-            if fattr.type == const.FileType.NF3DIR else self.entry_timeout
+        if fattr.type == const.FileType.NF3DIR:
+            entry.attr_timeout = entry.entry_timeout = self.dir_entry_timeout
+        else:
+            entry.attr_timeout = self.attr_timeout
+            entry.entry_timeout = self.entry_timeout
         return entry
 
     async def _attrs_of(self, fh, fattr=None):

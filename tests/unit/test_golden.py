@@ -28,13 +28,17 @@ def test_hold_release_round_trip(datadir):
     golden.release(datadir, IMAGE, holder)
     golden.release(datadir, IMAGE, holder)  # So is releasing twice.
     assert golden.holders(datadir, IMAGE) == []
-    assert not os.path.exists(os.path.join(datadir, golden.REFS_DIR, IMAGE))
+    # The directory stays for the next clone; the image's delete takes it.
+    assert os.path.isdir(os.path.join(datadir, golden.REFS_DIR, IMAGE))
+    os.unlink(golden.retire(datadir, IMAGE, grace=0))
+    assert not os.path.exists(os.path.join(datadir, golden.REFS_DIR))
 
 
 def test_hold_of_a_missing_image_leaves_no_reference(datadir):
     with pytest.raises(golden.GoldenImageGone):
         golden.hold(datadir, "no-such-image", "h~i~disk")
     assert golden.holders(datadir, "no-such-image") == []
+    assert not os.path.exists(os.path.join(datadir, golden.REFS_DIR))
 
 
 @pytest.mark.parametrize("image_id", ["../etc", "", ".gvfs-refs", "a/b"])
