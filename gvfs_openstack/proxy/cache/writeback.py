@@ -25,7 +25,8 @@ the bytes are in the :class:`Journal` on local disk (GVFS paper, section
 * Dirty bytes go upstream (UNSTABLE WRITEs in a window, then COMMIT, sent
   again if the server's verifier changed) on request, when the proxy has
   been idle, when the journal grows past a threshold, and at a clean
-  shutdown; after a crash the journal is replayed and flushed.
+  shutdown; after a crash the journal is replayed and flushed.  The
+  :class:`~gvfs_openstack.proxy.cache.flusher.Flusher` does that.
 * When the journal's disk is full or the journal reaches its limit, WRITEs
   fall back to write-through (FILE_SYNC upstream), replacing whatever
   older dirty bytes they cover: the client's data is never refused for
@@ -51,6 +52,7 @@ from gvfs_openstack.proxy.cache.dirty import DirtyMap
 from gvfs_openstack.proxy.cache.dirty import Extent
 from gvfs_openstack.proxy.cache import flush as flush_mod
 from gvfs_openstack.proxy.cache.flush import FlushError
+from gvfs_openstack.proxy.cache.flusher import Flusher
 from gvfs_openstack.proxy.cache import postop
 from gvfs_openstack.proxy.cache.reads import read_reply
 from gvfs_openstack.proxy.upstream import UpstreamError
@@ -123,14 +125,16 @@ class WriteBackLimits:
 
 
 class WriteBack:
-    """Answers WRITE and COMMIT of written-back files, and flushes them.
+    """Answers WRITE and COMMIT of written-back files from the journal.
 
     ``reads`` is the :class:`CachedReads` the server's bytes and
     attributes come from, ``upstream`` the :class:`UpstreamCalls` of the
     next hop, ``policies`` the :class:`ExportPolicies` that say which
     files are written back, ``observer`` the :class:`ReplyObserver` told
     of the WRITEs written through; ``limits`` its
-    :class:`WriteBackLimits`.
+    :class:`WriteBackLimits`.  Its :attr:`flusher` sends the dirty bytes
+    upstream, and calls back the methods under "what the flusher asks
+    and tells".
     """
 
     def __init__(self, journal, reads, upstream, policies, observer,
@@ -144,11 +148,7 @@ class WriteBack:
         self.counters = counters
         self.max_bytes = limits.max_bytes
         self.flush_bytes = limits.flush_bytes
-        self.idle_seconds = limits.idle_seconds
         self.max_read = limits.max_read
-        self.writer = flush_mod.FileWriter(journal, upstream, limits.wsize,
-                                           limits.window)
-        self.clock = clock
         self.dirty = DirtyMap()
         #: New in every process: see the module docstring.
         self.verifier = os.urandom(const.NFS3_WRITEVERFSIZE)
@@ -161,11 +161,9 @@ class WriteBack:
         #: When (by the file states' clock) the last REMOVE, RENAME or
         #: LINK was answered: attributes the cache had before are doubted.
         self._changed_at = float("-inf")
-        self._flushing = None
-        self._background = None
         self._falling_back = False
-        self._timer = None
-        self.last_write = clock()
+        self.flusher = Flusher(journal, self.dirty, self, upstream, counters,
+                               limits, clock)
 
     # --- start and stop ------------------------------------------------------
 
@@ -187,33 +185,28 @@ class WriteBack:
         self.journal.release(self.dirty.segments())
 
     def start(self):
-        if self.idle_seconds > 0:
-            self._timer = asyncio.ensure_future(self._idle_timer())
+        self.flusher.start()
 
     async def close(self, timeout):
         """Flush for at most ``timeout`` seconds, then close the journal.
 
         Whatever is still dirty stays in the journal for the next start.
         """
-        if self._timer is not None:
-            self._timer.cancel()
-        if self.dirty:
-            try:
-                await asyncio.wait_for(self.flush(), timeout)
-            except (FlushError, asyncio.TimeoutError) as e:
-                LOG.warning("stopping with %d dirty bytes not written back "
-                            "(%s); they stay in the journal and are written "
-                            "back when the proxy starts again",
-                            self.dirty.dirty_bytes,
-                            e or "timed out after %ss" % timeout)
+        await self.flusher.stop(timeout)
         self.journal.close()
 
-    async def _idle_timer(self):
-        while True:
-            await asyncio.sleep(min(1.0, self.idle_seconds / 4))
-            if self.dirty and self._flushing is None and \
-                    self.clock() - self.last_write >= self.idle_seconds:
-                self.start_flush("idle")
+    # --- flushing, which the flusher does ---------------------------------
+
+    def start_flush(self, reason):
+        """Flush in the background (errors are logged, data stays)."""
+        self.flusher.start_flush(reason)
+
+    async def flush(self):
+        """Write every byte dirty now upstream; returns what was done.
+
+        Raises FlushError if some could not be (they stay journalled).
+        """
+        return await self.flusher.flush()
 
     # --- which calls are ours ----------------------------------------------
 
@@ -258,7 +251,7 @@ class WriteBack:
                           nfs3.Result(0, nfs3.GetattrOk(shown)))
         # SETATTR: the server must see the dirty bytes before it.
         try:
-            await self.flush_file(fh)
+            await self.flusher.flush_file(fh)
         except (FlushError, UpstreamError) as e:
             LOG.warning("SETATTR of a dirty file refused: %s", e)
             return _reply(call.xid, call.proc, nfs3.Result(
@@ -285,7 +278,7 @@ class WriteBack:
         else:
             status, base = await self._ask(fh, call.cred, call.verf)
             if status in flush_mod.GONE:
-                self._drop(fh)
+                self.drop_removed(fh)
             if base is None:
                 return None
         if fh in self.dirty:
@@ -404,7 +397,7 @@ class WriteBack:
                 how.attributes is not None and \
                 how.attributes.size is not None:
             try:
-                await self.flush()
+                await self.flusher.flush()
             except FlushError as e:
                 LOG.warning("refusing a truncating CREATE: dirty data "
                             "could not be written back first: %s", e)
@@ -423,7 +416,7 @@ class WriteBack:
         if base is None or base.type != const.FileType.NF3REG:
             return None  # The server answers (STALE, ISDIR, ...).
         before = self._shown(fh, base)
-        self.last_write = self.clock()
+        self.flusher.wrote()
         if data:
             reply = await self._journal(call, args, fh, data, base)
             if reply is not None:
@@ -461,7 +454,8 @@ class WriteBack:
         self.counters.writeback_writes += 1
         self.counters.writeback_bytes += len(data)
         if self.journal.size >= self.flush_bytes:
-            self.start_flush("the journal passed its flush threshold")
+            self.flusher.start_flush(
+                "the journal passed its flush threshold")
         return None
 
     def _falls_back(self, reason):
@@ -470,7 +464,7 @@ class WriteBack:
             self._falling_back = True
             LOG.warning("writing WRITEs through until the journal has "
                         "room: %s", reason)
-        self.start_flush(reason)
+        self.flusher.start_flush(reason)
 
     async def _sync(self):
         try:
@@ -498,7 +492,7 @@ class WriteBack:
         """Send the WRITE upstream as FILE_SYNC; it replaces older dirty
         bytes of its range."""
         self.counters.writeback_fallbacks += 1
-        async with self._exclusive(fh):
+        async with self.exclusive(fh):
             newest = self.journal.last_record
             try:
                 res = await self.upstream.nfs(
@@ -538,7 +532,7 @@ class WriteBack:
             # Hold off a flush of the file: its bytes must not leave the
             # dirty map between reading the server's copy and laying the
             # dirty bytes over it.
-            async with self._exclusive(fh):
+            async with self.exclusive(fh):
                 if not self.dirty.get(fh) or not await self._read_upstream(
                         call, fh, start, end, data):
                     return None
@@ -579,10 +573,10 @@ class WriteBack:
                 self.journal.read(extent.segment, extent.position,
                                   extent.length)
 
-    # --- flushing ----------------------------------------------------------
+    # --- what the flusher asks and tells ----------------------------------
 
     @contextlib.asynccontextmanager
-    async def _exclusive(self, fh):
+    async def exclusive(self, fh):
         """Hold the file's lock; the lock is forgotten with its last user."""
         entry = self._locks.get(fh)
         if entry is None:
@@ -601,53 +595,24 @@ class WriteBack:
         if fh not in self.dirty:
             self._bases.pop(fh, None)
 
-    def start_flush(self, reason):
-        """Flush in the background (errors are logged, data stays)."""
-        if self._background is not None and not self._background.done() \
-                or not self.dirty:
-            return
-        LOG.info("writing back %d dirty bytes: %s", self.dirty.dirty_bytes,
-                 reason)
-        self._background = asyncio.ensure_future(self.flush())
-        self._background.add_done_callback(_log_failure)
+    async def still_known(self, fh, cred):
+        """Whether the server still has ``fh``, before its bytes are sent.
 
-    async def flush(self):
-        """Write every byte dirty now upstream; returns what was done.
-
-        Raises FlushError if some could not be (they stay journalled).
+        Unless the server reported its attributes since the last REMOVE,
+        RENAME or LINK it is asked (with ``cred``): the file may have been
+        removed since (by a REMOVE or a RENAME over it), or replayed from
+        the journal, and bytes must not be sent that have nowhere to go.
         """
-        newest = self.journal.last_record
-        started = self.clock()
-        flushed = self.counters.writeback_flushed_bytes
-        while any(e.record <= newest for f in self.dirty.files()
-                  for e in f.extents()):
-            if self._flushing is None:
-                self._flushing = asyncio.ensure_future(self._flush_pass())
-            try:
-                await asyncio.shield(self._flushing)
-            finally:
-                if self._flushing is not None and self._flushing.done():
-                    self._flushing = None
-        return {"flushed_bytes": self.counters.writeback_flushed_bytes -
-                flushed,
-                "seconds": round(self.clock() - started, 3),
-                "dirty_bytes": self.dirty.dirty_bytes}
+        if fh in self._bases:
+            return True
+        status, base = await self._ask(fh, cred)
+        if status in flush_mod.GONE:
+            self.drop_removed(fh)
+            return False
+        self._learn(fh, base)
+        return True
 
-    async def _flush_pass(self):
-        self.counters.writeback_flushes += 1
-        failures = []
-        for dirty in self.dirty.files():
-            try:
-                await self.flush_file(dirty.fh)
-            except (FlushError, UpstreamError) as e:
-                failures.append(str(e))
-        self.journal.release(self.dirty.segments())
-        if failures:
-            self.counters.writeback_flush_errors += len(failures)
-            raise FlushError("%d file(s) not written back: %s" % (
-                len(failures), "; ".join(failures[:3])))
-
-    def _drop(self, fh):
+    def drop_removed(self, fh):
         """The server no longer knows ``fh``: it was removed.
 
         Its dirty bytes have nowhere to go.  Their journal segments are
@@ -665,37 +630,20 @@ class WriteBack:
         if fh not in self._locks:
             self.journal.release(self.dirty.segments())
 
-    async def flush_file(self, fh):
-        async with self._exclusive(fh):
-            dirty = self.dirty.get(fh)
-            extents = dirty.extents() if dirty else []
-            if not extents:
-                return
-            if fh not in self._bases:
-                # Maybe removed since (by a REMOVE or a RENAME over it),
-                # or replayed from the journal: ask before sending bytes
-                # that may have nowhere to go.
-                status, base = await self._ask(fh,
-                                               rpc.OpaqueAuth(*dirty.cred))
-                if status in flush_mod.GONE:
-                    self._drop(fh)
-                    return
-                self._learn(fh, base)
-            try:
-                commit = await self.writer.send(dirty, extents)
-            except flush_mod.Gone:
-                self._drop(fh)
-                return
-            dirty.remove_records({e.record for e in extents})
-            self.counters.writeback_flushed_bytes += sum(
-                e.length for e in extents)
-            for extent in extents:
-                self.reads.discard_range(fh, extent.offset, extent.length)
-            # The server's attributes changed: ask again before trusting
-            # blocks cached under the old ones.
-            self.reads.forget(fh)
-            self._learn(fh, commit.file_wcc.after)
-            self._prune(fh)
+    def flushed(self, fh, extents, fattr):
+        """``extents`` of ``fh`` are committed; the server reports ``fattr``.
+
+        What the cache held of the file is from before them: forgotten.
+        ``fattr`` is the server's newest word on the file while some of
+        it is still dirty here.
+        """
+        for extent in extents:
+            self.reads.discard_range(fh, extent.offset, extent.length)
+        # The server's attributes changed: ask again before trusting
+        # blocks cached under the old ones.
+        self.reads.forget(fh)
+        self._learn(fh, fattr)
+        self._prune(fh)
 
     # --- what stats shows -------------------------------------------------
 
@@ -705,12 +653,3 @@ class WriteBack:
             export = self.policies.export_of(dirty.fh) or "?"
             totals[export] = totals.get(export, 0) + dirty.dirty_bytes
         return totals
-
-
-def _log_failure(task):
-    if task.cancelled():
-        return
-    error = task.exception()
-    if error is not None:
-        LOG.warning("write-back flush failed; the data stays in the "
-                    "journal and is tried again later: %s", error)
