@@ -10,6 +10,7 @@ of vanished disks reconciled with the image cache manager, and image
 pre-caching turned into proxy warming.
 """
 
+import inspect
 import os
 import time
 
@@ -17,6 +18,7 @@ from nova import conf as nova_conf
 from nova import exception
 import nova.privsep
 from nova.virt.libvirt import driver as libvirt_driver
+from nova.virt.libvirt import imagecache
 from nova.virt.libvirt import utils as libvirt_utils
 from oslo_log import log as logging
 
@@ -77,6 +79,64 @@ class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
         except gvfs_export.ExportUnavailable as e:
             LOG.warning("Not mounting the GVFS export yet: %s; the first "
                         "clone will", e)
+
+    # --- creating disks -----------------------------------------------------
+
+    def _create_image(self, context, instance, disk_mapping, *args,
+                      **kwargs):
+        """Nova's, with the kernel, ramdisk and golden image fetched at once.
+
+        Nova fetches an instance's kernel and then its ramdisk (through
+        Glance into ``_base``) before it makes the root disk; across a WAN
+        each is a download of its own (0.49 s and 0.21 s for the lab
+        guest's), and the clone's first look at the golden image, which
+        starts the proxy's prefetch or stream, waits for both.  Here the
+        three start together, each as Nova runs it; Nova's own steps then
+        find them done.
+        """
+        call = inspect.signature(
+            libvirt_driver.LibvirtDriver._create_image).bind(
+                self, context, instance, disk_mapping, *args, **kwargs)
+        self._fetch_together(context, instance, call.arguments)
+        return super()._create_image(context, instance, disk_mapping,
+                                     *args, **kwargs)
+
+    def _fetch_together(self, context, instance, arguments):
+        """Start what ``_create_image`` fetches, together; wait for all.
+
+        Only images with a kernel have anything to overlap.  A step that
+        fails here is left for Nova's own, which reports it.
+        """
+        suffix = arguments.get("suffix", "")
+        images = arguments.get("disk_images") or {
+            "image_id": instance.image_ref, "kernel_id": instance.kernel_id,
+            "ramdisk_id": instance.ramdisk_id}
+        if not images.get("kernel_id"):
+            return
+        parts = [("kernel", images["kernel_id"])]
+        if images.get("ramdisk_id"):
+            parts.append(("ramdisk", images["ramdisk_id"]))
+        started = [imagebackend.in_background(
+            self._fetch_raw, context, instance, name + suffix, image_id,
+            thread_name="gvfs-" + name) for name, image_id in parts]
+        if images.get("image_id") and not self._is_booted_from_volume(
+                arguments.get("block_device_info")):
+            disk = self.image_backend.by_name(instance, "disk" + suffix)
+            if isinstance(disk, imagebackend.GvfsImage):
+                started.append(imagebackend.in_background(
+                    disk.look_ahead, context, images["image_id"],
+                    thread_name="gvfs-look-ahead"))
+        for future in started:
+            error = future.exception()
+            if error is not None:
+                LOG.debug("Fetching ahead failed (%s); Nova's own step "
+                          "tries again", error, instance=instance)
+
+    def _fetch_raw(self, context, instance, name, image_id):
+        """Nova's step for a kernel or ramdisk (``_create_image``'s)."""
+        self.image_backend.by_name(instance, name, image_type="raw").cache(
+            fetch_func=libvirt_utils.fetch_raw_image, context=context,
+            filename=imagecache.get_cache_fname(image_id), image_id=image_id)
 
     # --- references follow the disks ----------------------------------------
 

@@ -103,13 +103,30 @@ class GvfsImage(imagebackend.Qcow2):
                 return
         super().cache(fetch_func, filename, size, safe, *args, **kwargs)
 
+    def look_ahead(self, context, image_id):
+        """Find and inspect the golden image before Nova makes this disk.
+
+        What a clone does first, done while Nova still fetches the
+        instance's kernel and ramdisk: the Images API's answer is kept in
+        ``lookups`` and Nova's inspection in ``inspections``, where the
+        clone finds them, and the node's proxy starts its prefetch (or
+        stream) of the image at this first read of it.  Nothing is made
+        or held here; what goes wrong is the clone's to report.
+        """
+        if self.exists():
+            return
+        found = self._find_golden(context, image_id)
+        if found is not None:
+            datadir, name, _ = found
+            self.inspections.format_of(golden.image_path(datadir, name))
+
     def _find_golden(self, context, image_id):
         """``(datadir, name, disk format)`` of a clonable image, or None."""
         if context is None or image_id is None or self.instance is None:
             return None
         found = self.lookups.get(image_id)
         if found is None:
-            _in_background(self._look_ahead, image_id, thread_name="gvfs-walk")
+            in_background(self._look_ahead, image_id, thread_name="gvfs-walk")
             meta = IMAGE_API.get(context, image_id, include_locations=True)
             name = self.export.image_id_of(meta)
             if name is None:
@@ -151,8 +168,8 @@ class GvfsImage(imagebackend.Qcow2):
         not, the overlay is removed.
         """
         path = golden.image_path(datadir, name)
-        holding = _in_background(self._hold, datadir, name,
-                                 thread_name="gvfs-hold")
+        holding = in_background(self._hold, datadir, name,
+                                thread_name="gvfs-hold")
         try:
             self._make_overlay(path, name, disk_format, size)
         except BaseException as error:
@@ -351,7 +368,7 @@ def _inspect_golden(path):
     return inspected
 
 
-def _in_background(func, *args, thread_name):
+def in_background(func, *args, thread_name):
     """Start ``func(*args)`` on a thread of its own; a Future of it.
 
     Not Nova's ``thread_pool_factory.spawn``: its default pool (10 threads
