@@ -47,6 +47,10 @@ class TrustRefused(GvfsError, PermissionError):
     message = "The migration's Keystone trust is refused: %(reason)s"
 
 
+class CallerRefused(GvfsError, PermissionError):
+    message = "The conductor refused the call: %(reason)s"
+
+
 class ConductorTooOld(GvfsError):
     message = ("%(what)s needs gvfs-conductor RPC %(version)s; gvfs-api "
                "sends at most %(cap)s ([upgrade_levels] conductor) while "
@@ -58,13 +62,20 @@ class ImageNotMigratable(GvfsError, ValueError):
 
 
 class StageFailed(GvfsError):
-    """A stage of a migration failed; ``transient`` says a retry may help."""
+    """A stage of a migration failed; ``transient`` says a retry may help.
+
+    The message is what the job shows its user.  ``detail`` is what only
+    the conductor's log shows: a DTN's host and port, a tool's output
+    (which names hosts and paths), a service's raw reply.
+    """
 
     message = "%(stage)s of image %(image)s failed: %(reason)s"
 
-    def __init__(self, message=None, transient=False, **kwargs):
+    def __init__(self, message=None, transient=False, detail=None,
+                 **kwargs):
         super().__init__(message, **kwargs)
         self.transient = transient
+        self.detail = detail
 
 
 class DataRejected(StageFailed):

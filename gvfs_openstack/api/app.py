@@ -46,6 +46,7 @@ _STATUS_OF = (
     (exceptions.ImageNotFound, 400),
     (exceptions.ImageNotMigratable, 400),
     (exceptions.TrustRefused, 403),
+    (exceptions.CallerRefused, 403),
     (exceptions.InvalidConfig, 400),
     (exceptions.StageFailed, 503),
 )

@@ -14,88 +14,115 @@ import threading
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from gvfs_openstack.conductor import callers
 from gvfs_openstack.conductor import metrics
+from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import rpcapi
+from gvfs_openstack.migration import sites
 from gvfs_openstack.replication import listener
 from gvfs_openstack.replication import manager as replication_manager
 
 LOG = logging.getLogger(__name__)
 
-_USER_ERRORS = (exceptions.TrustRefused,
+_USER_ERRORS = (exceptions.TrustRefused, exceptions.CallerRefused,
                 exceptions.UnknownSite, exceptions.ImageNotFound,
                 exceptions.ImageNotMigratable, exceptions.InvalidConfig,
                 exceptions.JobNotFound, exceptions.JobFinished,
                 exceptions.StageFailed, exceptions.ReplicationNotFound)
 
 
-def _user(ctxt):
-    """The user id in a request context's dict.
-
-    oslo.context's ``to_dict`` calls it ``user``.
-    """
-    return ctxt.get("user_id") or ctxt.get("user")
-
-
 class ConductorEndpoint:
+    """The RPC calls, each held to the project of its verified caller.
+
+    ``callers`` is a :class:`callers.Callers` (or ``Trusting``).
+    """
+
     target = messaging.Target(version=rpcapi.RPC_VERSION)
 
-    def __init__(self, manager, replications):
+    def __init__(self, manager, replications, callers):
         self.manager = manager
         self.replications = replications
+        self.callers = callers
+
+    def _policy(self, caller, policy_id):
+        policy = self.replications.show(policy_id)
+        if not caller.may_see(policy["project_id"]):
+            raise exceptions.ReplicationNotFound(policy=policy_id)
+        return policy
+
+    def _job(self, caller, job_id):
+        job = self.manager.show(job_id)
+        if not caller.may_see(job["project_id"]):
+            raise exceptions.JobNotFound(job=job_id)
+        return job
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def create_replication(self, ctxt, destination, selector_kind, selector,
                            delete_follows=False, name=None):
+        caller = self.callers.of(ctxt)
         policy = self.replications.create(
-            ctxt.get("project_id"), _user(ctxt), destination,
+            caller.project_id, caller.user_id, destination,
             selector_kind, selector, delete_follows=delete_follows,
             name=name)
         LOG.info("user %s of project %s made replication policy %s to %s",
-                 _user(ctxt), ctxt.get("project_id"), policy["id"],
+                 caller.user_id, caller.project_id, policy["id"],
                  destination)
         return policy
 
+    @messaging.expected_exceptions(*_USER_ERRORS)
     def list_replications(self, ctxt, project_id=None):
+        self.callers.of(ctxt).check_scope(project_id)
         return self.replications.list(project_id=project_id)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def show_replication(self, ctxt, policy_id):
-        return self.replications.show(policy_id)
+        return self._policy(self.callers.of(ctxt), policy_id)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def pause_replication(self, ctxt, policy_id, paused):
+        caller = self.callers.of(ctxt)
+        self._policy(caller, policy_id)
         LOG.info("user %s of project %s %s replication policy %s",
-                 _user(ctxt), ctxt.get("project_id"),
+                 caller.user_id, caller.project_id,
                  "pauses" if paused else "resumes", policy_id)
         return self.replications.set_paused(policy_id, paused)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def delete_replication(self, ctxt, policy_id):
+        caller = self.callers.of(ctxt)
+        self._policy(caller, policy_id)
         LOG.info("user %s of project %s deletes replication policy %s",
-                 _user(ctxt), ctxt.get("project_id"), policy_id)
+                 caller.user_id, caller.project_id, policy_id)
         self.replications.delete(policy_id)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def migrate(self, ctxt, image_ids, destination, images_in_flight=None,
                 pack=None, trust_id=None, base=None):
-        self.manager.check_trust(trust_id, _user(ctxt),
-                                 ctxt.get("project_id"))
+        caller = self.callers.of(ctxt)
+        self.manager.check_trust(trust_id, caller.user_id,
+                                 caller.project_id)
         return self.manager.migrate(
             image_ids, destination, images_in_flight, pack,
-            project_id=ctxt.get("project_id"), user_id=_user(ctxt),
+            project_id=caller.project_id, user_id=caller.user_id,
             trust_id=trust_id, base=base)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def find_images(self, ctxt, image_ids):
+        caller = self.callers.of(ctxt)
         return self.manager.find_images(image_ids,
-                                        project_id=ctxt.get("project_id"))
+                                        project_id=caller.project_id)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def golden_references(self, ctxt, image_id):
-        return self.manager.golden_references(image_id)
+        caller = self.callers.of(ctxt)
+        found = self.manager.golden_references(image_id)
+        if not caller.may_see(found["owner"]):
+            raise exceptions.ImageNotFound(
+                image=image_id, site=self.manager.local_site)
+        return found
 
     def list_sites(self, ctxt):
         return self.manager.sites()
@@ -103,18 +130,35 @@ class ConductorEndpoint:
     @messaging.expected_exceptions(*_USER_ERRORS)
     def list_jobs(self, ctxt, project_id=None, states=None, limit=None,
                   marker=None):
+        self.callers.of(ctxt).check_scope(project_id)
         return self.manager.list(project_id=project_id, states=states,
                                  limit=limit, marker=marker)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def show_job(self, ctxt, job_id):
-        return self.manager.show(job_id)
+        return self._job(self.callers.of(ctxt), job_id)
 
     @messaging.expected_exceptions(*_USER_ERRORS)
     def cancel_job(self, ctxt, job_id):
+        caller = self.callers.of(ctxt)
+        self._job(caller, job_id)
         LOG.info("user %s of project %s cancels job %s",
-                 _user(ctxt), ctxt.get("project_id"), job_id)
+                 caller.user_id, caller.project_id, job_id)
         return self.manager.cancel(job_id)
+
+
+def callers_of(conf, manager):
+    """The caller check ``[conductor] verify_callers`` asks for."""
+    if not conf.conductor.verify_callers:
+        return callers.Trusting()
+    session = sites.glance_session(conf, manager.local_site)
+    group = migration_conf.SITE_GROUP % manager.local_site
+    if conf[group].auth_type in (None, "none"):
+        raise exceptions.InvalidConfig(
+            option="[conductor] verify_callers",
+            reason="callers' tokens are validated with Keystone, and "
+                   "[%s] has no Keystone credentials" % group)
+    return callers.Callers(callers.keystone_validator(session))
 
 
 def check(conf):
@@ -136,7 +180,8 @@ class ConductorService:
         self.server = messaging.get_rpc_server(
             self.transport, messaging.Target(topic=rpcapi.TOPIC,
                                              server=conf.conductor.host),
-            [ConductorEndpoint(self.manager, self.replications)])
+            [ConductorEndpoint(self.manager, self.replications,
+                               callers_of(conf, self.manager))])
         self._stop = threading.Event()
         #: Set to start a reconciliation round now.
         self._wake = threading.Event()

@@ -111,6 +111,19 @@ name any project and have the conductor read its images with its own
 (admin) credentials. Set it false only with gvfs-api's ``[api] trusts =
 false``, where policy alone decides.
 """),
+    cfg.BoolOpt("verify_callers", default=True,
+                help="""Validate each RPC call's token with Keystone.
+
+The request context that gvfs-api sends carries its user's token; the
+conductor validates it (as the token's own subject: no role is needed)
+and holds the call to the token's project: another project's job,
+replication policy or image is answered as missing, and only the admin
+role lists every project's. Anyone who can send on the message bus can
+name any project in a context, but cannot forge a token. A validated
+token is believed for a minute at most. Set it false only where nothing
+but gvfs-api can reach the bus: the context's project and roles are then
+believed.
+"""),
     cfg.IntOpt("max_running_jobs", default=16, min=1, max=1024,
                help="""Jobs this conductor runs at once; the rest wait, queued.
 

@@ -14,6 +14,7 @@ import errno
 import posixpath
 import shlex
 import socket
+import stat
 
 import paramiko
 
@@ -22,6 +23,9 @@ from gvfs_openstack import exceptions
 from gvfs_openstack.sidecar import profile
 
 _READ_AHEAD = 1024 * 1024
+#: The most an image's mode gives: its owner reads and writes, its group
+#: reads (the store's 0640).
+_PRIVATE_MODE = 0o640
 
 #: Hash algorithms Glance uses, and the coreutils program for each.
 _SUM_PROGRAMS = {"md5": "md5sum", "sha1": "sha1sum", "sha224": "sha224sum",
@@ -108,6 +112,17 @@ class DtnSession:
 
     def size(self, path):
         return self.sftp.stat(path).st_size
+
+    def keep_private(self, path):
+        """Give a file 0640 at most, as the store makes images.
+
+        A GridFTP server creates files 0644 unless told ``-perms``, and on
+        a shared DTN every local account would read the image.  OSError
+        (EPERM) if this account may not change the file's mode.
+        """
+        mode = stat.S_IMODE(self.sftp.stat(path).st_mode)
+        if mode & ~_PRIVATE_MODE:
+            self.sftp.chmod(path, mode & _PRIVATE_MODE)
 
     def listdir(self, path):
         return self.sftp.listdir(path)
@@ -284,8 +299,9 @@ def open_session(site, image_id, stage):
             stage=stage, image=image_id, transient=not isinstance(
                 e, (paramiko.BadHostKeyException, _UnknownHostKey,
                     paramiko.AuthenticationException)),
-            reason="cannot reach the DTN of site %s over SSH (%s:%d): %s"
-                   % (site.name, site.ssh_host, site.ssh_port, e)) from e
+            reason="cannot reach the DTN of site %s over SSH (%s)"
+                   % (site.name, type(e).__name__),
+            detail="%s:%d: %s" % (site.ssh_host, site.ssh_port, e)) from e
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ servers compare the whole file's checksums and send it again if they
 differ.
 """
 
+import os
 import re
 import subprocess
 
@@ -170,7 +171,7 @@ def _run(row, argv, ctx=None, base=0):
                          if line.strip())[-1000:]
         raise exceptions.StageFailed(
             stage=STAGE, image=row["image_id"],
-            reason="%s exited with %d: %s" % (argv[0], proc.returncode,
-                                              error),
-            transient=not _PERMANENT.search(output))
+            reason="%s exited with %d" % (os.path.basename(argv[0]),
+                                          proc.returncode),
+            detail=error, transient=not _PERMANENT.search(output))
     return output

@@ -151,8 +151,9 @@ class GlanceClient:
         if reply.status_code >= 400:
             raise exceptions.StageFailed(
                 stage=what, image=image_id,
-                reason="Glance of site %s answered %d: %s" % (
-                    self.site, reply.status_code, reply.text[:500]),
+                reason="Glance of site %s answered %d" % (
+                    self.site, reply.status_code),
+                detail=reply.text[:500],
                 transient=reply.status_code >= 500)
         return reply
 

@@ -61,8 +61,8 @@ def _run(session, site, argv, lead, what):
         # but losing the job to one broken pipe would be worse.
         raise exceptions.StageFailed(
             stage=STAGE, image=lead, transient=True,
-            reason="%s on the DTN of site %s: %s" % (what, site.name,
-                                                     e)) from e
+            reason="%s on the DTN of site %s failed" % (what, site.name),
+            detail=str(e)) from e
 
 
 class PackedTransfer:

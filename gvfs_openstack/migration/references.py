@@ -50,5 +50,6 @@ def of_image(site, image_id):
     except (NfsError, OSError) as e:
         raise exceptions.StageFailed(
             stage="reading references", image=image_id,
-            reason="the export of site %s: %s" % (site.name, e)) from e
+            reason="the export of site %s cannot be read" % site.name,
+            detail=str(e)) from e
     return [_reference(name) for name in names]

@@ -83,18 +83,22 @@ def _register_in_place(ctx, row, image, session):
         if not session.exists(staged):
             raise exceptions.StageFailed(
                 stage=STAGE, image=row["image_id"],
-                reason="%s is not on the destination DTN" % staged)
+                reason="the staged file is not on the destination DTN",
+                detail=staged)
         have = session.size(staged)
         if have != row["size"]:
             raise exceptions.DataRejected(
                 stage=STAGE, image=row["image_id"],
                 reason="%d bytes arrived at the destination DTN, the image "
                        "has %d" % (have, row["size"]))
+        staged_blocks = blocks.signature_path(staged)
+        signed = session.exists(staged_blocks)
+        for path in [staged] + ([staged_blocks] if signed else []):
+            _keep_private(session, path, row)
         session.makedirs(posixpath.dirname(final))
         session.hard_link(staged, final)
         # A delta's rebuild left the file's block signature beside it.
-        staged_blocks = blocks.signature_path(staged)
-        if session.exists(staged_blocks):
+        if signed:
             session.remove_quietly(blocks.signature_path(final))
             session.hard_link(staged_blocks, blocks.signature_path(final))
     if ctx.destination_glance.image(image["id"]).get(
@@ -104,6 +108,23 @@ def _register_in_place(ctx, row, image, session):
     ctx.destination_glance.add_location(
         image["id"], ctx.destination.gvfs_location(image["id"]),
         row["hash_algo"], row["hash_value"])
+
+
+def _keep_private(session, path, row):
+    """0640 before the file is in the store, or a clear refusal.
+
+    The staged file stays for a retry once the DTN's GridFTP server makes
+    files 0640 (``-perms 0640``) or this account owns them.
+    """
+    try:
+        session.keep_private(path)
+    except OSError as e:
+        raise exceptions.StageFailed(
+            stage=STAGE, image=row["image_id"],
+            reason="%s arrived readable by every account on the DTN and "
+                   "this account may not change its mode (%s); have the "
+                   "GridFTP server make files 0640 (-perms 0640)"
+                   % (posixpath.basename(path), e.strerror or e)) from e
 
 
 def sidecar_command(site, image):

@@ -2,9 +2,11 @@
 """The conductor's RPC API, as its caller (gvfs-api) uses it.
 
 Every call carries the request context of the user gvfs-api acts for
-(:meth:`oslo_context.context.RequestContext.to_dict`): the conductor
-records its project and user with the jobs it makes.  gvfs-api checks
-policy before it calls; the conductor trusts its bus.
+(:meth:`oslo_context.context.RequestContext.to_dict`), with that user's
+token: the conductor validates the token with Keystone and holds the call
+to its project (:mod:`gvfs_openstack.conductor.callers`), and records
+the project and user with the jobs it makes.  gvfs-api checks the finer
+policy before it calls.
 
 Version history:
 

@@ -12,11 +12,14 @@ import urllib.parse
 from keystoneauth1 import exceptions as ks_exceptions
 from keystoneauth1.identity import v3
 from keystoneauth1 import loading as ks_loading
+from oslo_log import log as logging
 
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.images import locations
 from gvfs_openstack.migration import transfer
+
+LOG = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,8 +256,10 @@ def check_trust(conf, name, trust_id, user_id, project_id):
             raise_exc=False, endpoint_filter={"service_type": "identity",
                                               "interface": "public"})
     except ks_exceptions.ClientException as e:
+        LOG.warning("Cannot check trust %s with Keystone: %s", trust_id, e)
         raise exceptions.StageFailed(
-            stage="checking the trust", image="-", reason=str(e),
+            stage="checking the trust", image="-",
+            reason="Keystone cannot be reached", detail=str(e),
             transient=True) from e
     if reply.status_code in (403, 404):
         raise exceptions.TrustRefused(reason="it does not exist or is not "

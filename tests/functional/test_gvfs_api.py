@@ -233,9 +233,16 @@ def test_the_bus_cannot_start_a_migration_for_another_project(
         beta = keystone.session("beta-member").get_user_id()
         forged = {"project_id": keystone.project_id("alpha"),
                   "user_id": beta}
+        # Beta's own token, in beta's project: no trust, or not its own.
+        as_beta = {"project_id": keystone.project_id("beta"),
+                   "user_id": beta,
+                   "auth_token": keystone.new_token("beta-member")}
         for trust_id in (None, "0123456789abcdef0123456789abcdef"):
-            with pytest.raises(exceptions.TrustRefused):
+            with pytest.raises(exceptions.CallerRefused):
                 conductor.migrate(forged, [alpha_image["id"]], "west",
+                                  trust_id=trust_id)
+            with pytest.raises(exceptions.TrustRefused):
+                conductor.migrate(as_beta, [alpha_image["id"]], "west",
                                   trust_id=trust_id)
     finally:
         transport.cleanup()
@@ -244,6 +251,52 @@ def test_the_bus_cannot_start_a_migration_for_another_project(
     assert status == 200
     assert not [job for job in listed["migrations"]
                 if job.get("user_id") == beta]
+
+
+def test_the_bus_cannot_read_or_cancel_another_projects_jobs(
+        api, broker, keystone, alpha_job):
+    """A client on the bus names alpha's project, or all of them.
+
+    Without a token, with beta's own (valid) token, or with a made-up
+    one, it reads nothing of alpha's and cancels nothing; Keystone
+    decides who calls, not the context.
+    """
+    transport = rpcapi.get_transport(cfg.CONF, url=broker.url)
+    alpha = keystone.session("alpha-member")
+    beta = keystone.session("beta-member")
+    beta_token = keystone.new_token("beta-member")
+    as_alpha = {"project_id": keystone.project_id("alpha"),
+                "user_id": alpha.get_user_id()}
+    as_beta = {"project_id": keystone.project_id("beta"),
+               "user_id": beta.get_user_id(), "auth_token": beta_token,
+               "roles": ["admin"]}
+    try:
+        conductor = rpcapi.ConductorAPI(transport, timeout=30)
+        for forged in (as_alpha, dict(as_alpha, auth_token=beta_token),
+                       dict(as_alpha, auth_token="0" * 32)):
+            for call in (conductor.show_job, conductor.cancel_job):
+                with pytest.raises(exceptions.CallerRefused):
+                    call(forged, alpha_job["id"])
+            with pytest.raises(exceptions.CallerRefused):
+                conductor.list_jobs(forged)
+        # Beta's own token, its own project: alpha's job is missing and
+        # every project's list needs the admin role the token lacks,
+        # whatever roles the context claims.
+        for call in (conductor.show_job, conductor.cancel_job):
+            with pytest.raises(exceptions.JobNotFound):
+                call(as_beta, alpha_job["id"])
+        for project_id in (None, as_alpha["project_id"]):
+            with pytest.raises(exceptions.CallerRefused,
+                               match="admin role"):
+                conductor.list_jobs(as_beta, project_id=project_id)
+        assert conductor.list_jobs(
+            as_beta, project_id=as_beta["project_id"]) == []
+    finally:
+        transport.cleanup()
+    status, shown = api.request("GET", "/v1/migrations/%s" % alpha_job["id"],
+                                token=keystone.token("alpha-member"))
+    assert status == 200
+    assert shown["migration"]["cancel_requested"] is False
 
 
 def test_a_permissive_policy_still_cannot_read_another_projects_image(

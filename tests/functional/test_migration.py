@@ -11,6 +11,7 @@ credentials; ``globus-url-copy`` between the two GridFTP servers.
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -144,6 +145,8 @@ def test_three_images_arrive_identical_and_registered_in_place(
         there_path = os.path.join(dr.west.images, image["id"])
         assert _sha512(there_path) == image["os_hash_value"]
         assert os.stat(there_path).st_uid == dr.west.gridftp.uid
+        # Which the GridFTP server made 0644; the store's images are 0640.
+        assert stat.S_IMODE(os.stat(there_path).st_mode) == 0o640
         # With the sidecar an upload through the store would have made,
         # so the proxies at the destination serve its zeros locally.
         assert meta_cmd.verify(there_path) is None

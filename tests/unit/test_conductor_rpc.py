@@ -10,6 +10,7 @@ from oslo_context import context
 import oslo_messaging as messaging
 import pytest
 
+from gvfs_openstack.conductor import callers
 from gvfs_openstack.conductor import service
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
@@ -18,16 +19,20 @@ from gvfs_openstack.migration import rpcapi
 from gvfs_openstack.migration import states
 from gvfs_openstack.replication import listener
 
+#: A caller of every project's objects.
+ADMIN = {"project_id": "p0", "user_id": "u0", "roles": ["admin"]}
+
 
 @pytest.fixture
 def conductor(tmp_path):
     conf = cfg.CONF
     migration_conf.register_opts(conf)
-    # No Keystone here: calls without a trust (gvfs-api's trusts off);
-    # the trust check itself is tests/functional/test_gvfs_api.py's.
+    # No Keystone here: calls without a trust (gvfs-api's trusts off),
+    # callers as their contexts name them; the trust and token checks
+    # themselves are tests/functional/test_gvfs_api.py's.
     overrides = {"sites": ["east", "west"], "local_site": "east",
                  "host": "conductor-1", "lease_seconds": 3,
-                 "require_trust": False}
+                 "require_trust": False, "verify_callers": False}
     for name, value in overrides.items():
         conf.set_override(name, value, "conductor")
     conf.set_override("connection", "sqlite:///%s" % (
@@ -48,7 +53,7 @@ def conductor(tmp_path):
 
 def test_calls_reach_the_manager(conductor):
     manager, api = conductor
-    ctxt = {"project_id": "p1", "user_id": "u1"}
+    ctxt = ADMIN
     assert api.list_jobs(ctxt) == []
     job_id = manager.store.create_job("east", "west", [{
         "id": "i0", "name": "n", "size": 1, "os_hash_algo": "sha512",
@@ -98,13 +103,35 @@ def test_jobs_are_listed_by_project_in_pages(conductor):
     made = [manager.store.create_job("east", "west", [], 1,
                                      project_id=project)
             for project in ("p1", "p2", "p1", "p1")]
-    mine = [job["id"] for job in api.list_jobs({}, project_id="p1")]
+    mine = [job["id"] for job in api.list_jobs(ADMIN, project_id="p1")]
     assert mine == [made[0], made[2], made[3]]
-    page = api.list_jobs({}, project_id="p1", limit=1, marker=made[0])
+    page = api.list_jobs(ADMIN, project_id="p1", limit=1, marker=made[0])
     assert [job["id"] for job in page] == [made[2]]
-    assert [job["id"] for job in api.list_jobs({}, states=["done"])] == []
+    assert [job["id"] for job in api.list_jobs(ADMIN,
+                                               states=["done"])] == []
     with pytest.raises(exceptions.JobNotFound):
-        api.list_jobs({}, marker="nope")
+        api.list_jobs(ADMIN, marker="nope")
+
+
+def test_calls_are_held_to_the_callers_project(conductor):
+    """Another project's job is missing to a caller; listing it refused."""
+    manager, api = conductor
+    alpha = {"project_id": "p1", "user_id": "u1", "roles": ["member"]}
+    beta = {"project_id": "p2", "user_id": "u2", "roles": ["member"]}
+    job_id = manager.store.create_job("east", "west", [], 1,
+                                      project_id="p1")
+    assert api.show_job(alpha, job_id)["id"] == job_id
+    for call in (api.show_job, api.cancel_job):
+        with pytest.raises(exceptions.JobNotFound):
+            call(beta, job_id)
+    for project_id in (None, "p1"):
+        with pytest.raises(exceptions.CallerRefused, match="admin role"):
+            api.list_jobs(beta, project_id=project_id)
+        with pytest.raises(exceptions.CallerRefused, match="admin role"):
+            api.list_replications(beta, project_id=project_id)
+    assert api.list_jobs(beta, project_id="p2") == []
+    assert manager.store.job(job_id)["cancel_requested"] is False
+    assert api.cancel_job(ADMIN, job_id)["id"] == job_id
 
 
 def test_sites_say_which_are_destinations(conductor):
@@ -129,7 +156,8 @@ def test_a_glance_notification_starts_a_round_at_once(tmp_path, monkeypatch):
     migration_conf.register_opts(conf)
     conf([], project="gvfs")
     for name, value in {"sites": ["east", "west"], "local_site": "east",
-                        "host": "conductor-1"}.items():
+                        "host": "conductor-1",
+                        "verify_callers": False}.items():
         conf.set_override(name, value, "conductor")
     conf.set_override("connection", "sqlite:///%s" % (
         tmp_path / "jobs.sqlite"), "database")
@@ -159,12 +187,34 @@ def test_a_glance_notification_starts_a_round_at_once(tmp_path, monkeypatch):
         bus.cleanup()
 
 
+def test_verifying_callers_needs_keystone_credentials(tmp_path):
+    conf = cfg.ConfigOpts()
+    migration_conf.register_opts(conf)
+    conf([], project="gvfs")
+    for name, value in {"sites": ["east", "west"], "local_site": "east",
+                        "host": "conductor-1"}.items():
+        conf.set_override(name, value, "conductor")
+    conf.set_override("connection", "sqlite:///%s" % (
+        tmp_path / "jobs.sqlite"), "database")
+    migration_conf.register_sites(conf)
+    transport = rpcapi.get_transport(conf, url="fake://")
+    try:
+        with pytest.raises(exceptions.InvalidConfig,
+                           match=r"verify_callers.*\[site:east\] has no "
+                                 "Keystone credentials"):
+            service.ConductorService(
+                conf, manager_mod.ConductorManager(conf, config_args=[]),
+                transport)
+    finally:
+        transport.cleanup()
+
+
 def test_the_callers_user_is_read_from_its_request_context():
     """As a real bus delivers gvfs-api's: a RequestContext's dict."""
     ctxt = context.RequestContext(user_id="u1", project_id="p1").to_dict()
-    assert service._user(ctxt) == "u1"
-    assert service._user({"user_id": "u2"}) == "u2"
-    assert service._user({}) is None
+    assert callers._user(ctxt) == "u1"
+    assert callers._user({"user_id": "u2"}) == "u2"
+    assert callers._user({}) is None
 
 
 # --- rolling upgrades --------------------------------------------------------
@@ -191,9 +241,9 @@ def test_each_call_is_sent_with_the_oldest_version_that_carries_it(
         conductor, monkeypatch):
     manager, api = conductor
     sent = _sent(monkeypatch)
-    api.list_jobs({})
-    api.list_jobs({}, project_id="p1")
-    api.list_replications({}, project_id="p1")
+    api.list_jobs(ADMIN)
+    api.list_jobs(ADMIN, project_id="p1")
+    api.list_replications(ADMIN, project_id="p1")
     with pytest.raises(exceptions.UnknownSite):
         api.migrate({}, ["image"], "north")
     with pytest.raises(exceptions.UnknownSite):
@@ -218,7 +268,7 @@ def test_a_capped_caller_refuses_what_the_cap_cannot_carry(conductor):
     transport = rpcapi.get_transport(cfg.CONF, url="fake://")
     capped = rpcapi.ConductorAPI(transport, timeout=10, version_cap="1.1")
     ctxt = {"project_id": "p1", "user_id": "u1"}
-    assert capped.list_jobs(ctxt) == []
+    assert capped.list_jobs(ADMIN) == []
     with pytest.raises(exceptions.ConductorTooOld, match=(
             r"^A migration against a named base needs gvfs-conductor RPC "
             r"1\.4; gvfs-api sends at most 1\.1 \(\[upgrade_levels\] "
@@ -244,7 +294,7 @@ def test_a_conductor_of_the_previous_release_serves_a_capped_caller(
 
     server = messaging.get_rpc_server(
         transport, messaging.Target(topic="previous", server="old"),
-        [PreviousRelease(manager, None)])
+        [PreviousRelease(manager, None, callers.Trusting())])
     server.start()
     try:
         def client(cap):
