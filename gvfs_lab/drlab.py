@@ -120,6 +120,8 @@ class DrSite:
             "dtn_nfs_port": self.ganesha.nfs_port,
             "dtn_mount_port": self.ganesha.mount_port,
             "gridftp_url": self.gridftp.url,
+            # The lab's servers are anonymous (no GSI), on loopback.
+            "gridftp_data_protection": "clear",
             "ssh_host": "127.0.0.1",
             "ssh_port": self.sshd.port,
             "ssh_user": self.sshd.user,

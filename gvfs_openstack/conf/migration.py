@@ -261,6 +261,20 @@ them, the conductor only drives them.
                     "its restart markers (``globus-url-copy -rst``) "
                     "before the stage fails and the conductor retries "
                     "it.  Related options: [conductor] retries."),
+    cfg.StrOpt("gridftp_data_protection", default="private",
+               choices=[("private", "encrypted and integrity-checked "
+                         "(globus-url-copy -dcpriv)"),
+                        ("safe", "integrity-checked (-dcsafe)"),
+                        ("clear", "neither: only on a network between "
+                         "the DTNs that nobody else can read")],
+               help="""Protection of the images GridFTP moves to and from here.
+
+Images cross the WAN on GridFTP's data channel, which is clear text
+unless the servers protect it; that needs GSI (``gsiftp://``). An
+anonymous ``ftp://`` server cannot, so a site with one must say
+``clear``. A transfer uses the stronger of its two sites' settings, and
+is refused if one of them is ``clear`` and the other is not.
+"""),
     cfg.BoolOpt("gridftp_verify_checksum", default=True,
                 help="Have the two GridFTP servers compare MD5 checksums "
                      "of each image once it crossed "

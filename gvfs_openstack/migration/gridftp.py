@@ -34,6 +34,11 @@ LOG = logging.getLogger(__name__)
 
 STAGE = "DTN-to-DTN transfer"
 
+#: ``[site:*] gridftp_data_protection`` -> globus-url-copy's flags.
+_PROTECTION_FLAGS = {"private": ["-dcpriv"], "safe": ["-dcsafe"],
+                     "clear": []}
+_PROTECTION_STRENGTH = ("clear", "safe", "private")
+
 #: What globus-url-copy says when retrying cannot help.
 _PERMANENT = re.compile(r"No such file|Permission denied|not a directory|"
                         r"Is a directory|No space left|Checksum",
@@ -55,7 +60,7 @@ def command(program, source, destination, source_path, destination_path,
     file (a delta, which ends with a digest of all of it) is not
     checksummed again by the servers.
     """
-    argv = _common(program, source)
+    argv = _common(program, source, destination)
     if segment is not None:
         argv += ["-off", str(segment[0]), "-len", str(segment[1])]
     elif source.gridftp_verify_checksum and not self_checking:
@@ -67,16 +72,37 @@ def command(program, source, destination, source_path, destination_path,
 def check_command(program, source, destination, source_path,
                   destination_path):
     """Compare the whole file's checksums; send it again if they differ."""
-    return _common(program, source) + [
+    return _common(program, source, destination) + [
         "-sync", "-sync-level", "3", "-verify-checksum", "-checksum-alg",
         "MD5", source.gridftp(source_path),
         destination.gridftp(destination_path)]
 
 
-def _common(program, source):
+def _common(program, source, destination):
     return [program, "-vb", "-p", str(source.gridftp_parallel), "-fast",
             "-rst", "-rst-retries", str(source.gridftp_restarts),
-            "-stall-timeout", str(source.gridftp_stall_timeout), "-cd"]
+            "-stall-timeout", str(source.gridftp_stall_timeout), "-cd"] + \
+        _PROTECTION_FLAGS[data_protection(source, destination)]
+
+
+def data_protection(source, destination):
+    """The data channel's protection between two sites: the stronger one.
+
+    InvalidConfig if one site's server cannot protect it (``clear``, an
+    anonymous ``ftp://`` server) and the other asks for protection:
+    globus-url-copy would either fail or send in clear text.
+    """
+    levels = {site.name: site.gridftp_data_protection
+              for site in (source, destination)}
+    if "clear" in levels.values() and len(set(levels.values())) > 1:
+        [clear] = [name for name, level in levels.items()
+                   if level == "clear"]
+        [other] = [name for name in levels if name != clear]
+        raise exceptions.InvalidConfig(
+            option="[site:%s] gridftp_data_protection" % clear,
+            reason="site %s sends and receives in clear text and site %s "
+                   "asks for %s" % (clear, other, levels[other]))
+    return max(levels.values(), key=_PROTECTION_STRENGTH.index)
 
 
 def segments(size, segment_bytes, done):

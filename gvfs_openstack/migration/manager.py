@@ -103,6 +103,7 @@ class ConductorManager:
                 reason="site %s sends with %s and site %s has no %s" % (
                     source.name, method.label, target.name,
                     method.site_part))
+        method.check_pair(source, target)
         images = {}
         for image in self._find(source, image_ids, trust_id):
             name_or_id = image["requested_as"]

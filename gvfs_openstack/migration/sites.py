@@ -48,6 +48,9 @@ class Site:
     gridftp_stall_timeout: int
     gridftp_restarts: int
     gridftp_verify_checksum: bool
+    #: "private", "safe" or "clear" (``[site:NAME]
+    #: gridftp_data_protection``).
+    gridftp_data_protection: str
     gridftp_segment_bytes: int
     ssh_host: str
     ssh_port: int
@@ -153,6 +156,13 @@ def load(conf, name):
     gridftp = opts.gridftp_url
     if gridftp:
         _check_gridftp_url("[%s] gridftp_url" % group, gridftp)
+        if gridftp.startswith("ftp:") and \
+                opts.gridftp_data_protection != "clear":
+            raise exceptions.InvalidConfig(
+                option="[%s] gridftp_data_protection" % group,
+                reason="an anonymous ftp:// server cannot protect its data "
+                       "channel (GSI, gsiftp://, can); say clear only where "
+                       "nobody else can read the network between the DTNs")
     globus_export = posixpath.normpath(opts.globus_export_path or export)
     if not globus_export.startswith("/"):
         raise exceptions.InvalidConfig(
@@ -184,6 +194,7 @@ def load(conf, name):
         gridftp_stall_timeout=opts.gridftp_stall_timeout,
         gridftp_restarts=opts.gridftp_restarts,
         gridftp_verify_checksum=opts.gridftp_verify_checksum,
+        gridftp_data_protection=opts.gridftp_data_protection,
         gridftp_segment_bytes=opts.gridftp_segment_mib * 1024 * 1024,
         ssh_host=opts.ssh_host or opts.dtn_nfs_host,
         ssh_port=opts.ssh_port,

@@ -23,6 +23,12 @@ class GridFtp:
     site_part = "GridFTP server"
 
     @staticmethod
+    def check_pair(source, destination):
+        """InvalidConfig if the two sites cannot move images together."""
+        from gvfs_openstack.migration import gridftp
+        gridftp.data_protection(source, destination)
+
+    @staticmethod
     def send_whole(ctx, row):
         from gvfs_openstack.migration import gridftp
         return gridftp.run(ctx, row)
@@ -47,6 +53,10 @@ class Globus:
     label = "Globus"
     site_option = "globus_endpoint_id"
     site_part = "collection"
+
+    @staticmethod
+    def check_pair(source, destination):
+        """Nothing to refuse: every task's data channel is encrypted."""
 
     @staticmethod
     def send_whole(ctx, row):

@@ -21,6 +21,7 @@ from gvfs_openstack.migration import pipeline
 from gvfs_openstack.migration import remotecopy
 from gvfs_openstack.migration import sites
 from gvfs_openstack.migration import states
+from gvfs_openstack.migration import transfer
 
 MIB = 1024 * 1024
 
@@ -37,7 +38,7 @@ gridftp_parallel = 8
 auth_type = none
 glance_endpoint = http://127.0.0.1:9393
 dtn_export = /export
-gridftp_url = ftp://127.0.0.1:2812/
+gridftp_url = gsiftp://dtn-west.example.org:2811/
 """
 
 
@@ -124,7 +125,7 @@ def _parse_guc(argv):
     """globus-url-copy's options, read back as it reads them."""
     parser = argparse.ArgumentParser(prog=argv[0], add_help=False)
     for flag in ("-vb", "-fast", "-rst", "-cd", "-verify-checksum",
-                 "-sync"):
+                 "-sync", "-dcpriv", "-dcsafe"):
         parser.add_argument(flag, action="store_true")
     for option in ("-p", "-rst-retries", "-stall-timeout",
                    "-checksum-alg", "-off", "-len", "-sync-level"):
@@ -142,8 +143,10 @@ def test_the_transfer_is_third_party_with_the_sources_tuning(tmp_path):
         "/export/.gvfs-migration/j/i1"))
     assert args.source == "gsiftp://dtn-east.example.org:2811/srv/images/" \
         "images/i1"
-    assert args.destination == "ftp://127.0.0.1:2812/export/" \
-        ".gvfs-migration/j/i1"
+    assert args.destination == "gsiftp://dtn-west.example.org:2811/" \
+        "export/.gvfs-migration/j/i1"
+    # Encrypted by default (GSI protects the data channel).
+    assert args.dcpriv and not args.dcsafe
     assert (args.p, args.rst, args.rst_retries, args.cd) == \
         ("8", True, "5", True)
     assert args.verify_checksum and args.checksum_alg == "MD5"
@@ -151,6 +154,43 @@ def test_the_transfer_is_third_party_with_the_sources_tuning(tmp_path):
     args = _parse_guc(gridftp.command(
         "globus-url-copy", sites.load(conf, "east"), west, "/a", "/b"))
     assert not args.verify_checksum and args.checksum_alg is None
+
+
+@pytest.mark.parametrize("east,west,flags", [
+    ("private", "private", ["-dcpriv"]),
+    ("safe", "private", ["-dcpriv"]),
+    ("safe", "safe", ["-dcsafe"]),
+    ("clear", "clear", []),
+])
+def test_the_data_channel_gets_the_stronger_sites_protection(
+        tmp_path, east, west, flags):
+    conf = _conf(tmp_path)
+    conf.set_override("gridftp_data_protection", east, "site:east")
+    conf.set_override("gridftp_data_protection", west, "site:west")
+    argv = gridftp.command("globus-url-copy", sites.load(conf, "east"),
+                           sites.load(conf, "west"), "/a", "/b")
+    assert [a for a in argv if a.startswith("-dc")] == flags
+
+
+def test_images_do_not_cross_in_clear_text_unless_a_site_says_so(
+        tmp_path):
+    """An anonymous ftp:// server cannot protect the data channel."""
+    anonymous = SITE.replace("gsiftp://dtn-west.example.org:2811/",
+                             "ftp://127.0.0.1:2812/")
+    with pytest.raises(exceptions.InvalidConfig,
+                       match=r"\[site:west\] gridftp_data_protection.*"
+                             "cannot protect"):
+        sites.load(_conf(tmp_path, anonymous), "west")
+    conf = _conf(tmp_path, anonymous + "gridftp_data_protection = clear\n")
+    west = sites.load(conf, "west")
+    # Nor with a site that asks for protection.
+    with pytest.raises(exceptions.InvalidConfig,
+                       match=r"\[site:west\] gridftp_data_protection.*"
+                             "clear text and site east asks for private"):
+        gridftp.command("globus-url-copy", sites.load(conf, "east"), west,
+                        "/a", "/b")
+    with pytest.raises(exceptions.InvalidConfig):
+        transfer.GridFtp.check_pair(sites.load(conf, "east"), west)
 
 
 def test_a_delta_is_not_checksummed_by_the_servers(tmp_path):
@@ -178,7 +218,8 @@ def test_a_segment_is_sent_at_its_offset_and_checked_whole_later(
                                              "/a", "/b"))
     assert (check.sync, check.sync_level, check.verify_checksum,
             check.checksum_alg, check.off) == (True, "3", True, "MD5", None)
-    assert check.destination == "ftp://127.0.0.1:2812/b"
+    assert check.destination == "gsiftp://dtn-west.example.org:2811/b"
+    assert check.dcpriv
 
 
 def test_segments_go_on_from_the_last_whole_one():

@@ -15,6 +15,7 @@ from gvfs_openstack.migration import sites
 
 DTN = """dtn_export = /export
 gridftp_url = ftp://127.0.0.1:2812/
+gridftp_data_protection = clear
 """
 
 
