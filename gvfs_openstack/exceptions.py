@@ -101,3 +101,9 @@ class ReplicationNotFound(GvfsError, LookupError):
 
 class JobBusy(GvfsError):
     message = "Migration job %(job)s is being run by %(owner)s"
+
+
+def described(error):
+    """``error`` for an operator's log: its message and its detail."""
+    detail = getattr(error, "detail", None)
+    return "%s (%s)" % (error, detail) if detail else str(error)

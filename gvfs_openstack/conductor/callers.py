@@ -21,6 +21,7 @@ expiry), so a burst of calls costs Keystone one validation.
 import dataclasses
 import datetime
 import hashlib
+import threading
 import time
 
 from keystoneauth1 import exceptions as ks_exceptions
@@ -43,10 +44,13 @@ class Caller:
     user_id: str
     project_id: str
     roles: frozenset
+    #: Reaches every project's objects whatever its roles (a conductor
+    #: that trusts its bus, :class:`Trusting`).
+    every_project: bool = False
 
     @property
     def admin(self):
-        return ADMIN_ROLE in self.roles
+        return self.every_project or ADMIN_ROLE in self.roles
 
     def may_see(self, project_id):
         """Whether an object of ``project_id`` is the caller's to see."""
@@ -79,6 +83,8 @@ class Callers:
         self._size = size
         self._clock = clock
         self._known = {}    # sha256 of a token -> (Caller, believed until)
+        #: The RPC server calls from a pool of threads.
+        self._lock = threading.Lock()
 
     def of(self, ctxt):
         token = ctxt.get("auth_token")
@@ -87,13 +93,15 @@ class Callers:
                                            "token")
         key = hashlib.sha256(token.encode()).digest()
         now = self._clock()
-        known = self._known.get(key)
+        with self._lock:
+            known = self._known.get(key)
         if known is None or known[1] <= now:
             caller, expires = self._validate(token)
             known = (caller, min(expires, now + self._keep))
-            if len(self._known) >= self._size:
-                self._drop_oldest(now)
-            self._known[key] = known
+            with self._lock:
+                if len(self._known) >= self._size:
+                    self._drop_oldest(now)
+                self._known[key] = known
         caller = known[0]
         if caller.user_id != _user(ctxt) or \
                 caller.project_id != ctxt.get("project_id"):
@@ -102,6 +110,7 @@ class Callers:
         return caller
 
     def _drop_oldest(self, now):
+        """Under the lock: the expired, then the oldest, out."""
         for key in [key for key, (_, until) in self._known.items()
                     if until <= now]:
             del self._known[key]
@@ -113,13 +122,14 @@ class Trusting:
     """The caller the context names, as releases before this one took it.
 
     For a conductor told to trust its bus (``[conductor] verify_callers
-    = False``).
+    = False``): every call reaches every project's objects, as gvfs-api's
+    policy allowed it, whatever roles that policy names.
     """
 
     def of(self, ctxt):
         roles = ctxt.get("roles") or []
         return Caller(_user(ctxt), ctxt.get("project_id"),
-                      frozenset(roles))
+                      frozenset(roles), every_project=True)
 
 
 def keystone_validator(session):

@@ -9,6 +9,7 @@ runs the periodic resume that takes over orphaned jobs and the periodic
 reconciliation of replication policies.
 """
 
+import functools
 import threading
 
 from oslo_log import log as logging
@@ -32,6 +33,25 @@ _USER_ERRORS = (exceptions.TrustRefused, exceptions.CallerRefused,
                 exceptions.ImageNotMigratable, exceptions.InvalidConfig,
                 exceptions.JobNotFound, exceptions.JobFinished,
                 exceptions.StageFailed, exceptions.ReplicationNotFound)
+
+
+def _user_errors(method):
+    """The call's errors cross RPC as themselves; their detail is logged.
+
+    What a :class:`exceptions.StageFailed` keeps from its user (hosts,
+    raw replies) goes to this log instead, where gvfs-api's caller is
+    not.
+    """
+    @functools.wraps(method)
+    def call(self, ctxt, *args, **kwargs):
+        try:
+            return method(self, ctxt, *args, **kwargs)
+        except exceptions.StageFailed as e:
+            if e.detail:
+                LOG.warning("%s: %s", method.__name__,
+                            exceptions.described(e))
+            raise
+    return messaging.expected_exceptions(*_USER_ERRORS)(call)
 
 
 class ConductorEndpoint:
@@ -59,7 +79,7 @@ class ConductorEndpoint:
             raise exceptions.JobNotFound(job=job_id)
         return job
 
-    @messaging.expected_exceptions(*_USER_ERRORS)
+    @_user_errors
     def create_replication(self, ctxt, destination, selector_kind, selector,
                            delete_follows=False, name=None):
         caller = self.callers.of(ctxt)
@@ -72,16 +92,16 @@ class ConductorEndpoint:
                  destination)
         return policy
 
-    @messaging.expected_exceptions(*_USER_ERRORS)
+    @_user_errors
     def list_replications(self, ctxt, project_id=None):
         self.callers.of(ctxt).check_scope(project_id)
         return self.replications.list(project_id=project_id)
 
-    @messaging.expected_exceptions(*_USER_ERRORS)
+    @_user_errors
     def show_replication(self, ctxt, policy_id):
         return self._policy(self.callers.of(ctxt), policy_id)
 
-    @messaging.expected_exceptions(*_USER_ERRORS)
+    @_user_errors
     def pause_replication(self, ctxt, policy_id, paused):
         caller = self.callers.of(ctxt)
         self._policy(caller, policy_id)
@@ -90,7 +110,7 @@ class ConductorEndpoint:
                  "pauses" if paused else "resumes", policy_id)
         return self.replications.set_paused(policy_id, paused)
 
-    @messaging.expected_exceptions(*_USER_ERRORS)
+    @_user_errors
     def delete_replication(self, ctxt, policy_id):
         caller = self.callers.of(ctxt)
         self._policy(caller, policy_id)
@@ -98,7 +118,7 @@ class ConductorEndpoint:
                  caller.user_id, caller.project_id, policy_id)
         self.replications.delete(policy_id)
 
-    @messaging.expected_exceptions(*_USER_ERRORS)
+    @_user_errors
     def migrate(self, ctxt, image_ids, destination, images_in_flight=None,
                 pack=None, trust_id=None, base=None):
         caller = self.callers.of(ctxt)
@@ -107,38 +127,46 @@ class ConductorEndpoint:
         return self.manager.migrate(
             image_ids, destination, images_in_flight, pack,
             project_id=caller.project_id, user_id=caller.user_id,
-            trust_id=trust_id, base=base)
+            trust_id=trust_id, base=base,
+            may_migrate=lambda image: caller.may_see(image.get("owner")))
 
-    @messaging.expected_exceptions(*_USER_ERRORS)
+    @_user_errors
     def find_images(self, ctxt, image_ids):
         caller = self.callers.of(ctxt)
-        return self.manager.find_images(image_ids,
-                                        project_id=caller.project_id)
-
-    @messaging.expected_exceptions(*_USER_ERRORS)
-    def golden_references(self, ctxt, image_id):
-        caller = self.callers.of(ctxt)
-        found = self.manager.golden_references(image_id)
-        if not caller.may_see(found["owner"]):
-            raise exceptions.ImageNotFound(
-                image=image_id, site=self.manager.local_site)
+        found = self.manager.find_images(image_ids,
+                                         project_id=caller.project_id)
+        for image in found:
+            # gvfs-api answers another project's image as missing unless
+            # its policy lets the caller see it; public ones it may.
+            if not caller.may_see(image.get("owner")) and \
+                    image.get("visibility") not in ("public", "community"):
+                raise exceptions.ImageNotFound(
+                    image=image["requested_as"], site=image["site"])
         return found
 
+    @_user_errors
+    def golden_references(self, ctxt, image_id):
+        caller = self.callers.of(ctxt)
+        return self.manager.golden_references(
+            image_id, may_see=lambda image: caller.may_see(image.get(
+                "owner")))
+
     def list_sites(self, ctxt):
+        self.callers.of(ctxt)
         return self.manager.sites()
 
-    @messaging.expected_exceptions(*_USER_ERRORS)
+    @_user_errors
     def list_jobs(self, ctxt, project_id=None, states=None, limit=None,
                   marker=None):
         self.callers.of(ctxt).check_scope(project_id)
         return self.manager.list(project_id=project_id, states=states,
                                  limit=limit, marker=marker)
 
-    @messaging.expected_exceptions(*_USER_ERRORS)
+    @_user_errors
     def show_job(self, ctxt, job_id):
         return self._job(self.callers.of(ctxt), job_id)
 
-    @messaging.expected_exceptions(*_USER_ERRORS)
+    @_user_errors
     def cancel_job(self, ctxt, job_id):
         caller = self.callers.of(ctxt)
         self._job(caller, job_id)

@@ -374,6 +374,7 @@ class Store(driver.Store):
             aside = golden.retire(self.datadir, image_id,
                                   self._conf.gvfs_store_delete_grace)
         except FileNotFoundError:
+            golden.forget(self.datadir, image_id)
             raise exceptions.NotFound(image=path) from None
         except golden.GoldenImageInUse as e:
             LOG.info("not deleting image %s: held by %s", image_id,

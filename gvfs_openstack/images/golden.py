@@ -128,8 +128,8 @@ def hold(datadir, image_id, holder):
             os.close(os.open(ref, os.O_WRONLY | os.O_CREAT, 0o644))
             break
         except FileNotFoundError:
-            # The image's first reference, or a release of the last
-            # other one removed the directory meanwhile: make it.
+            # The image's first reference, or a delete's (or a gone
+            # hold's) removal of the empty directory meanwhile: make it.
             if attempt == 4:
                 raise
             os.makedirs(refs, exist_ok=True)
@@ -157,6 +157,15 @@ def release(datadir, image_id, holder):
         os.unlink(os.path.join(_refs_dir(datadir, image_id), holder))
     except FileNotFoundError:
         pass
+
+
+def forget(datadir, image_id):
+    """Remove the reference directory of an image that is gone, if empty.
+
+    ``release`` leaves it for the next clone; an image deleted without
+    ``retire`` (its file already missing) leaves it behind.
+    """
+    _prune(_refs_dir(datadir, image_id))
 
 
 def _prune(refs):

@@ -57,8 +57,8 @@ def collection_path(site, path):
     if relative == ".." or relative.startswith("../"):
         raise exceptions.StageFailed(
             stage=STAGE, image=posixpath.basename(path),
-            reason="%s is not under the export %s of site %s"
-            % (path, site.dtn_export, site.name))
+            reason="a path is not under the export of site %s" % site.name,
+            detail="%s is not under %s" % (path, site.dtn_export))
     return posixpath.normpath(posixpath.join(site.globus_export_path,
                                              relative))
 

@@ -199,11 +199,11 @@ async def _bulk_write(nfs, site, image_id, fh, offset, data):
             raise
         raise exceptions.StageFailed(
             stage=STAGE, image=image_id, reason=(
-                "the DTN proxy %s:%d refused a compressed chunk of %d bytes "
-                "(its log says why); [site:%s] local_copy_chunk_mib must be "
-                "at most half its [proxy] max_record_size" % (
-                    site.nfs_host, site.nfs_port, len(data), site.name)),
-        ) from e
+                "the DTN proxy of site %s refused a compressed chunk of %d "
+                "bytes (its log says why); [site:%s] local_copy_chunk_mib "
+                "must be at most half its [proxy] max_record_size" % (
+                    site.name, len(data), site.name)),
+            detail="%s:%d" % (site.nfs_host, site.nfs_port)) from e
 
 
 async def _sender(nfs, site, image_id):

@@ -73,7 +73,7 @@ class ConductorManager:
 
     def migrate(self, image_ids, destination, images_in_flight=None,
                 pack=None, project_id=None, user_id=None, trust_id=None,
-                base=None):
+                base=None, may_migrate=None):
         """Start moving images (ids or names) to ``destination``; the job.
 
         ``project_id`` and ``user_id``: who asked (gvfs-api's caller),
@@ -81,7 +81,8 @@ class ConductorManager:
         delegated; the source images are found and read with it, so
         Glance shows the conductor only what it shows the user.
         ``base``: an image (id or name) the destination has, to send the
-        images as deltas against.
+        images as deltas against.  ``may_migrate(image)``: whether the
+        caller may move that image (one it may not is answered as missing).
         """
         if not image_ids:
             raise exceptions.ImageNotMigratable(image="-",
@@ -107,6 +108,9 @@ class ConductorManager:
         images = {}
         for image in self._find(source, image_ids, trust_id):
             name_or_id = image["requested_as"]
+            if may_migrate is not None and not may_migrate(image):
+                raise exceptions.ImageNotFound(image=name_or_id,
+                                               site=source.name)
             if image.get("status") != "active":
                 raise exceptions.ImageNotMigratable(
                     image=name_or_id, reason="it is %s, not active"
@@ -177,10 +181,16 @@ class ConductorManager:
             site=source.name) for image in self._find(
                 source, image_ids, visible_to=project_id)]
 
-    def golden_references(self, image_id):
-        """The source image's owner and who holds it on the DTN export."""
+    def golden_references(self, image_id, may_see=None):
+        """The source image's owner and who holds it on the DTN export.
+
+        ``may_see(image)``: whether the caller may see that image; one it
+        may not is answered as missing before the export is walked.
+        """
         source = sites.load(self.conf, self.local_site)
         [image] = self._find(source, [image_id])
+        if may_see is not None and not may_see(image):
+            raise exceptions.ImageNotFound(image=image_id, site=source.name)
         return {"image_id": image["id"], "owner": image.get("owner"),
                 "references": references.of_image(source, image["id"])}
 

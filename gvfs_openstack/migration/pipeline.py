@@ -132,12 +132,6 @@ STAGES = (
 )
 
 
-def _detail_of(error):
-    """What only the log shows of ``error`` (see StageFailed), or ""."""
-    detail = getattr(error, "detail", None)
-    return " (%s)" % detail if detail else ""
-
-
 def _is_transient(error):
     if isinstance(error, exceptions.StageFailed):
         return error.transient
@@ -172,10 +166,10 @@ def run_stage(ctx, stage, position):
         except Exception as e:  # Every failure is recorded, not lost.
             transient = _is_transient(e)
             ctx.store.end_run(run_id, states.FAILED, 0)
-            LOG.warning("%s of image %s failed (attempt %d of %d, %s): %s%s",
+            LOG.warning("%s of image %s failed (attempt %d of %d, %s): %s",
                         name, row["image_id"], attempt + 1, ctx.retries + 1,
-                        "transient" if transient else "permanent", e,
-                        _detail_of(e))
+                        "transient" if transient else "permanent",
+                        exceptions.described(e))
             ctx.record(row, error="%s: %s" % (name, e))
             if not transient or attempt == ctx.retries:
                 ctx.record(row, state=states.FAILED)

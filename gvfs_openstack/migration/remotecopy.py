@@ -93,9 +93,9 @@ def _register_in_place(ctx, row, image, session):
                        "has %d" % (have, row["size"]))
         staged_blocks = blocks.signature_path(staged)
         signed = session.exists(staged_blocks)
-        for path in [staged] + ([staged_blocks] if signed else []):
-            _keep_private(session, path, row)
         session.makedirs(posixpath.dirname(final))
+        for path in [staged] + ([staged_blocks] if signed else []):
+            _keep_private(session, path, posixpath.dirname(final), row)
         session.hard_link(staged, final)
         # A delta's rebuild left the file's block signature beside it.
         if signed:
@@ -110,21 +110,23 @@ def _register_in_place(ctx, row, image, session):
         row["hash_algo"], row["hash_value"])
 
 
-def _keep_private(session, path, row):
-    """0640 before the file is in the store, or a clear refusal.
+def _keep_private(session, path, directory, row):
+    """The store's group and 0640 before the file is in it, or a refusal.
 
     The staged file stays for a retry once the DTN's GridFTP server makes
-    files 0640 (``-perms 0640``) or this account owns them.
+    files 0640 (``-perms 0640``) in the store's group, or this account
+    owns them.
     """
     try:
-        session.keep_private(path)
+        session.keep_private(path, directory)
     except OSError as e:
         raise exceptions.StageFailed(
             stage=STAGE, image=row["image_id"],
-            reason="%s arrived readable by every account on the DTN and "
-                   "this account may not change its mode (%s); have the "
-                   "GridFTP server make files 0640 (-perms 0640)"
-                   % (posixpath.basename(path), e.strerror or e)) from e
+            reason="the arrived file cannot be given the store's group "
+                   "and mode 0640 by this account (%s); have the GridFTP "
+                   "server make files 0640 (-perms 0640) in that group"
+                   % (e.strerror or type(e).__name__),
+            detail=path) from e
 
 
 def sidecar_command(site, image):
@@ -199,7 +201,7 @@ def _discard(ctx, row, image, session, in_place):
         ctx.destination_glance.delete(image["id"])
     except exceptions.GvfsError as e:
         LOG.warning("cannot delete image %s at site %s: %s", image["id"],
-                    ctx.destination.name, e)
+                    ctx.destination.name, exceptions.described(e))
     ctx.record(row, destination_image_id=None)
     _remove_files(ctx, row, image, session, in_place)
 

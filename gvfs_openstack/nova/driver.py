@@ -17,10 +17,12 @@ import time
 from nova import conf as nova_conf
 from nova import exception
 import nova.privsep
+from nova import utils as nova_utils
 from nova.virt.libvirt import driver as libvirt_driver
 from nova.virt.libvirt import imagecache
 from nova.virt.libvirt import utils as libvirt_utils
 from oslo_log import log as logging
+from oslo_utils import fileutils
 
 from gvfs_openstack.conf import nova as gvfs_nova_conf
 from gvfs_openstack import exceptions
@@ -107,7 +109,6 @@ class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
         Only images with a kernel have anything to overlap.  A step that
         fails here is left for Nova's own, which reports it.
         """
-        suffix = arguments.get("suffix", "")
         images = arguments.get("disk_images") or {
             "image_id": instance.image_ref, "kernel_id": instance.kernel_id,
             "ramdisk_id": instance.ramdisk_id}
@@ -117,26 +118,44 @@ class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
         if images.get("ramdisk_id"):
             parts.append(("ramdisk", images["ramdisk_id"]))
         started = [imagebackend.in_background(
-            self._fetch_raw, context, instance, name + suffix, image_id,
+            self._fetch_base, context, image_id,
             thread_name="gvfs-" + name) for name, image_id in parts]
-        if images.get("image_id") and not self._is_booted_from_volume(
-                arguments.get("block_device_info")):
-            disk = self.image_backend.by_name(instance, "disk" + suffix)
-            if isinstance(disk, imagebackend.GvfsImage):
-                started.append(imagebackend.in_background(
-                    disk.look_ahead, context, images["image_id"],
-                    thread_name="gvfs-look-ahead"))
+        root = self.image_backend.backend(CONF.libvirt.images_type)
+        if images.get("image_id") and issubclass(
+                root, imagebackend.GvfsImage) and \
+                not self._is_booted_from_volume(
+                    arguments.get("block_device_info")):
+            started.append(imagebackend.in_background(
+                root.look_ahead, context, images["image_id"],
+                thread_name="gvfs-look-ahead"))
         for future in started:
             error = future.exception()
             if error is not None:
                 LOG.debug("Fetching ahead failed (%s); Nova's own step "
                           "tries again", error, instance=instance)
 
-    def _fetch_raw(self, context, instance, name, image_id):
-        """Nova's step for a kernel or ramdisk (``_create_image``'s)."""
-        self.image_backend.by_name(instance, name, image_type="raw").cache(
-            fetch_func=libvirt_utils.fetch_raw_image, context=context,
-            filename=imagecache.get_cache_fname(image_id), image_id=image_id)
+    def _fetch_base(self, context, image_id):
+        """A kernel or ramdisk into ``_base``, as Nova's own step fetches it.
+
+        Under Nova's lock of that file (``Image.cache``), and only into
+        ``_base``: the copy into the instance's directory stays Nova's,
+        which makes that directory (and removes it if the spawn fails).
+        """
+        filename = imagecache.get_cache_fname(image_id)
+        base_dir = os.path.join(CONF.instances_path,
+                                CONF.image_cache.subdirectory_name)
+        fileutils.ensure_tree(base_dir)
+        target = os.path.join(base_dir, filename)
+
+        # Nova's image backends' lock directory (Image.lock_path); making
+        # one of them to ask it would make the instance's directory.
+        @nova_utils.synchronized(filename, external=True,
+                                 lock_path=os.path.join(CONF.instances_path,
+                                                        "locks"))
+        def fetch():
+            if not os.path.exists(target):
+                libvirt_utils.fetch_raw_image(context, target, image_id)
+        fetch()
 
     # --- references follow the disks ----------------------------------------
 

@@ -97,51 +97,55 @@ class GvfsImage(imagebackend.Qcow2):
                 return
         else:
             image_id = kwargs.get("image_id")
-            found = self._find_golden(kwargs.get("context"), image_id)
+            found = None if self.instance is None else self._find_golden(
+                kwargs.get("context"), image_id)
             if found is not None and self._clone(*found, size=size,
                                                  image_id=image_id):
                 return
         super().cache(fetch_func, filename, size, safe, *args, **kwargs)
 
-    def look_ahead(self, context, image_id):
-        """Find and inspect the golden image before Nova makes this disk.
+    @classmethod
+    def look_ahead(cls, context, image_id):
+        """Find and inspect the golden image before Nova makes a disk of it.
 
         What a clone does first, done while Nova still fetches the
         instance's kernel and ramdisk: the Images API's answer is kept in
         ``lookups`` and Nova's inspection in ``inspections``, where the
         clone finds them, and the node's proxy starts its prefetch (or
-        stream) of the image at this first read of it.  Nothing is made
-        or held here; what goes wrong is the clone's to report.
+        stream) of the image at this first read of it.  No disk object is
+        made (Nova's makes the instance's directory, which Nova must make
+        itself to remove it if the spawn fails), nothing is held; what
+        goes wrong is the clone's to report.
         """
-        if self.exists():
-            return
-        found = self._find_golden(context, image_id)
+        found = cls._find_golden(context, image_id)
         if found is not None:
             datadir, name, _ = found
-            self.inspections.format_of(golden.image_path(datadir, name))
+            cls.inspections.format_of(golden.image_path(datadir, name))
 
-    def _find_golden(self, context, image_id):
+    @classmethod
+    def _find_golden(cls, context, image_id):
         """``(datadir, name, disk format)`` of a clonable image, or None."""
-        if context is None or image_id is None or self.instance is None:
+        if context is None or image_id is None:
             return None
-        found = self.lookups.get(image_id)
+        found = cls.lookups.get(image_id)
         if found is None:
-            in_background(self._look_ahead, image_id, thread_name="gvfs-walk")
+            in_background(cls._look_ahead, image_id, thread_name="gvfs-walk")
             meta = IMAGE_API.get(context, image_id, include_locations=True)
-            name = self.export.image_id_of(meta)
+            name = cls.export.image_id_of(meta)
             if name is None:
                 return None
             found = (name, meta["disk_format"])
-            self.lookups.put(image_id, found)
+            cls.lookups.put(image_id, found)
         try:
-            datadir = self.export.datadir()
+            datadir = cls.export.datadir()
         except gvfs_export.ExportUnavailable as e:
             LOG.warning("Image %s is on the GVFS export but %s; "
                         "downloading it instead", image_id, e)
             return None
         return (datadir, *found)
 
-    def _look_ahead(self, image_id):
+    @classmethod
+    def _look_ahead(cls, image_id):
         """Walk the mount's path to the image while Glance is asked.
 
         A host that has not looked at the export for a while asks the DTN
@@ -153,7 +157,7 @@ class GvfsImage(imagebackend.Qcow2):
         here: the clone does that, and reports what is wrong.
         """
         try:
-            os.stat(golden.image_path(self.export.images_path(), image_id))
+            os.stat(golden.image_path(cls.export.images_path(), image_id))
         except (OSError, ValueError):
             pass
 

@@ -78,7 +78,7 @@ class Reconciler:
                 self.reconcile(policy)
             except exceptions.GvfsError as e:
                 LOG.warning("replication policy %s: %s; tried again next "
-                            "round", policy["id"], e)
+                            "round", policy["id"], exceptions.described(e))
 
     def reconcile(self, policy):
         source = self._glance(policy["source"])
@@ -124,7 +124,8 @@ class Reconciler:
             job = self.start_job(policy, image["id"])
         except exceptions.GvfsError as e:
             LOG.warning("replication policy %s: image %s cannot be "
-                        "copied: %s", policy["id"], image["id"], e)
+                        "copied: %s", policy["id"], image["id"],
+                        exceptions.described(e))
             self.replications.update(policy["id"], image["id"],
                                      state=plan.FAILED, error=str(e))
             return

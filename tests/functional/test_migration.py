@@ -145,8 +145,10 @@ def test_three_images_arrive_identical_and_registered_in_place(
         there_path = os.path.join(dr.west.images, image["id"])
         assert _sha512(there_path) == image["os_hash_value"]
         assert os.stat(there_path).st_uid == dr.west.gridftp.uid
-        # Which the GridFTP server made 0644; the store's images are 0640.
+        # Which the GridFTP server made 0644 in its own group; the
+        # store's images are 0640, in the store directory's group.
         assert stat.S_IMODE(os.stat(there_path).st_mode) == 0o640
+        assert os.stat(there_path).st_gid == os.stat(dr.west.images).st_gid
         # With the sidecar an upload through the store would have made,
         # so the proxies at the destination serve its zeros locally.
         assert meta_cmd.verify(there_path) is None

@@ -4,6 +4,7 @@ calls reach the manager, the user's errors come back as themselves, and
 Glance's notifications wake the replication round."""
 
 import threading
+import time
 
 from oslo_config import cfg
 from oslo_context import context
@@ -18,6 +19,7 @@ from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import rpcapi
 from gvfs_openstack.migration import states
 from gvfs_openstack.replication import listener
+from gvfs_openstack.replication import manager as replication_manager
 
 #: A caller of every project's objects.
 ADMIN = {"project_id": "p0", "user_id": "u0", "roles": ["admin"]}
@@ -114,24 +116,63 @@ def test_jobs_are_listed_by_project_in_pages(conductor):
 
 
 def test_calls_are_held_to_the_callers_project(conductor):
-    """Another project's job is missing to a caller; listing it refused."""
-    manager, api = conductor
-    alpha = {"project_id": "p1", "user_id": "u1", "roles": ["member"]}
-    beta = {"project_id": "p2", "user_id": "u2", "roles": ["member"]}
-    job_id = manager.store.create_job("east", "west", [], 1,
-                                      project_id="p1")
-    assert api.show_job(alpha, job_id)["id"] == job_id
-    for call in (api.show_job, api.cancel_job):
-        with pytest.raises(exceptions.JobNotFound):
-            call(beta, job_id)
-    for project_id in (None, "p1"):
-        with pytest.raises(exceptions.CallerRefused, match="admin role"):
-            api.list_jobs(beta, project_id=project_id)
-        with pytest.raises(exceptions.CallerRefused, match="admin role"):
-            api.list_replications(beta, project_id=project_id)
-    assert api.list_jobs(beta, project_id="p2") == []
-    assert manager.store.job(job_id)["cancel_requested"] is False
-    assert api.cancel_job(ADMIN, job_id)["id"] == job_id
+    """Another project's job is missing to a caller; listing it refused.
+
+    The callers' tokens as Keystone would answer for them (its real
+    answers: tests/functional/test_gvfs_api.py).
+    """
+    manager, trusting = conductor
+    later = time.time() + 3600
+    tokens = {"tok-%s" % name: (callers.Caller(user, project,
+                                               frozenset({role})), later)
+              for name, user, project, role in (
+                  ("alpha", "u1", "p1", "member"),
+                  ("beta", "u2", "p2", "member"),
+                  ("admin", "u0", "p0", "admin"))}
+
+    def validate(token):
+        if token not in tokens:
+            raise exceptions.CallerRefused(reason="its token is not valid")
+        return tokens[token]
+
+    alpha = {"project_id": "p1", "user_id": "u1", "auth_token": "tok-alpha"}
+    beta = {"project_id": "p2", "user_id": "u2", "auth_token": "tok-beta",
+            "roles": ["admin"]}     # Claimed, not in the token.
+    admin = {"project_id": "p0", "user_id": "u0", "auth_token": "tok-admin"}
+    transport = rpcapi.get_transport(cfg.CONF, url="fake://")
+    server = messaging.get_rpc_server(
+        transport, messaging.Target(topic="checked", server="c"),
+        [service.ConductorEndpoint(
+            manager, replication_manager.ReplicationManager(manager.conf,
+                                                            manager),
+            callers.Callers(validate))])
+    server.start()
+    try:
+        api = rpcapi.ConductorAPI(transport, timeout=10)
+        api.client = api.client.prepare(topic="checked")
+        job_id = manager.store.create_job("east", "west", [], 1,
+                                          project_id="p1")
+        assert api.show_job(alpha, job_id)["id"] == job_id
+        for call in (api.show_job, api.cancel_job):
+            with pytest.raises(exceptions.JobNotFound):
+                call(beta, job_id)
+        for project_id in (None, "p1"):
+            for listing in (api.list_jobs, api.list_replications):
+                with pytest.raises(exceptions.CallerRefused,
+                                   match="admin role"):
+                    listing(beta, project_id=project_id)
+        assert api.list_jobs(beta, project_id="p2") == []
+        with pytest.raises(exceptions.CallerRefused, match="another"):
+            api.show_job(dict(beta, project_id="p1"), job_id)
+        assert manager.store.job(job_id)["cancel_requested"] is False
+        assert [j["id"] for j in api.list_jobs(admin)] == [job_id]
+        assert api.cancel_job(admin, job_id)["id"] == job_id
+    finally:
+        server.stop()
+        server.wait()
+        transport.cleanup()
+    # A conductor that trusts its bus reaches every project, as before.
+    assert trusting.show_job(beta, job_id)["id"] == job_id
 
 
 def test_sites_say_which_are_destinations(conductor):

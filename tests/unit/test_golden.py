@@ -34,6 +34,16 @@ def test_hold_release_round_trip(datadir):
     assert not os.path.exists(os.path.join(datadir, golden.REFS_DIR))
 
 
+def test_a_gone_images_empty_reference_directory_is_forgotten(datadir):
+    holder = golden.holder_name("inst-1", "disk", host="compute-1")
+    golden.hold(datadir, IMAGE, holder)
+    golden.release(datadir, IMAGE, holder)
+    os.unlink(os.path.join(datadir, IMAGE))
+    golden.forget(datadir, IMAGE)
+    assert not os.path.exists(os.path.join(datadir, golden.REFS_DIR))
+    golden.forget(datadir, IMAGE)   # Nothing to forget: no error.
+
+
 def test_hold_of_a_missing_image_leaves_no_reference(datadir):
     with pytest.raises(golden.GoldenImageGone):
         golden.hold(datadir, "no-such-image", "h~i~disk")

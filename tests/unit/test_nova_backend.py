@@ -310,20 +310,32 @@ def test_the_kernel_ramdisk_and_golden_image_are_fetched_at_once(
     monkeypatch.setattr(nova_images.IMAGE_API, "get", meta)
     monkeypatch.setattr(nova_images.IMAGE_API, "download", download)
     monkeypatch.setattr(nova_images, "get_image_format", get_image_format)
+    from nova.virt.libvirt import imagecache
+    from nova.virt.libvirt import utils as libvirt_utils
+
     instance = node.instance()
+    # Before Nova's _create_image makes it (and removes it if the spawn
+    # fails): nothing may make it first.
+    directory = os.path.join(node.instances_path, instance.uuid)
+    os.rmdir(directory)
     disk_images = {"image_id": GOLDEN, "kernel_id": parts["kernel"][0],
                    "ramdisk_id": parts["ramdisk"][0]}
     node.driver._fetch_together(node.context, instance,
                                 {"disk_images": disk_images})
     assert sorted(downloads) == ["kernel", "ramdisk"]
     assert waited_in_vain == []
-    directory = os.path.join(node.instances_path, instance.uuid)
-    for name in parts:
+    assert not os.path.exists(directory)
+    os.makedirs(directory)
+    for name, (image_id, _) in parts.items():
+        # Nova's own step, as _create_image runs it: nothing to fetch.
+        node.driver.image_backend.by_name(
+            instance, name, image_type="raw").cache(
+                fetch_func=libvirt_utils.fetch_raw_image,
+                context=node.context,
+                filename=imagecache.get_cache_fname(image_id),
+                image_id=image_id)
         with open(os.path.join(directory, name), "rb") as f:
             assert f.read() == name.encode() * 4096
-        # Nova's own step, as _create_image runs it: nothing to fetch.
-        node.driver._fetch_raw(node.context, instance, name,
-                               parts[name][0])
     disk = clone(node, instance)
     assert sorted(downloads) == ["kernel", "ramdisk"]
     assert inspected == [golden_path]
