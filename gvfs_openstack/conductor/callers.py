@@ -24,12 +24,8 @@ import hashlib
 import threading
 import time
 
-from keystoneauth1 import exceptions as ks_exceptions
-from oslo_log import log as logging
-
 from gvfs_openstack import exceptions
-
-LOG = logging.getLogger(__name__)
+from gvfs_openstack.migration import sites
 
 #: Seconds a validated token is believed before Keystone is asked again
 #: (a revoked token is refused from then on).
@@ -139,27 +135,13 @@ def keystone_validator(session):
     identity endpoint; the request itself goes with the token alone.
     """
     def validate(token):
-        try:
-            reply = session.get(
-                "/auth/tokens", authenticated=False, raise_exc=False,
-                headers={"X-Auth-Token": token, "X-Subject-Token": token},
-                endpoint_filter={"service_type": "identity",
-                                 "interface": "public"})
-        except ks_exceptions.ClientException as e:
-            LOG.warning("Cannot validate a caller's token with Keystone: "
-                        "%s", e)
-            raise exceptions.StageFailed(
-                stage="checking the caller", image="-",
-                reason="Keystone cannot be reached", detail=str(e),
-                transient=True) from e
-        if reply.status_code in (401, 403, 404):
+        reply = sites.ask_keystone(
+            session, "/auth/tokens", "checking the caller",
+            refused=(401, 403, 404), authenticated=False,
+            headers={"X-Auth-Token": token, "X-Subject-Token": token})
+        if reply.status_code != 200:
             raise exceptions.CallerRefused(reason="its token is not valid "
                                            "(expired or revoked)")
-        if reply.status_code != 200:
-            raise exceptions.StageFailed(
-                stage="checking the caller", image="-",
-                reason="Keystone answered %d" % reply.status_code,
-                transient=reply.status_code >= 500)
         return from_token(reply.json().get("token") or {})
     return validate
 

@@ -261,25 +261,13 @@ def check_trust(conf, name, trust_id, user_id, project_id):
     user as trustor and its project.
     """
     session = glance_session(conf, name)
-    try:
-        reply = session.get(
-            "/OS-TRUST/trusts/%s" % urllib.parse.quote(trust_id, safe=""),
-            raise_exc=False, endpoint_filter={"service_type": "identity",
-                                              "interface": "public"})
-    except ks_exceptions.ClientException as e:
-        LOG.warning("Cannot check trust %s with Keystone: %s", trust_id, e)
-        raise exceptions.StageFailed(
-            stage="checking the trust", image="-",
-            reason="Keystone cannot be reached", detail=str(e),
-            transient=True) from e
-    if reply.status_code in (403, 404):
+    reply = ask_keystone(
+        session, "/OS-TRUST/trusts/%s" % urllib.parse.quote(trust_id,
+                                                            safe=""),
+        "checking the trust", refused=(403, 404))
+    if reply.status_code != 200:
         raise exceptions.TrustRefused(reason="it does not exist or is not "
                                       "delegated to this conductor")
-    if reply.status_code != 200:
-        raise exceptions.StageFailed(
-            stage="checking the trust", image="-",
-            reason="Keystone answered %d" % reply.status_code,
-            transient=reply.status_code >= 500)
     trust = reply.json()["trust"]
     if trust.get("trustee_user_id") != session.get_user_id():
         raise exceptions.TrustRefused(reason="it is delegated to another "
@@ -288,6 +276,29 @@ def check_trust(conf, name, trust_id, user_id, project_id):
             trust.get("project_id") != project_id:
         raise exceptions.TrustRefused(reason="it is not the requester's "
                                       "own, in the requester's project")
+
+
+def ask_keystone(session, path, stage, refused=(), **kwargs):
+    """GET ``path`` of the identity API: its reply if 200 or ``refused``.
+
+    The caller says what a refusal means; Keystone out of reach or any
+    other answer is a StageFailed (transient where a retry may help),
+    whose detail only the log shows.
+    """
+    try:
+        reply = session.get(path, raise_exc=False, endpoint_filter={
+            "service_type": "identity", "interface": "public"}, **kwargs)
+    except ks_exceptions.ClientException as e:
+        LOG.warning("Cannot reach Keystone (%s): %s", stage, e)
+        raise exceptions.StageFailed(
+            stage=stage, image="-", reason="Keystone cannot be reached",
+            detail=str(e), transient=True) from e
+    if reply.status_code != 200 and reply.status_code not in refused:
+        raise exceptions.StageFailed(
+            stage=stage, image="-",
+            reason="Keystone answered %d" % reply.status_code,
+            transient=reply.status_code >= 500)
+    return reply
 
 
 def forget_trust(conf, name, trust_id):
