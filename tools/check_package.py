@@ -381,6 +381,9 @@ def check_conductor(venv, work):
     conf = _conf_on_a_fake_bus(work, "gvfs-conductor", """\
         [database]
         connection = sqlite:///%s
+        [conductor]
+        # No Keystone here to validate callers' tokens with.
+        verify_callers = false
         """ % os.path.join(work, "jobs.db"))
     venv.run(["gvfs-manage", "--config-file", conf, "db", "sync"])
     status = _upgrade_check(venv, conf, work)

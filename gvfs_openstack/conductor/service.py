@@ -175,13 +175,14 @@ class ConductorEndpoint:
         return self.manager.cancel(job_id)
 
 
-def callers_of(conf, manager):
+def callers_of(conf):
     """The caller check ``[conductor] verify_callers`` asks for."""
     if not conf.conductor.verify_callers:
         return callers.Trusting()
-    session = sites.glance_session(conf, manager.local_site)
-    group = migration_conf.SITE_GROUP % manager.local_site
-    if conf[group].auth_type in (None, "none"):
+    local = conf.conductor.local_site
+    session = sites.glance_session(conf, local) if local else None
+    group = migration_conf.SITE_GROUP % local
+    if session is None or conf[group].auth_type in (None, "none"):
         raise exceptions.InvalidConfig(
             option="[conductor] verify_callers",
             reason="callers' tokens are validated with Keystone, and "
@@ -192,8 +193,10 @@ def callers_of(conf, manager):
 def check(conf):
     """Raise what would keep the service from starting, before a worker.
 
-    A job store it cannot use: a bad URL, a schema to sync.
+    A job store it cannot use: a bad URL, a schema to sync; callers it
+    cannot verify.
     """
+    callers_of(conf)
     jobs.open_store(conf).dispose()
 
 
@@ -209,7 +212,7 @@ class ConductorService:
             self.transport, messaging.Target(topic=rpcapi.TOPIC,
                                              server=conf.conductor.host),
             [ConductorEndpoint(self.manager, self.replications,
-                               callers_of(conf, self.manager))])
+                               callers_of(conf))])
         self._stop = threading.Event()
         #: Set to start a reconciliation round now.
         self._wake = threading.Event()
