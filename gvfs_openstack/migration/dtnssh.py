@@ -305,9 +305,18 @@ def open_session(site, image_id, stage):
             stage=stage, image=image_id, transient=not isinstance(
                 e, (paramiko.BadHostKeyException, _UnknownHostKey,
                     paramiko.AuthenticationException)),
-            reason="cannot reach the DTN of site %s over SSH (%s)"
-                   % (site.name, type(e).__name__),
+            reason="cannot reach the DTN of site %s over SSH: %s"
+                   % (site.name, _why_not(e)),
             detail="%s:%d: %s" % (site.ssh_host, site.ssh_port, e)) from e
+
+
+def _why_not(error):
+    """Why an SSH session did not start, naming no host or port."""
+    if isinstance(error, (paramiko.BadHostKeyException, _UnknownHostKey)):
+        return "its host key is not in the known hosts file, or differs"
+    if isinstance(error, paramiko.AuthenticationException):
+        return "the login was refused"
+    return "it does not answer (%s)" % type(error).__name__
 
 
 @contextlib.contextmanager

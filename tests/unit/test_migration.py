@@ -389,13 +389,13 @@ def test_what_only_operators_may_read_goes_to_the_log_not_the_job(
     job_id = store.create_job("east", "west", IMAGES, 2)
     module = _Stage(exceptions.StageFailed(
         stage="s", image="i0", reason="cannot reach the DTN of site west "
-        "over SSH (NoValidConnectionsError)",
+        "over SSH: it does not answer (NoValidConnectionsError)",
         detail="dtn-west.internal:2222: connection refused"))
     with caplog.at_level("WARNING"):
         assert not pipeline.run_stage(_Ctx(store, job_id, retries=0),
                                       _stage(module), 0)
     error = store.image(job_id, 0)["error"]
-    assert "over SSH (NoValidConnectionsError)" in error
+    assert "over SSH: it does not answer" in error
     assert "dtn-west" not in error and "2222" not in error
     assert "dtn-west.internal:2222: connection refused" in caplog.text
 
