@@ -52,6 +52,10 @@ class Caller:
         """Whether an object of ``project_id`` is the caller's to see."""
         return self.admin or project_id == self.project_id
 
+    def may_see_image(self, image):
+        """Whether ``image`` (as Glance shows it) is the caller's to see."""
+        return self.may_see(image.get("owner"))
+
     def check_scope(self, project_id):
         """Refuse a listing of another project's (or every) object."""
         if not self.may_see(project_id):

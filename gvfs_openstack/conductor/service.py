@@ -128,7 +128,7 @@ class ConductorEndpoint:
             image_ids, destination, images_in_flight, pack,
             project_id=caller.project_id, user_id=caller.user_id,
             trust_id=trust_id, base=base,
-            may_migrate=lambda image: caller.may_see(image.get("owner")))
+            may_migrate=caller.may_see_image)
 
     @_user_errors
     def find_images(self, ctxt, image_ids):
@@ -138,7 +138,7 @@ class ConductorEndpoint:
         for image in found:
             # gvfs-api answers another project's image as missing unless
             # its policy lets the caller see it; public ones it may.
-            if not caller.may_see(image.get("owner")) and \
+            if not caller.may_see_image(image) and \
                     image.get("visibility") not in ("public", "community"):
                 raise exceptions.ImageNotFound(
                     image=image["requested_as"], site=image["site"])
@@ -148,9 +148,9 @@ class ConductorEndpoint:
     def golden_references(self, ctxt, image_id):
         caller = self.callers.of(ctxt)
         return self.manager.golden_references(
-            image_id, may_see=lambda image: caller.may_see(image.get(
-                "owner")))
+            image_id, may_see=caller.may_see_image)
 
+    @_user_errors
     def list_sites(self, ctxt):
         self.callers.of(ctxt)
         return self.manager.sites()
@@ -180,9 +180,14 @@ def callers_of(conf):
     if not conf.conductor.verify_callers:
         return callers.Trusting()
     local = conf.conductor.local_site
-    session = sites.glance_session(conf, local) if local else None
+    if not local:
+        raise exceptions.InvalidConfig(
+            option="[conductor] verify_callers",
+            reason="callers' tokens are validated with the Keystone of "
+                   "[conductor] local_site, and none is set")
+    session = sites.glance_session(conf, local)
     group = migration_conf.SITE_GROUP % local
-    if session is None or conf[group].auth_type in (None, "none"):
+    if conf[group].auth_type in (None, "none"):
         raise exceptions.InvalidConfig(
             option="[conductor] verify_callers",
             reason="callers' tokens are validated with Keystone, and "

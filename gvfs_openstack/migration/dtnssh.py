@@ -113,17 +113,18 @@ class DtnSession:
     def size(self, path):
         return self.sftp.stat(path).st_size
 
-    def keep_private(self, path, directory):
-        """Give a file ``directory``'s group and 0640 at most.
+    def group_of(self, path):
+        return self.sftp.stat(path).st_gid
+
+    def keep_private(self, path, gid):
+        """Give a file group ``gid`` and 0640 at most.
 
         As the store makes images: a GridFTP server creates files 0644
         unless told ``-perms``, and on a shared DTN every local account
-        would read the image.  The group is the store directory's, so
-        that whoever reads the store through it still may.  OSError
-        (EPERM) if this account may not change them.
+        would read the image.  OSError (EPERM) if this account may not
+        change them.
         """
         st = self.sftp.stat(path)
-        gid = self.sftp.stat(directory).st_gid
         if st.st_gid != gid:
             self.sftp.chown(path, st.st_uid, gid)
         mode = stat.S_IMODE(st.st_mode)

@@ -94,8 +94,8 @@ def _register_in_place(ctx, row, image, session):
         staged_blocks = blocks.signature_path(staged)
         signed = session.exists(staged_blocks)
         session.makedirs(posixpath.dirname(final))
-        for path in [staged] + ([staged_blocks] if signed else []):
-            _keep_private(session, path, posixpath.dirname(final), row)
+        _keep_private(session, posixpath.dirname(final),
+                      [staged] + ([staged_blocks] if signed else []), row)
         session.hard_link(staged, final)
         # A delta's rebuild left the file's block signature beside it.
         if signed:
@@ -110,23 +110,26 @@ def _register_in_place(ctx, row, image, session):
         row["hash_algo"], row["hash_value"])
 
 
-def _keep_private(session, path, directory, row):
-    """The store's group and 0640 before the file is in it, or a refusal.
+def _keep_private(session, directory, paths, row):
+    """The store's group and 0640 before the files are in it, or a refusal.
 
+    The store directory is asked once, across the WAN, for all of them.
     The staged file stays for a retry once the DTN's GridFTP server makes
     files 0640 (``-perms 0640``) in the store's group, or this account
     owns them.
     """
-    try:
-        session.keep_private(path, directory)
-    except OSError as e:
-        raise exceptions.StageFailed(
-            stage=STAGE, image=row["image_id"],
-            reason="the arrived file cannot be given the store's group "
-                   "and mode 0640 by this account (%s); have the GridFTP "
-                   "server make files 0640 (-perms 0640) in that group"
-                   % (e.strerror or type(e).__name__),
-            detail=path) from e
+    gid = session.group_of(directory)
+    for path in paths:
+        try:
+            session.keep_private(path, gid)
+        except OSError as e:
+            raise exceptions.StageFailed(
+                stage=STAGE, image=row["image_id"],
+                reason="the arrived file cannot be given the store's "
+                       "group and mode 0640 by this account (%s); have "
+                       "the GridFTP server make files 0640 (-perms 0640) "
+                       "in that group" % (e.strerror or type(e).__name__),
+                detail=path) from e
 
 
 def sidecar_command(site, image):
