@@ -27,6 +27,7 @@ import contextlib
 import os
 import sys
 
+from gvfs_lab import certs
 from gvfs_lab import dnat
 from gvfs_lab import ganesha
 from gvfs_lab import glance_api
@@ -73,12 +74,20 @@ class DrSite:
         self.sshd = stack.enter_context(_stopping(sshd.Sshd(
             os.path.join(workdir, "sshd"))))
         # Files written through it belong to the GridFTP user, who sends
-        # them on.
+        # them on.  The conductor reaches it over mutual TLS, as deployed
+        # (its own client certificate, the proxy's server certificate).
+        self.pki = certs.make_pki(os.path.join(workdir, "pki"),
+                                  names=("server", "conductor"),
+                                  purposes={"conductor": certs.PURPOSES[
+                                      "client"]})
         self.proxy = stack.enter_context(_stopping(topology.Proxy(
             workdir, "dtn-proxy", {
                 "proxy": {"role": "server"},
                 "listen": {"host": "127.0.0.1", "port": process.free_port(),
-                           "allowed_peers": "127.0.0.1/32"},
+                           "allowed_peers": "127.0.0.1/32",
+                           "tls_cert": self.pki["server"][0],
+                           "tls_key": self.pki["server"][1],
+                           "tls_ca": self.pki["ca"]},
                 "server": {"nfs_port": self.ganesha.nfs_port,
                            "mount_port": self.ganesha.mount_port,
                            "exports": self.export,
@@ -103,11 +112,17 @@ class DrSite:
                 FILE_STORE: ("file", {"filesystem_store_datadir": local}),
             }, keystone, database=database, user=OPERATOR)))
 
-    def compressed_local_copy(self):
-        """Site options for a local copy in zstd through the proxy."""
+    def proxy_over_tls(self):
+        """Site options reaching the DTN's NFS through its proxy, by TLS."""
         return {"dtn_nfs_port": self.proxy.port,
                 "dtn_mount_port": self.proxy.port,
-                "local_copy_compression": "zstd"}
+                "dtn_nfs_tls_cert": self.pki["conductor"][0],
+                "dtn_nfs_tls_key": self.pki["conductor"][1],
+                "dtn_nfs_tls_ca": self.pki["ca"]}
+
+    def compressed_local_copy(self):
+        """Site options for a local copy in zstd through the proxy."""
+        return dict(self.proxy_over_tls(), local_copy_compression="zstd")
 
     def site_options(self, in_place=True):
         """This site's ``[site:NAME]`` group for the conductor."""

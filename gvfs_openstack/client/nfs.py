@@ -15,6 +15,7 @@ import dataclasses
 import posixpath
 import random
 
+from gvfs_openstack.client import tls as client_tls
 from gvfs_openstack.client import transport as transport_io
 from gvfs_openstack.client.write_batch import WriteBatch
 from gvfs_openstack.client import zstd_chunks
@@ -91,20 +92,29 @@ class RpcClient:
     """One TCP connection carrying pipelined ONC-RPC calls."""
 
     def __init__(self, host, port, cred=rpc.AUTH_NONE, timeout=60.0,
-                 max_record_size=connection.DEFAULT_MAX_RECORD):
+                 max_record_size=connection.DEFAULT_MAX_RECORD, tls=None):
         self.host = host
         self.port = port
         self.cred = cred
         self.timeout = timeout
         self.max_record_size = max_record_size
+        #: :class:`client_tls.ClientTls`, or None for plain TCP.
+        self.tls = tls
         self._protocol = None
         self._xid = random.getrandbits(32)
 
     async def connect(self):
-        _, self._protocol = await asyncio.wait_for(
+        extra = {}
+        if self.tls is not None:
+            extra = {"ssl": self.tls.context(),
+                     "server_hostname": self.tls.server_name or self.host}
+        transport, self._protocol = await asyncio.wait_for(
             asyncio.get_running_loop().create_connection(
                 lambda: _RpcProtocol(self.max_record_size), self.host,
-                self.port), self.timeout)
+                self.port, **extra), self.timeout)
+        if self.tls is not None:
+            client_tls.check_server(transport, "tls://%s:%d" % (
+                self.host, self.port))
 
     @property
     def connected(self):
@@ -146,15 +156,18 @@ class NfsClient:
     """MOUNTv3 + NFSv3 over two pipelined connections.
 
     ``rsize``/``wsize`` cap each READ/WRITE; ``window`` is how many of
-    them ``read_file``/``write_file`` keep in flight.
+    them ``read_file``/``write_file`` keep in flight.  With ``tls`` (a
+    :class:`client_tls.ClientTls`) both connections are mutual TLS to a
+    GVFS server proxy, as a client proxy's tunnel is.
     """
 
     def __init__(self, host, nfs_port, mount_port=None, uid=0, gid=0,
                  gids=(), rsize=1024 * 1024, wsize=1024 * 1024, window=8,
-                 timeout=60.0, machinename="gvfs-openstack"):
+                 timeout=60.0, machinename="gvfs-openstack", tls=None):
         self.machinename = machinename
-        self.nfs = RpcClient(host, nfs_port, timeout=timeout)
-        self.mnt = RpcClient(host, mount_port or nfs_port, timeout=timeout)
+        self.nfs = RpcClient(host, nfs_port, timeout=timeout, tls=tls)
+        self.mnt = RpcClient(host, mount_port or nfs_port, timeout=timeout,
+                             tls=tls)
         self.act_as(uid, gid, gids)
         self.rsize = rsize
         self.wsize = wsize

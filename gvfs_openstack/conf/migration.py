@@ -194,6 +194,40 @@ dtn_images_dir.
     cfg.PortOpt("dtn_mount_port",
                 help="Port of the DTN's MOUNT service; default: "
                      "``dtn_nfs_port``."),
+    cfg.StrOpt("dtn_nfs_tls_cert",
+               help="""Client certificate (PEM) for the DTN's NFS calls.
+
+With ``dtn_nfs_tls_key`` and ``dtn_nfs_tls_ca`` set, the local copy, the
+clean-up and the golden-reference walk reach ``dtn_nfs_host`` over
+mutual TLS: ``dtn_nfs_port`` (and ``dtn_mount_port``) must then be the
+DTN's ``gvfs-proxy`` server proxy listening with TLS, whose
+``[listen] allowed_peers`` lists the conductor's address and whose
+identity mapping gives the conductor's calls the images' account.  The
+certificate must be issued for TLS clients (extended key usage
+clientAuth), the proxy's for TLS servers.  Without TLS, calls to a
+``dtn_nfs_host`` off loopback are refused unless
+``dtn_nfs_trusted_network`` is set.
+Related options: dtn_nfs_tls_key, dtn_nfs_tls_ca, dtn_nfs_tls_server_name.
+"""),
+    cfg.StrOpt("dtn_nfs_tls_key",
+               help="Private key (PEM) of ``dtn_nfs_tls_cert``."),
+    cfg.StrOpt("dtn_nfs_tls_ca",
+               help="CA bundle (PEM) the DTN proxy's certificate must "
+                    "chain to."),
+    cfg.StrOpt("dtn_nfs_tls_server_name",
+               help="Name to verify in the DTN proxy's certificate; "
+                    "default: ``dtn_nfs_host``."),
+    cfg.BoolOpt("dtn_nfs_trusted_network", default=False,
+                help="""Allow plain NFS (AUTH_SYS over TCP) to a DTN elsewhere.
+
+Off: a site whose ``dtn_nfs_host`` is not a loopback address must set
+``dtn_nfs_tls_cert``; the conductor refuses to load it otherwise. Plain
+NFS authenticates nobody (any host that reaches the port may claim the
+images' account) and carries the images in clear. On: only where every
+host that can reach the DTN's NFS port, and every link between, is
+trusted.
+Related options: dtn_nfs_tls_cert.
+"""),
     cfg.StrOpt("dtn_export",
                help="Path of the DTN's export (the NFS export and the "
                     "same directory as the GridFTP server and sshd see "

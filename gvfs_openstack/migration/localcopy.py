@@ -64,13 +64,15 @@ async def dtn_mount(site):
     as the owner of ``dtn_images_dir``: the file account, found by a
     LOOKUP and GETATTR made as nobody.  Never uid 0 by default: a DTN's
     NFS server that does not squash root would make every file the
-    conductor writes root's.
+    conductor writes root's.  With ``[site] dtn_nfs_tls_*`` the calls go
+    over mutual TLS to the DTN's server proxy.
     """
     uid = _NOBODY if site.nfs_uid is None else site.nfs_uid
     gid = _NOBODY if site.nfs_gid is None else site.nfs_gid
     async with nfs_client.NfsClient(
             site.nfs_host, site.nfs_port, site.mount_port, uid=uid,
-            gid=gid, wsize=site.nfs_wsize, window=site.nfs_window) as nfs:
+            gid=gid, wsize=site.nfs_wsize, window=site.nfs_window,
+            tls=site.nfs_tls) as nfs:
         await nfs.mount(site.dtn_export)
         if site.nfs_uid is None or site.nfs_gid is None:
             owner = await nfs.getattr(

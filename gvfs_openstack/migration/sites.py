@@ -6,6 +6,8 @@ stage workers get everything they need without touching oslo.config.
 """
 
 import dataclasses
+import ipaddress
+import os
 import posixpath
 import urllib.parse
 
@@ -14,6 +16,7 @@ from keystoneauth1.identity import v3
 from keystoneauth1 import loading as ks_loading
 from oslo_log import log as logging
 
+from gvfs_openstack.client import tls as client_tls
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.images import locations
@@ -64,6 +67,8 @@ class Site:
     globus_export_path: str
     #: Source project id to this site's project id (:meth:`owner_of`).
     project_mapping: tuple = ()
+    #: :class:`client_tls.ClientTls` of the DTN's NFS calls; None: plain.
+    nfs_tls: client_tls.ClientTls = None
 
     def owner_of(self, source_owner):
         """Whom this site's copy of an image of ``source_owner`` belongs to."""
@@ -121,6 +126,52 @@ def _check_gridftp_url(option, url):
             option=option, reason="it names a user; credentials in the URL "
             "would show in the process table and the log (GSI "
             "authenticates gsiftp://)")
+
+
+def is_loopback(host):
+    """Whether ``host`` is this host's loopback (a name is not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False    # A name: it may resolve anywhere.
+
+
+def nfs_tls(group, opts):
+    """The TLS of the site's NFS calls to its DTN, or None for plain NFS.
+
+    Plain AUTH_SYS authenticates nobody and carries images in clear: it
+    is refused off loopback unless the site says its network is trusted.
+    """
+    files = {"dtn_nfs_tls_cert": opts.dtn_nfs_tls_cert,
+             "dtn_nfs_tls_key": opts.dtn_nfs_tls_key,
+             "dtn_nfs_tls_ca": opts.dtn_nfs_tls_ca}
+    if any(files.values()):
+        for option, path in sorted(files.items()):
+            if not path:
+                raise exceptions.InvalidConfig(
+                    option="[%s] %s" % (group, option),
+                    reason="it is required with %s" % ", ".join(
+                        o for o, p in sorted(files.items()) if p))
+            if not os.access(path, os.R_OK):
+                raise exceptions.InvalidConfig(
+                    option="[%s] %s" % (group, option),
+                    reason="%s cannot be read" % path)
+        return client_tls.ClientTls(
+            opts.dtn_nfs_tls_cert, opts.dtn_nfs_tls_key, opts.dtn_nfs_tls_ca,
+            opts.dtn_nfs_tls_server_name)
+    if not is_loopback(opts.dtn_nfs_host) and \
+            not opts.dtn_nfs_trusted_network:
+        raise exceptions.InvalidConfig(
+            option="[%s] dtn_nfs_host" % group,
+            reason="%s is not a loopback address, and plain NFS to it would "
+                   "carry the images in clear with nobody authenticated: "
+                   "reach the DTN's server proxy over TLS "
+                   "(dtn_nfs_tls_cert, dtn_nfs_tls_key, dtn_nfs_tls_ca), "
+                   "or set dtn_nfs_trusted_network = true where every host "
+                   "and link between is trusted" % opts.dtn_nfs_host)
+    return None
 
 
 def load(conf, name):
@@ -207,6 +258,7 @@ def load(conf, name):
         globus_endpoint_id=opts.globus_endpoint_id,
         globus_export_path=globus_export,
         project_mapping=tuple(sorted(opts.project_mapping.items())),
+        nfs_tls=nfs_tls(group, opts),
     )
 
 

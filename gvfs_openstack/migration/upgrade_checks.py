@@ -4,7 +4,8 @@
 Read from the conductor's configuration and its job store: the schema
 revision this release needs (``gvfs-manage db sync``), deprecated options
 still set, migrations started without the requester's trust, and DTNs
-reached over NFS as root (the security guide's unsafe settings).
+reached over NFS as root or in clear (the security guide's unsafe
+settings).
 """
 
 from oslo_db import exception as db_exception
@@ -16,6 +17,7 @@ from gvfs_openstack import exceptions
 from gvfs_openstack.migration.db import engine as store_engine
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import sites
 
 Code = upgradecheck.Code
 Result = upgradecheck.Result
@@ -79,10 +81,36 @@ def dtn_identity(conf):
     return Result(Code.SUCCESS)
 
 
+def dtn_links(conf):
+    """Sites this release refuses to load: plain NFS to a DTN off loopback.
+
+    The site's own check (:func:`sites.nfs_tls`) says why and what to
+    set.
+    """
+    refused, trusted = [], []
+    for name in conf.conductor.sites:
+        group = migration_conf.SITE_GROUP % name
+        try:
+            tls = sites.nfs_tls(group, conf[group])
+        except exceptions.InvalidConfig as e:
+            refused.append(str(e))
+            continue
+        if tls is None and not sites.is_loopback(conf[group].dtn_nfs_host):
+            trusted.append(name)
+    if refused:
+        return Result(Code.FAILURE, "; ".join(refused))
+    if trusted:
+        return Result(Code.WARNING, (
+            "[site:%s] dtn_nfs_trusted_network: the conductor's NFS calls "
+            "to that DTN are plain AUTH_SYS in clear" % ",".join(trusted)))
+    return Result(Code.SUCCESS)
+
+
 #: (name, check of the parsed configuration) in the order reported.
 CHECKS = (
     ("Job store schema", job_store),
     ("Deprecated options", deprecated_options),
     ("Trusts", trusts),
     ("DTN identity", dtn_identity),
+    ("DTN links", dtn_links),
 )

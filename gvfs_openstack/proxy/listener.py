@@ -13,6 +13,7 @@ import dataclasses
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from oslo_log import log as logging
 
+from gvfs_openstack.client import tls as client_tls
 from gvfs_openstack.client import transport as transport_io
 from gvfs_openstack.nfs import connection
 from gvfs_openstack.nfs import const
@@ -21,7 +22,6 @@ from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.access import PeerAllowlist
 from gvfs_openstack.proxy.local_peers import LocalPeers
 from gvfs_openstack.proxy import streams
-from gvfs_openstack.proxy import tunnel
 
 LOG = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
             self._refuse_peer(why)
             return
         if self.listener.ssl_context is not None and \
-                not tunnel.certificate_allows(
+                not client_tls.certificate_allows(
                     transport.get_extra_info("ssl_object"),
                     ExtendedKeyUsageOID.CLIENT_AUTH):
             self._refuse_peer("its certificate is not issued for TLS "

@@ -10,9 +10,7 @@ server proxy itself only listens on the DTN's loopback.
 import asyncio
 import ssl
 
-from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
-
+from gvfs_openstack.client import tls as client_tls
 from gvfs_openstack.proxy import ssh_forward
 
 
@@ -36,38 +34,6 @@ class TcpConnector:
         """Release anything shared between connections."""
 
 
-class WrongCertificatePurpose(ConnectionError):
-    """The peer's certificate is not issued for its side of the tunnel."""
-
-
-def certificate_allows(ssl_object, purpose):
-    """Whether the peer's certificate is issued for ``purpose``.
-
-    ``purpose`` is ``ExtendedKeyUsageOID.SERVER_AUTH`` or ``CLIENT_AUTH``,
-    which the certificate's extended key usage must name.  OpenSSL
-    already refuses a certificate whose extended key usage lacks the
-    purpose, but accepts one without that extension for any purpose: a
-    DTN's server certificate would then pass as a client's.  A tunnel
-    endpoint must name its purpose.
-    """
-    der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
-    if not der:
-        return False
-    try:
-        usage = x509.load_der_x509_certificate(der).extensions \
-            .get_extension_for_class(x509.ExtendedKeyUsage).value
-    except x509.ExtensionNotFound:
-        return False
-    return purpose in usage
-
-
-def client_tls_context(cert, key, ca):
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
-    ctx.load_cert_chain(cert, key)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    return ctx
-
-
 def server_tls_context(cert, key, ca):
     """A server context that requires a client certificate signed by ca."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=ca)
@@ -84,7 +50,7 @@ class TlsConnector(TcpConnector):
 
     def __init__(self, host, port, cert, key, ca, server_name=None):
         super().__init__(host, port)
-        self.context = client_tls_context(cert, key, ca)
+        self.context = client_tls.client_tls_context(cert, key, ca)
         self.server_name = server_name or host
 
     async def connect(self, protocol_factory):
@@ -92,12 +58,7 @@ class TlsConnector(TcpConnector):
             .create_connection(protocol_factory, self.host, self.port,
                                ssl=self.context,
                                server_hostname=self.server_name)
-        if not certificate_allows(transport.get_extra_info("ssl_object"),
-                                  ExtendedKeyUsageOID.SERVER_AUTH):
-            transport.abort()
-            raise WrongCertificatePurpose(
-                "the certificate of %s is not issued for TLS servers "
-                "(extended key usage serverAuth)" % self.describe())
+        client_tls.check_server(transport, self.describe())
         return transport, protocol
 
 

@@ -8,9 +8,11 @@ workers, logging in to each site's Glance with its keystoneauth
 credentials; ``globus-url-copy`` between the two GridFTP servers.
 """
 
+import asyncio
 import json
 import os
 import shutil
+import ssl
 import stat
 import subprocess
 import sys
@@ -19,7 +21,10 @@ import time
 from oslo_config import cfg
 import pytest
 
+from gvfs_lab import certs
 from gvfs_lab import drlab
+from gvfs_openstack.client import nfs as nfs_client
+from gvfs_openstack.client import tls as client_tls
 from gvfs_openstack.cmd import meta as meta_cmd
 from gvfs_openstack.conductor import metrics as conductor_metrics
 from gvfs_openstack.conf import migration as migration_conf
@@ -183,6 +188,40 @@ def test_a_compressed_local_copy_sends_less_and_keeps_the_holes(
     assert raw == 16 * MIB + 12345      # The hole was not written.
     assert wire < raw / 2, "the chunks crossed uncompressed"
     assert after["bulk_writes"] - before["bulk_writes"] >= 4
+
+
+def _mount_east_proxy(dr, tls):
+    async def mount():
+        async with nfs_client.NfsClient(
+                "127.0.0.1", dr.east.proxy.port, timeout=10.0,
+                tls=tls) as nfs:
+            return await nfs.mount(dr.east.export)
+    return asyncio.run(mount())
+
+
+def test_the_dtn_proxy_serves_the_conductor_only_over_mutual_tls(dr):
+    """The conductor's NFS to a DTN: its certificate, not any AUTH_SYS.
+
+    The attack: a client on an allowed address (here loopback) that
+    claims the images' account over plain NFS, and one that shows the
+    DTN proxy's own certificate (a server's) as its client certificate.
+    """
+    pki = dr.east.pki
+    with pytest.raises((ConnectionError, TimeoutError)):
+        _mount_east_proxy(dr, None)
+    with pytest.raises((ConnectionError, ssl.SSLError)):
+        _mount_east_proxy(dr, client_tls.ClientTls(*pki["server"],
+                                                   pki["ca"]))
+    # A CA the proxy's certificate does not chain to: the conductor
+    # refuses the proxy.
+    other = certs.make_pki(os.path.join(dr.workdir, "other-pki"),
+                           names=("conductor",),
+                           purposes={"conductor": certs.PURPOSES["client"]})
+    with pytest.raises(ssl.SSLCertVerificationError):
+        _mount_east_proxy(dr, client_tls.ClientTls(*pki["conductor"],
+                                                   other["ca"]))
+    assert _mount_east_proxy(dr, client_tls.ClientTls(*pki["conductor"],
+                                                      pki["ca"]))
 
 
 def test_a_chunk_the_dtn_proxy_refuses_fails_at_once_and_says_why(

@@ -106,3 +106,56 @@ def test_no_credentials_is_a_final_stage_failure(tmp_path):
                        match="site west: no credentials") as failed:
         client.find("some-image")
     assert not failed.value.transient
+
+
+# --- the conductor's NFS to a DTN ------------------------------------------
+
+def _dtn_conf(tmp_path, east):
+    return _conf(tmp_path, "auth_type = none\n"
+                 "glance_endpoint = http://127.0.0.1:9292\n" + east,
+                 "auth_type = none\n"
+                 "glance_endpoint = http://127.0.0.1:9393\n")
+
+
+@pytest.mark.parametrize("host", ["192.0.2.7", "dtn-east.example.org"])
+def test_plain_nfs_to_a_dtn_off_loopback_is_refused(tmp_path, host):
+    conf = _dtn_conf(tmp_path, "dtn_nfs_host = %s\n" % host)
+    with pytest.raises(exceptions.InvalidConfig) as refused:
+        sites.load(conf, "east")
+    assert str(refused.value).startswith(
+        "Invalid configuration of [site:east] dtn_nfs_host: %s is not a "
+        "loopback address" % host)
+    assert "dtn_nfs_tls_cert" in str(refused.value)
+    assert sites.load(conf, "west").nfs_tls is None     # 127.0.0.1
+
+
+def test_a_trusted_network_lets_plain_nfs_cross(tmp_path):
+    conf = _dtn_conf(tmp_path, "dtn_nfs_host = 192.0.2.7\n"
+                     "dtn_nfs_trusted_network = true\n")
+    site = sites.load(conf, "east")
+    assert site.nfs_host == "192.0.2.7" and site.nfs_tls is None
+
+
+def test_tls_to_the_dtn_needs_its_three_files(tmp_path):
+    for name in ("cert.pem", "key.pem", "ca.pem"):
+        (tmp_path / name).write_text("pem")
+    files = ("dtn_nfs_tls_cert = {0}/cert.pem\n"
+             "dtn_nfs_tls_key = {0}/key.pem\n"
+             "dtn_nfs_tls_ca = {0}/ca.pem\n".format(tmp_path))
+    site = sites.load(_dtn_conf(tmp_path, "dtn_nfs_host = 192.0.2.7\n"
+                                + files), "east")
+    assert site.nfs_tls.cert == str(tmp_path / "cert.pem")
+    assert site.nfs_tls.ca == str(tmp_path / "ca.pem")
+    assert site.nfs_tls.server_name is None     # The host's name.
+    # One missing: named, with the ones that were set.
+    partial = files.replace("dtn_nfs_tls_key = %s/key.pem\n" % tmp_path, "")
+    with pytest.raises(exceptions.InvalidConfig,
+                       match=r"\[site:east\] dtn_nfs_tls_key: it is "
+                             r"required with dtn_nfs_tls_ca, "
+                             r"dtn_nfs_tls_cert"):
+        sites.load(_dtn_conf(tmp_path, partial), "east")
+    # A file that cannot be read is named at load, not at the first job.
+    (tmp_path / "key.pem").unlink()
+    with pytest.raises(exceptions.InvalidConfig,
+                       match=r"dtn_nfs_tls_key: .*key.pem cannot be read"):
+        sites.load(_dtn_conf(tmp_path, files), "east")

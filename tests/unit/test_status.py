@@ -62,7 +62,7 @@ def test_a_store_at_the_newest_revision_with_safe_settings_passes(
         "The job store is at revision ")
     assert {name: result for name, (result, _) in checks.items()} == {
         "Job store schema": 0, "Deprecated options": 0, "Trusts": 0,
-        "DTN identity": 0}
+        "DTN identity": 0, "DTN links": 0}
 
 
 def test_a_store_not_synced_fails_and_says_what_to_run(tmp_path):
@@ -90,6 +90,9 @@ def test_a_store_that_cannot_be_opened_fails(tmp_path):
     ("require_trust = false", "", "Trusts",
      "[conductor] require_trust is off"),
     ("", "nfs_uid = 0", "DTN identity", "[site:east] nfs_uid = 0"),
+    ("", "dtn_nfs_host = 192.0.2.7\ndtn_nfs_trusted_network = true",
+     "DTN links", "[site:east] dtn_nfs_trusted_network: the conductor's "
+     "NFS calls to that DTN are plain AUTH_SYS in clear"),
 ])
 def test_unsafe_or_deprecated_settings_warn(tmp_path, conductor, east,
                                             check, says):
@@ -101,6 +104,20 @@ def test_unsafe_or_deprecated_settings_warn(tmp_path, conductor, east,
     result, details = checks[check]
     assert result == 1 and details.startswith(says), details
     assert all(r == 0 for name, (r, _) in checks.items() if name != check)
+
+
+def test_plain_nfs_to_a_dtn_off_loopback_fails_the_check(tmp_path):
+    """The release refuses such a site: say so before the upgrade."""
+    config = _config(tmp_path, east="dtn_nfs_host = 192.0.2.7")
+    assert manage.main(["--config-file", config, "db", "sync"]) == 0
+    code, checks = _check(config)
+    assert code == 2, checks
+    result, details = checks["DTN links"]
+    assert result == 2
+    assert details.startswith(
+        "Invalid configuration of [site:east] dtn_nfs_host: 192.0.2.7 is "
+        "not a loopback address"), details
+    assert "dtn_nfs_tls_cert" in details
 
 
 # --- a proxy's file ---------------------------------------------------------
