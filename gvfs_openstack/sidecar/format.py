@@ -23,8 +23,11 @@ reader that has the whole file checks the zero extents are zero and the
 rest hashes to it, without hashing gigabytes of zeros.
 
 A sidecar is trusted only for the file it was made for: if the size or
-mtime differ it is stale and ignored.  Parsing never raises anything but
-:class:`SidecarError`, whatever the bytes.
+mtime differ it is stale and ignored.  A proxy also ignores one that an
+account other than root or the owner of the file or its directory owns,
+or that others may write (``gvfs_openstack/proxy/cache/sidecars.py``).
+Parsing never raises anything but :class:`SidecarError`, whatever the
+bytes.
 """
 
 import bisect

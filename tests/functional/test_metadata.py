@@ -156,6 +156,39 @@ def test_a_hostile_sidecar_is_ignored_with_one_warning(lab, tmp_path, case):
     assert after["cache_bytes_zero_map"] == before["cache_bytes_zero_map"]
 
 
+@pytest.mark.parametrize("owner, mode", [(2003, 0o644), (FILE_UID, 0o666)])
+def test_a_sidecar_others_could_write_is_not_believed(lab, tmp_path, owner,
+                                                      mode):
+    """The attack: a well-formed sidecar that calls the whole image zero.
+
+    Planted beside the image by an account that owns neither the image
+    nor its directory, or left writable by others: believed, it would
+    make the proxy serve a guest zeros for the image's data.
+    """
+    name = "planted-%d-%o.img" % (owner, mode)
+    src = tmp_path / name
+    memory_image(src, 2 * MIB, 0.5, seed=5)
+    put(lab, src, name)
+    stat = os.stat(os.path.join(lab.export, name))
+    forged = meta_format.Sidecar(
+        stat.st_size, stat.st_mtime_ns, "sha256-nonzero", "0" * 64,
+        meta_format.ZeroMap.from_extents([(0, stat.st_size)]), "on_demand",
+        "none")
+    planted = os.path.join(lab.export, meta_format.sidecar_name(name))
+    with open(planted, "wb") as f:
+        f.write(forged.to_bytes())
+    os.chown(planted, owner, FILE_GID)
+    os.chmod(planted, mode)
+    assert os.stat(os.path.join(lab.export, name)).st_mtime_ns == \
+        stat.st_mtime_ns
+    before = lab.client_proxy.stats()
+    assert read_through_client(lab, name, tmp_path / "out") == sha256(src)
+    after = lab.client_proxy.stats()
+    assert after["sidecars_invalid"] - before["sidecars_invalid"] == 1
+    assert after["sidecars_loaded"] == before["sidecars_loaded"]
+    assert after["cache_bytes_zero_map"] == before["cache_bytes_zero_map"]
+
+
 def test_a_file_changed_through_the_proxy_drops_its_zero_map(lab, tmp_path):
     src = tmp_path / "changing.img"
     memory_image(src, 2 * MIB, 0.2, seed=5)

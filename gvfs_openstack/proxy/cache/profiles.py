@@ -149,7 +149,7 @@ class BootProfiles:
         try:
             data = await self.sidecars.read_beside(
                 call, dir_fh, profile_format.profile_name(name),
-                profile_format.MAX_BYTES)
+                profile_format.MAX_BYTES, state.fattr)
             if data is not None:
                 loaded = profile_format.parse(data)
         except profile_format.meta_format.SidecarError as e:

@@ -91,7 +91,7 @@ class Sidecars:
         loading = self._loading.get(fh)
         if loading is None:
             loading = self._loading[fh] = asyncio.ensure_future(
-                self._load(call, where, key))
+                self._load(call, where, key, state.fattr))
             loading.add_done_callback(
                 lambda _: self._loading.pop(fh, None))
         sidecar = await asyncio.shield(loading)
@@ -99,12 +99,12 @@ class Sidecars:
             self._remember(self._loaded, fh, (sidecar, key, self.clock()))
         return sidecar
 
-    async def _load(self, call, where, key):
+    async def _load(self, call, where, key, fattr):
         dir_fh, name = where
         try:
             data = await self.read_beside(call, dir_fh,
                                           meta_format.sidecar_name(name),
-                                          meta_format.MAX_BYTES)
+                                          meta_format.MAX_BYTES, fattr)
             if data is None:
                 return None
             sidecar = meta_format.parse(data)
@@ -122,24 +122,28 @@ class Sidecars:
         self.counters.sidecars_loaded += 1
         return sidecar
 
-    async def read_beside(self, call, dir_fh, sidecar_name, max_bytes):
+    async def read_beside(self, call, dir_fh, sidecar_name, max_bytes,
+                          described):
         """A sidecar's bytes, or None if there is none to read now.
 
         With the reader's credential: a sidecar is read only by those
-        who may read its directory.  A file that is not regular or is
-        larger than ``max_bytes`` raises SidecarError.
+        who may read its directory.  ``described`` is the attributes of
+        the file it describes.  A file that is not regular, is larger
+        than ``max_bytes`` or is not :meth:`_written_by_an_owner`
+        raises SidecarError.
         """
         res = await self.upstream.nfs(
             Nfs3Proc.LOOKUP, nfs3.LookupArgs(nfs3.DirOpArgs(
                 dir_fh, sidecar_name)), call.cred, call.verf)
         if not res.ok:
             return None  # None there (NOENT), or not for this reader.
-        attrs = res.body.obj_attributes
-        if attrs is not None and (attrs.type != const.FileType.NF3REG or
-                                  attrs.size > max_bytes):
+        fh = res.body.object
+        attrs = res.body.obj_attributes or await self._getattr(call, fh)
+        if attrs.type != const.FileType.NF3REG or attrs.size > max_bytes:
             raise meta_format.SidecarError(
                 "not a regular file of at most %d bytes" % max_bytes)
-        fh = res.body.object
+        await self._written_by_an_owner(call, dir_fh, res.body, attrs,
+                                        described)
         data = bytearray()
         while len(data) <= max_bytes:
             read = await self.upstream.nfs(
@@ -151,3 +155,39 @@ class Sidecars:
             if read.body.eof or not read.body.data:
                 return bytes(data)
         raise meta_format.SidecarError("larger than %d bytes" % max_bytes)
+
+    async def _written_by_an_owner(self, call, dir_fh, lookup, attrs,
+                                   described):
+        """SidecarError unless only the file's owners can write the sidecar.
+
+        A sidecar makes proxies serve zeros they never read, and a
+        profile decides what they fetch: believed from anyone, it would
+        let whoever may create a file beside an image (in a shared,
+        sticky directory, say) change what guests read, by planting
+        ``.gvfs-meta.<name>`` before the real one is made.  So it must
+        belong to root, to the described file's owner or to the owner of
+        their directory -- accounts that could change the file itself --
+        and others may not write it.  (Its group may: on an export the
+        server proxy squashes to the file account, files are made in
+        that account's group, some clients' with group write.)
+        """
+        if attrs.mode & 0o002:
+            raise meta_format.SidecarError(
+                "writable by others (mode %04o)" % (attrs.mode & 0o7777))
+        if attrs.uid in (0, described.uid):
+            return
+        directory = lookup.dir_attributes or \
+            await self._getattr(call, dir_fh)
+        if attrs.uid != directory.uid:
+            raise meta_format.SidecarError(
+                "owned by uid %d: not root, nor the owner of the file (%d) "
+                "or of its directory (%d)"
+                % (attrs.uid, described.uid, directory.uid))
+
+    async def _getattr(self, call, fh):
+        res = await self.upstream.nfs(
+            Nfs3Proc.GETATTR, nfs3.GetattrArgs(fh), call.cred, call.verf)
+        if not res.ok:
+            raise ReplyError("GETATTR beside a sidecar: %s"
+                             % const.NfsStat(res.status).name)
+        return res.body.obj_attributes
