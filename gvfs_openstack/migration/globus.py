@@ -87,22 +87,32 @@ def transfer_data(source, destination, source_path, destination_path,
     return data
 
 
-def _failed(row, reason, transient):
+def _failed(row, reason, transient, detail=None):
+    """A stage failure: ``reason`` for the job, ``detail`` for the log.
+
+    What the job's project reads names no task id, collection, path or
+    host: the Globus service's own words (which name them) and the task
+    id go to the conductor's log, where the operator finds the task.
+    """
     return exceptions.StageFailed(stage=STAGE, image=row["image_id"],
-                                  reason=reason, transient=transient)
+                                  reason=reason, transient=transient,
+                                  detail=detail)
 
 
-def _api_error(row, what, error):
+def _api_error(row, what, error, task_id=None):
     """A service error as a stage failure.
 
     The network, 5xx and rate limits are worth another attempt (the SDK
     has already retried them a few times); 4xx is a user's error.
     """
+    task = "task %s: " % task_id if task_id else ""
     if isinstance(error, globus_sdk.NetworkError):
-        return _failed(row, "%s: %s" % (what, error), True)
+        return _failed(row, "%s: the Globus Transfer service did not "
+                       "answer" % what, True, detail=task + str(error))
     transient = error.http_status >= 500 or error.http_status == 429
-    return _failed(row, "%s: %s %s" % (what, error.code, error.message),
-                   transient)
+    return _failed(row, "%s: the Globus Transfer service answered %d %s"
+                   % (what, error.http_status, error.code), transient,
+                   detail="%s%s" % (task, error.message))
 
 
 def _submit(ctx, transfer, row, source_path, destination_path, hash_algo,
@@ -135,18 +145,19 @@ def _wait(ctx, transfer, row, task_id):
         try:
             task = transfer.get_task(task_id)
         except _SERVICE_ERRORS as e:
-            raise _api_error(row, "asking for task %s" % task_id, e) from e
+            raise _api_error(row, "asking how the transfer goes", e,
+                             task_id) from e
         if task["status"] in ("SUCCEEDED", "FAILED"):
             return task
         if task["status"] == "INACTIVE":
             # Paused for credentials or consent no conductor can give.
             _cancel(transfer, task_id)
             ctx.record(row, transfer_task=None)
-            raise _failed(row, "Globus task %s is inactive (%s): the "
-                          "collections need the conductor's client to be "
-                          "granted access" % (task_id,
-                                              task.get("nice_status")),
-                          False)
+            raise _failed(row, "the Globus transfer is paused for "
+                          "credentials: the collections need the "
+                          "conductor's client to be granted access",
+                          False, detail="task %s is inactive: %s" % (
+                              task_id, task.get("nice_status")))
         try:
             ctx.progress(row, task.get("bytes_transferred") or 0)
         except jobs.Cancelled:  # The task must not go on without us.
@@ -194,6 +205,7 @@ def send(ctx, row, source_path, destination_path, hash_algo=None,
     ctx.record(row, transfer_task=None)
     fatal = task.get("fatal_error") or {}
     code = fatal.get("code") or "FAILED"
-    raise _failed(row, "Globus task %s failed: %s %s" % (
-        task_id, code, fatal.get("description") or task.get("nice_status")
-        or ""), code not in _PERMANENT_CODES)
+    raise _failed(row, "the Globus transfer failed: %s" % code,
+                  code not in _PERMANENT_CODES, detail="task %s: %s" % (
+                      task_id, fatal.get("description") or
+                      task.get("nice_status") or ""))

@@ -236,8 +236,12 @@ def test_a_failed_task_is_retried_unless_no_retry_can_help(
     with pytest.raises(exceptions.StageFailed) as failed:
         globus.run(ctx, ctx.row())
     assert failed.value.transient is transient
-    assert code in str(failed.value)
-    assert "what the service said" in str(failed.value)
+    assert str(failed.value).endswith("the Globus transfer failed: %s"
+                                      % code)
+    # The service's words and the task are the operator's, in the log.
+    assert "what the service said" not in str(failed.value)
+    assert TASK_ID not in str(failed.value)
+    assert failed.value.detail == "task %s: what the service said" % TASK_ID
     # The next attempt submits a new task.
     assert ctx.row()["transfer_task"] is None
 
@@ -250,6 +254,9 @@ def test_an_inactive_task_is_cancelled_with_a_clear_error(ctx, service):
                        match="granted access") as failed:
         globus.run(ctx, ctx.row())
     assert not failed.value.transient
+    assert TASK_ID not in str(failed.value)
+    assert failed.value.detail == "task %s is inactive: PERMISSION_DENIED" \
+        % TASK_ID
     assert len(_requests(service, "POST", "/cancel")) == 1
     assert ctx.row()["transfer_task"] is None
 
@@ -288,6 +295,11 @@ def test_service_errors_on_submit(ctx, service, status, transient):
                        match="submitting the transfer") as failed:
         globus.run(ctx, ctx.row())
     assert failed.value.transient is transient
+    assert str(failed.value).endswith(
+        "submitting the transfer: the Globus Transfer service answered "
+        "%d Err%d" % (status, status))
+    assert "the service said no" not in str(failed.value)
+    assert failed.value.detail == "the service said no"
     assert ctx.row()["transfer_task"] is None
 
 
