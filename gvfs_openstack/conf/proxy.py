@@ -167,6 +167,22 @@ Required in the server role.
 MNT of any other path is answered with MNT3ERR_ACCES and EXPORT replies
 list only these.
 """),
+    cfg.ListOpt("read_only_dirs", default=[],
+                help="""Directories whose files clients may read, not change.
+
+Absolute paths on the NFS server, each inside one of ``exports``: the
+``gvfs`` store's image directories, on a server proxy that serves
+compute nodes (Glance's node reaches the DTN through another server
+proxy, without this option, to upload and delete images).  A call that
+would write, truncate, chmod, remove, rename, link or replace a file
+directly in one of them, or create a file there, is answered
+NFS3ERR_ROFS.  Compute nodes still write what their work needs: boot
+profiles (``.gvfs-meta.<name>.profile``) and anything in subdirectories
+(golden references live in ``.gvfs-refs/``).  Until the proxy has walked
+its exports once after a start, the first change of a file waits for
+that walk.  A hard link to an image from outside these directories, or a
+symbolic link to one of them inside an export, is not covered: keep none.
+"""),
     cfg.IntOpt("squash_uid", default=65534, min=0, max=2 ** 32 - 1,
                help="""uid of the file account on the export.
 

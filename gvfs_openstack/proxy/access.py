@@ -113,6 +113,14 @@ class ExportAllowlist:
     def filter(self, paths):
         return [p for p in paths if self.allows(p)]
 
+    def inside(self, paths):
+        """``paths``, normalised; ValueError if one is not in an export."""
+        for path in paths:
+            if not self.allows(path):
+                raise ValueError("%r is not an absolute path inside an "
+                                 "allowed export" % path)
+        return [self._normalise(p) for p in paths]
+
 
 class PeerAllowlist:
     """Addresses that may connect to the server proxy (tunnel endpoints)."""

@@ -78,6 +78,8 @@ class GuardCounters:
     handles_refused: int = 0
     handle_walks: int = 0
     handles_found_by_walk: int = 0
+    #: Calls refused by ``[server] read_only_dirs``.
+    read_only_refused: int = 0
 
 
 @dataclasses.dataclass(slots=True)

@@ -25,6 +25,7 @@ from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy import handles as handles_mod
+from gvfs_openstack.proxy import read_only as read_only_mod
 from gvfs_openstack.proxy.upstream_calls import ReplyError
 
 LOG = logging.getLogger(__name__)
@@ -42,7 +43,8 @@ class ExportGuard:
     """
 
     def __init__(self, nfs, mount, exports, cred, counters,
-                 limit=262144, rescan_interval=10.0, clock=time.monotonic):
+                 limit=262144, rescan_interval=10.0, clock=time.monotonic,
+                 read_only=None):
         self.nfs = nfs
         self.mount = mount
         self.exports = exports
@@ -52,6 +54,8 @@ class ExportGuard:
         #: :class:`counters.GuardCounters`
         self.counters = counters
         self.handles = handles_mod.AdmittedHandles(limit)
+        #: :class:`read_only.ReadOnlyDirs`, learned beside the handles.
+        self.read_only = read_only or read_only_mod.ReadOnlyDirs(())
         self.rescan_interval = rescan_interval
         self.clock = clock
         self._walk = None
@@ -98,9 +102,13 @@ class ExportGuard:
             results = rpc.results_of(reply)
         except ProtocolError:
             return
-        if results is not None:
-            for fh in handles_mod.handed_out(proc, args, results):
-                self.handles.add(fh)
+        if results is None:
+            return
+        for entry in handles_mod.entries_handed_out(proc, args, results):
+            if entry.name not in handles_mod.NOT_DOWN:
+                self.handles.add(entry.fh)
+            if self.read_only:
+                self.read_only.learn_entry(entry)
 
     def learn_root(self, path, reply):
         """Admit the root handle of a MNT reply for allowed ``path``."""
@@ -113,7 +121,19 @@ class ExportGuard:
             return
         if res.ok:
             self.handles.add(res.body.fhandle, root=True)
+            self.read_only.learn_root(path, res.body.fhandle)
             LOG.debug("root handle of %s admitted", path)
+
+    async def walk_once(self):
+        """Whether the exports were walked since the proxy started.
+
+        Walks them now if not (and no walk failed within
+        ``rescan_interval``): the read-only directories' files are known
+        only after that.
+        """
+        if not self.read_only.walked:
+            await self._walk_if_due()
+        return self.read_only.walked
 
     # --- the walk ------------------------------------------------------------
 
@@ -141,12 +161,18 @@ class ExportGuard:
         before = len(self.handles)
         started = self.clock()
         self.counters.handle_walks += 1
+        whole = True
         for path in self.exports.exports:
             root = await self._mount(path)
             if root is None:
                 continue
             self.handles.add(root, root=True)
-            await self._walk_tree(root)
+            self.read_only.learn_root(path, root)
+            whole = await self._walk_tree(root) and whole
+        # Stopped short, it may have missed files of a read-only
+        # directory: changes keep waiting (and failing) until one walk
+        # goes through.
+        self.read_only.walked = whole
         found = max(0, len(self.handles) - before)
         self.counters.handles_found_by_walk += found
         LOG.info("walked the allowed exports in %.1f s: %d handles "
@@ -154,18 +180,24 @@ class ExportGuard:
                  len(self.handles), found)
 
     async def _walk_tree(self, root):
+        """Admit every handle below ``root``; False if it stopped short."""
         directories = [root]
         while directories:
             if self.handles.full:
                 LOG.warning("the allowed exports hold more than %d files: "
                             "the walk stopped there (raise [server] "
                             "max_admitted_handles)", self.handles.limit)
-                return
-            for entry in await self._list(directories.pop()):
+                return False
+            directory = directories.pop()
+            for entry in await self._list(directory):
                 self.handles.add(entry.name_handle)
+                self.read_only.learn_entry(handles_mod.Entry(
+                    directory, entry.name, entry.name_handle,
+                    entry.name_attributes))
                 attrs = entry.name_attributes
                 if attrs is not None and attrs.type == const.FileType.NF3DIR:
                     directories.append(entry.name_handle)
+        return True
 
     async def _mount(self, path):
         """The root handle of ``path``, or None if the server refuses."""

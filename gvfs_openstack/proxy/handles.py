@@ -93,29 +93,45 @@ def named_handles(proc, args):
     return (Unpacker(args).unpack_opaque(const.NFS3_FHSIZE),)
 
 
-def handed_out(proc, args, results):
-    """The handles a successful reply to ``proc`` hands out below its dir.
+#: One name a reply hands out: ``name`` in directory ``dir`` is ``fh``
+#: (with its attributes, or None).
+Entry = collections.namedtuple("Entry", "dir name fh attrs")
 
-    ``args`` are the call's, ``results`` the reply's result bytes.  An
-    unreadable reply hands out nothing: the client gets it unchanged, and
-    a handle it then uses is looked for like any unknown one.
+
+def entries_handed_out(proc, args, results):
+    """The :class:`Entry` of each name a successful reply hands out.
+
+    LOOKUP and READDIRPLUS name what is there, "." and ".." included;
+    CREATE, MKDIR, SYMLINK and MKNOD what they made, if the server
+    returned its handle (post_op_fh3 may be empty).  ``args`` are the
+    call's, ``results`` the reply's result bytes.  An unreadable reply
+    hands out nothing: the client gets it unchanged, and a handle it
+    then uses is looked for like any unknown one.
     """
     try:
         res = nfs3.decode_res(proc, results)
         if not res.ok:
             return ()
+        parsed = nfs3.decode_args(proc, args)
         if proc == Nfs3Proc.READDIRPLUS:
-            return tuple(e.name_handle for e in res.body.entries
-                         if e.name_handle and e.name not in NOT_DOWN)
+            return tuple(Entry(parsed.dir, e.name, e.name_handle,
+                               e.name_attributes)
+                         for e in res.body.entries if e.name_handle)
         if proc == Nfs3Proc.LOOKUP:
-            if nfs3.decode_args(proc, args).what.name in NOT_DOWN:
-                return ()
-            return (res.body.object,)
-        # CREATE, MKDIR, SYMLINK, MKNOD: the new object, if the server
-        # returned its handle (post_op_fh3 may be empty).
-        return (res.body.obj,) if res.body.obj else ()
+            return (Entry(parsed.what.dir, parsed.what.name,
+                          res.body.object, res.body.obj_attributes),)
+        if not res.body.obj:
+            return ()
+        return (Entry(parsed.where.dir, parsed.where.name, res.body.obj,
+                      res.body.obj_attributes),)
     except ProtocolError:
         return ()
+
+
+def handed_out(proc, args, results):
+    """The handles a successful reply to ``proc`` hands out below its dir."""
+    return tuple(e.fh for e in entries_handed_out(proc, args, results)
+                 if e.name not in NOT_DOWN)
 
 
 _FAILURE_BODIES = {

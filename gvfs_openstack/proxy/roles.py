@@ -33,6 +33,7 @@ from gvfs_openstack.nfs.xdr import Unpacker
 from gvfs_openstack.proxy import drc as drc_mod
 from gvfs_openstack.proxy import handles
 from gvfs_openstack.proxy import limits as hop_limits
+from gvfs_openstack.proxy import read_only as read_only_mod
 from gvfs_openstack.proxy import streams
 from gvfs_openstack.proxy.upstream import UpstreamError
 from gvfs_openstack.proxy import write_behind
@@ -462,6 +463,8 @@ class ServerRole(Role):
         if call.prog == const.MOUNT_PROGRAM:
             return await self._mount(call, build)
         refused = await self._check_handles(call)
+        if refused is None and self.guard.read_only:
+            refused = await self._check_read_only(call)
         if refused is not None:
             return refused
         if call.prog == bulk.BULK_PROGRAM:
@@ -502,6 +505,43 @@ class ServerRole(Role):
             result = handles.refusal(call.proc)
         return rpc.accepted(call.xid, AcceptStat.SUCCESS, result)
 
+    async def _check_read_only(self, call):
+        """None if the call changes no read-only image, else a reply.
+
+        NFS3ERR_ROFS, as a read-only export answers; NFS3ERR_JUKEBOX (try
+        again) while the proxy cannot tell yet, its exports not walked.
+        """
+        read_only = self.guard.read_only
+        bulk_write = call.prog == bulk.BULK_PROGRAM and \
+            call.proc == bulk.BulkProc.WRITE
+        if not bulk_write and (call.prog != const.NFS_PROGRAM or
+                               call.proc not in read_only_mod.CHECKED):
+            return None
+        status = None
+        try:
+            if (bulk_write or read_only.needs_walk(call.proc)) and \
+                    not await self.guard.walk_once():
+                status = const.NfsStat.NFS3ERR_JUKEBOX
+                why = "the exports are not walked yet"
+            else:
+                why = read_only.refuses_bulk_write(call.args) \
+                    if bulk_write else read_only.refuses(call.proc,
+                                                         call.args)
+                if why is not None:
+                    status = const.NfsStat.NFS3ERR_ROFS
+        except ProtocolError:
+            return rpc.accepted(call.xid, AcceptStat.GARBAGE_ARGS)
+        if status is None:
+            return None
+        self.guard.counters.read_only_refused += 1
+        LOG.warning("refusing %s: %s", proc_name(call.prog, call.proc), why)
+        if bulk_write:
+            result = bulk.encode_res(call.proc, nfs3.Result(
+                status, nfs3.WccBody(nfs3.WccData())))
+        else:
+            result = handles.refusal(call.proc, status)
+        return rpc.accepted(call.xid, AcceptStat.SUCCESS, result)
+
     def _relay(self, call, buffer, args_at, filled, relay_to):
         cred, refusal = self._credential(call)
         if refusal is not None:
@@ -513,6 +553,8 @@ class ServerRole(Role):
             return None  # Not all here yet, or garbled: the normal path.
         if not self.guard.admits(fhs):
             return None  # The normal path looks for it, or refuses it.
+        if self.guard.read_only and call.proc in read_only_mod.CHECKED:
+            return None  # The normal path checks the whole call.
 
         def prefix(xid):
             return rpc.encode_message(rpc.Call(

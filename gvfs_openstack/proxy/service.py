@@ -40,6 +40,7 @@ from gvfs_openstack.proxy.listener import ConnectionLimits
 from gvfs_openstack.proxy.listener import Listener
 from gvfs_openstack.proxy import local_peers
 from gvfs_openstack.proxy import metrics
+from gvfs_openstack.proxy import read_only
 from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy import tunnel
 from gvfs_openstack.proxy.upstream import UpstreamPool
@@ -274,6 +275,8 @@ class ProxyService:
         server = conf.server
         try:
             exports = access.ExportAllowlist(server.exports)
+            read_only_dirs = read_only.ReadOnlyDirs(
+                exports.inside(server.read_only_dirs))
             identity = access.IdentityMap(
                 server.squash_uid, server.squash_gid,
                 access.parse_id_map(server.uid_map, "uid"),
@@ -298,7 +301,7 @@ class ProxyService:
                         "gvfs-proxy").to_opaque(),
             self.counters.part(counters.GuardCounters),
             server.max_admitted_handles,
-            server.handle_rescan_interval)
+            server.handle_rescan_interval, read_only=read_only_dirs)
         bulk = bulk_server.BulkServer(
             nfs_calls, self.counters.part(counters.BulkServerCounters),
             max_chunk=self.conf.proxy.max_record_size // 2,

@@ -190,11 +190,16 @@ def test_handed_out_never_goes_up_or_stays_put():
             nfs3.DirEntryPlus(2, "..", 2, None, PARENT),
             nfs3.DirEntryPlus(3, "golden.img", 3, None, GOLDEN),
             nfs3.DirEntryPlus(4, "nohandle", 4, None, None)), True)))
-    assert handles.handed_out(Nfs3Proc.READDIRPLUS, b"", listing) == \
+    listed = nfs3.encode_args(Nfs3Proc.READDIRPLUS, nfs3.ReaddirplusArgs(
+        ROOT, 0, b"\0" * 8, 4096, 65536))
+    assert handles.handed_out(Nfs3Proc.READDIRPLUS, listed, listing) == \
         (GOLDEN,)
     created = nfs3.encode_res(Nfs3Proc.CREATE, nfs3.Result(
         0, nfs3.NewObjOk(None, None, nfs3.WccData())))
-    assert handles.handed_out(Nfs3Proc.CREATE, b"", created) == ()
+    create = nfs3.encode_args(Nfs3Proc.CREATE, nfs3.CreateArgs(
+        nfs3.DirOpArgs(ROOT, "new.img"), nfs3.CreateHow(
+            const.CreateMode.UNCHECKED, nfs3.Sattr())))
+    assert handles.handed_out(Nfs3Proc.CREATE, create, created) == ()
     failed = nfs3.encode_res(Nfs3Proc.LOOKUP, nfs3.Result(
         const.NfsStat.NFS3ERR_NOENT, nfs3.AttrBody(None)))
     assert handles.handed_out(Nfs3Proc.LOOKUP, args("x"), failed) == ()
