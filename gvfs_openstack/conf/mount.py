@@ -78,6 +78,18 @@ attributes they were read with are compared at every open and whenever
 new ones are seen, and a change drops them. Worth it on compute nodes,
 where later clones boot from the same blocks; 0 keeps no cache.
 """),
+    cfg.BoolOpt("prefill_from_profiles", default=True,
+                help="""Read an image's boot profile into RAM at its open.
+
+With ``read_cache_mb``: the first read-only open of a file that has a
+boot profile beside it (``.gvfs-meta.<name>.profile``, recorded by the
+proxies) reads the profile's blocks into RAM in large READs, a few at
+once, up to half of ``read_cache_mb``, so that the guest's boot reads
+them from RAM instead of one request to the client proxy each.  The
+bytes come from the client proxy like any read's.  A READ slower than
+50 ms (the proxy fetched it across a slow link) stops the prefill: the
+proxy's own profile prefetch fetches the rest.
+"""),
     cfg.IntOpt("max_background", default=64, min=0, max=65535,
                help="""Requests the kernel keeps in flight to the mount.
 

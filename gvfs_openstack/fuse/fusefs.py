@@ -35,6 +35,7 @@ from gvfs_openstack.client import nfs as nfs_client
 from gvfs_openstack.fuse import callers
 from gvfs_openstack.fuse import inodes
 from gvfs_openstack.fuse import nfsattr
+from gvfs_openstack.fuse import prefill
 from gvfs_openstack.fuse import presentation
 from gvfs_openstack.fuse import readcache
 from gvfs_openstack.fuse import session as nfs_session
@@ -58,7 +59,9 @@ class MountOptions:
     ``dir_entry_timeout``, for both of a directory, None:
     ``entry_timeout``); ``write_buffer_bytes``
     what a file's writes may hold before they go out;
-    ``read_cache_bytes`` the RAM kept of what was read (0: none).
+    ``read_cache_bytes`` the RAM kept of what was read (0: none), and
+    ``prefill_from_profiles`` whether an image's boot profile fills it
+    at the image's open (:mod:`prefill`).
     ``allow_other``, ``max_background`` and ``read_ahead_kb`` tune the
     FUSE connection (0: the kernel's own); ``identity`` "caller" sends
     requests as the users who make them; ``trim_when_idle`` gives the
@@ -71,6 +74,7 @@ class MountOptions:
     dir_entry_timeout: float | None = None
     write_buffer_bytes: int = 64 * MIB
     read_cache_bytes: int = 0
+    prefill_from_profiles: bool = False
     allow_other: bool = False
     max_background: int = 0
     read_ahead_kb: int = 0
@@ -89,6 +93,7 @@ class MountOptions:
                    dir_entry_timeout=mount.dir_entry_timeout,
                    write_buffer_bytes=mount.write_buffer_mb * MIB,
                    read_cache_bytes=mount.read_cache_mb * MIB,
+                   prefill_from_profiles=mount.prefill_from_profiles,
                    allow_other=mount.allow_other,
                    max_background=mount.max_background,
                    read_ahead_kb=mount.read_ahead_kb,
@@ -218,6 +223,15 @@ class GvfsFuse(pyfuse3.Operations):
         self._fsstat = None    # (FSSTAT result, when it was asked)
         self.read_cache = readcache.ReadCache(options.read_cache_bytes) \
             if options.read_cache_bytes else None
+        #: Where each regular file was looked up: inode -> (parent
+        #: inode, name), for the profile beside it.
+        self._names = {}
+        self.prefill = prefill.Prefill(
+            self._lookup_handle, self._read_small, self._fetch,
+            self.read_cache.holds, self.read_cache.block_size,
+            session.client.rsize, self.read_cache.capacity // 2) \
+            if self.read_cache is not None and \
+            options.prefill_from_profiles else None
         #: Set once the kernel's INIT has been handled; its reply goes
         #: out when :meth:`init` returns, so a task woken by this event
         #: runs after the kernel has applied it.
@@ -286,15 +300,19 @@ class GvfsFuse(pyfuse3.Operations):
     # --- names ---------------------------------------------------------------
 
     async def lookup(self, parent_inode, name, ctx=None):
-        ok = await self.session.call("lookup", self._fh(parent_inode),
-                                     _name(name))
-        return await self._new_entry(ok.object, ok.obj_attributes)
+        name = _name(name)
+        ok = await self.session.call("lookup", self._fh(parent_inode), name)
+        entry = await self._new_entry(ok.object, ok.obj_attributes)
+        if self.prefill is not None and stat.S_ISREG(entry.st_mode):
+            self._names[entry.st_ino] = (parent_inode, name)
+        return entry
 
     def forget(self, inode_list):
         for ino, count in inode_list:
-            if self.inodes.forget(ino, count) and \
-                    self.read_cache is not None:
-                self.read_cache.forget(ino)
+            if self.inodes.forget(ino, count):
+                self._names.pop(ino, None)
+                if self.read_cache is not None:
+                    self.read_cache.forget(ino)
 
     async def getattr(self, inode, ctx=None):
         fh = self._fh(inode)
@@ -536,9 +554,45 @@ class GvfsFuse(pyfuse3.Operations):
             # Close-to-open: what another host changed since shows
             # from this open on.
             await self._settle_writes(inode)
-            self.read_cache.observe(
-                inode, await self.session.call("getattr", fh))
+            fattr = await self.session.call("getattr", fh)
+            self.read_cache.observe(inode, fattr)
+            if self.prefill is not None and \
+                    flags & os.O_ACCMODE == os.O_RDONLY:
+                self._prefill(inode, fattr)
         return pyfuse3.FileInfo(fh=self._opened(inode))
+
+    def _prefill(self, inode, fattr):
+        """Fill the RAM cache from the boot profile of ``inode``, if any."""
+        where = self._names.get(inode)
+        if where is None:
+            return
+        try:
+            directory = self._fh(where[0])
+        except inodes.StaleInode:
+            return
+        self.prefill.opened(inode, (fattr.size, fattr.mtime.seconds *
+                                    10 ** 9 + fattr.mtime.nseconds),
+                            directory, where[1])
+
+    async def _lookup_handle(self, dir_fh, name):
+        """The handle of ``name`` in ``dir_fh``, or None if not there."""
+        try:
+            return (await self.session.call("lookup", dir_fh, name)).object
+        except nfs_session.OperationFailed as e:
+            if e.errno == errno.ENOENT:
+                return None
+            raise
+
+    async def _read_small(self, fh, limit):
+        """A file of at most ``limit`` bytes, whole; more: ValueError."""
+        data = bytearray()
+        while len(data) <= limit:
+            ok = await self.session.call("read", fh, len(data),
+                                         self.session.client.rsize)
+            data += ok.data
+            if ok.eof or not ok.data:
+                return bytes(data)
+        raise ValueError("larger than %d bytes" % limit)
 
     async def create(self, parent_inode, name, mode, flags, ctx):
         fh, fattr = await self.session.call(
@@ -754,11 +808,15 @@ async def serve(session, mountpoint, options=MountOptions()):
         for task in (tuning, trimming):
             if task is not None:
                 task.cancel()
+        if ops.prefill is not None:
+            await ops.prefill.stop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         pyfuse3.close(unmount=True)
         session.close()
         if ops.read_cache is not None:
-            LOG.info("RAM cache of %s: %d reads answered, %d fetched",
-                     mountpoint, ops.read_cache.hits, ops.read_cache.misses)
+            LOG.info("RAM cache of %s: %d reads answered, %d fetched, "
+                     "%d bytes read ahead from boot profiles", mountpoint,
+                     ops.read_cache.hits, ops.read_cache.misses,
+                     ops.prefill.bytes_read if ops.prefill else 0)
         LOG.info("unmounted %s", mountpoint)

@@ -94,6 +94,16 @@ class ReadCache:
         joined = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         return joined[start:start + end - offset]
 
+    def holds(self, inode, offset, size):
+        """Whether every block of [offset, +size) is kept (no counting)."""
+        file = self._files.get(inode)
+        if file is None or file.version is None:
+            return False
+        block = self.block_size
+        end = min(offset + size, file.version[0])
+        return all(index in file.blocks
+                   for index in range(offset // block, -(-end // block)))
+
     def begin(self, inode):
         """A token for a fetch of ``inode`` about to be sent."""
         file = self._files.get(inode)

@@ -22,6 +22,7 @@ import pytest
 from gvfs_lab import process
 from gvfs_openstack.mount import fusectl
 from gvfs_openstack.mount import mountinfo
+from gvfs_openstack.sidecar import profile as profile_format
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
 
@@ -322,6 +323,52 @@ def test_the_ram_cache_answers_reads_again_without_the_proxy(
     assert after.get("nfs_read", 0) == before.get("nfs_read", 0)
     # Each open asked whether the file changed (close-to-open).
     assert after["nfs_getattr"] > before["nfs_getattr"]
+
+
+def _client_reads(lab):
+    return lab.client_proxy.stats()["calls"].get("nfs_read", 0)
+
+
+def test_an_images_boot_profile_fills_the_ram_cache_at_its_open(
+        workdir, lab, mnt, cached_mnt):
+    """The boot's blocks are read ahead at the open, in large READs.
+
+    Then the guest's own reads of them never reach the client proxy; an
+    image without a profile is read from the proxy as ever.
+    """
+    blocks = 64         # 4 MiB of 64 KiB blocks, all in the profile.
+    written = {}
+    for name in ("profiled.raw", "plain.raw"):
+        written[name] = os.urandom(blocks * 64 * 1024)
+        with open(os.path.join(workdir, name), "wb") as f:
+            f.write(written[name])
+    stored = os.stat(os.path.join(
+        lab.export, os.path.relpath(workdir, mnt), "profiled.raw"))
+    order = list(range(blocks))
+    order.reverse()
+    with open(os.path.join(workdir, ".gvfs-meta.profiled.raw.profile"),
+              "wb") as f:
+        f.write(profile_format.Profile(
+            stored.st_size, stored.st_mtime_ns, 64 * 1024, 1,
+            tuple((block, 0) for block in order)).to_bytes())
+    here = os.path.join(cached_mnt, os.path.relpath(workdir, mnt))
+    before = _client_reads(lab)
+    with open(os.path.join(here, "profiled.raw"), "rb") as opened:
+        # Read ahead in the background: the profile, then a READ of
+        # 1 MiB per run; their replies kept a moment later.
+        process.wait_until(lambda: _client_reads(lab) - before >= 5,
+                           "the prefill's READs", timeout=30)
+        time.sleep(0.5)
+        prefilled = _client_reads(lab) - before
+        assert prefilled <= 9, "the blocks went one READ each"
+        os.posix_fadvise(opened.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        data = opened.read()
+    assert data == written["profiled.raw"]
+    assert _client_reads(lab) - before == prefilled
+    # The control: no profile, no reads ahead; the reads go to the proxy.
+    before = _client_reads(lab)
+    assert _read_afresh(os.path.join(here, "plain.raw"))
+    assert _client_reads(lab) > before
 
 
 def test_a_file_changed_elsewhere_is_read_afresh_from_its_next_open(

@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The mount's prefill from a boot profile: its plan and its run."""
+
+import asyncio
+
+import pytest
+
+from gvfs_openstack.fuse import prefill
+from gvfs_openstack.sidecar import profile as profile_format
+
+KIB = 1024
+BLOCK = 64 * KIB
+
+
+def _profile(blocks, size=64 * BLOCK, block_size=BLOCK):
+    return profile_format.Profile(size, 7, block_size, 1,
+                                  tuple((b, 0) for b in blocks))
+
+
+def test_runs_join_neighbours_in_first_touch_order():
+    plan = prefill.runs(_profile([9, 2, 3, 10, 40]), BLOCK, 1024 * KIB,
+                        budget=64 * BLOCK)
+    assert plan == [(9 * BLOCK, 2 * BLOCK), (2 * BLOCK, 2 * BLOCK),
+                    (40 * BLOCK, BLOCK)]
+
+
+def test_a_run_is_at_most_one_read():
+    plan = prefill.runs(_profile(range(40)), BLOCK, 16 * BLOCK,
+                        budget=64 * BLOCK)
+    assert plan == [(0, 16 * BLOCK), (16 * BLOCK, 16 * BLOCK),
+                    (32 * BLOCK, 8 * BLOCK)]
+
+
+def test_the_budget_stops_the_plan():
+    plan = prefill.runs(_profile([0, 10, 20, 30]), BLOCK, 16 * BLOCK,
+                        budget=2 * BLOCK)
+    assert plan == [(0, BLOCK), (10 * BLOCK, BLOCK)]
+
+
+def test_profile_blocks_larger_than_the_caches_and_the_last_one_short():
+    size = 3 * BLOCK + 100
+    plan = prefill.runs(_profile([1], size=size, block_size=2 * BLOCK),
+                        BLOCK, 16 * BLOCK, budget=size)
+    assert plan == [(2 * BLOCK, BLOCK + 100)]
+
+
+class _Mount:
+    """What a prefill calls: a directory of one image and its profile."""
+
+    def __init__(self, profile_bytes, kept=()):
+        self.profile_bytes = profile_bytes
+        self.kept = set(kept)
+        self.fetched = []
+
+    async def lookup(self, dir_fh, name):
+        assert dir_fh == b"dir"
+        return b"fh:profile" if self.profile_bytes is not None and \
+            name == profile_format.profile_name("golden") else None
+
+    async def read_file(self, fh, limit):
+        return self.profile_bytes
+
+    async def fetch(self, inode, offset, length):
+        self.fetched.append((inode, offset, length))
+
+    def cached(self, inode, offset, length):
+        return offset in self.kept
+
+
+def _prefill(mount):
+    return prefill.Prefill(mount.lookup, mount.read_file, mount.fetch,
+                           mount.cached, BLOCK, 16 * BLOCK, 64 * BLOCK)
+
+
+@pytest.mark.asyncio
+async def test_an_open_reads_the_profile_ahead_once_per_version():
+    mount = _Mount(_profile([5, 20]).to_bytes(), kept={20 * BLOCK})
+    filling = _prefill(mount)
+    filling.opened(1, (64 * BLOCK, 7), b"dir", "golden")
+    filling.opened(1, (64 * BLOCK, 7), b"dir", "golden")    # Again.
+    await asyncio.sleep(0.05)
+    # Block 20 is in RAM already; block 5 once.
+    assert mount.fetched == [(1, 5 * BLOCK, BLOCK)]
+    assert filling.bytes_read == BLOCK
+    await filling.stop()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("case", ["none", "stale", "garbled", "sidecar"])
+async def test_no_usable_profile_reads_nothing_ahead(case):
+    data = {"none": None, "stale": _profile([5]).to_bytes(),
+            "garbled": b"{not json", "sidecar": _profile([5]).to_bytes()}
+    mount = _Mount(data[case])
+    filling = _prefill(mount)
+    version = (64 * BLOCK, 8 if case == "stale" else 7)
+    name = ".gvfs-meta.golden" if case == "sidecar" else "golden"
+    filling.opened(1, version, b"dir", name)
+    await asyncio.sleep(0.05)
+    assert mount.fetched == []
+    await filling.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_slow_read_stops_the_prefill():
+    """The proxy fetches across the WAN: its own prefetch does the rest."""
+    mount = _Mount(_profile([1, 10, 20, 30, 40, 50]).to_bytes())
+    fetched = mount.fetch
+
+    async def across_a_wan(inode, offset, length):
+        await asyncio.sleep(0.02)
+        await fetched(inode, offset, length)
+
+    mount.fetch = across_a_wan
+    filling = prefill.Prefill(mount.lookup, mount.read_file, mount.fetch,
+                              mount.cached, BLOCK, 16 * BLOCK, 64 * BLOCK,
+                              far_seconds=0.01)
+    filling.opened(1, (64 * BLOCK, 7), b"dir", "golden")
+    await asyncio.sleep(0.2)
+    # The first window's READs went out; none after a slow one came back.
+    assert len(mount.fetched) == prefill.WINDOW
+    await filling.stop()
