@@ -4,13 +4,14 @@
 Shared by a client proxy's tunnel to the server proxy and by the
 conductor's NFS calls to a DTN's server proxy: both present a client
 certificate and accept only a certificate issued for TLS servers.
+
+``cryptography`` (the proxy's and the conductor's extras) is imported
+only when a certificate is checked: the NFS client imports this module,
+and a node that only mounts (the ``fuse`` extra) never speaks TLS.
 """
 
 import dataclasses
 import ssl
-
-from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
 
 
 class WrongCertificatePurpose(ConnectionError):
@@ -27,6 +28,8 @@ def certificate_allows(ssl_object, purpose):
     DTN's server certificate would then pass as a client's.  A tunnel
     endpoint must name its purpose.
     """
+    from cryptography import x509
+
     der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
     if not der:
         return False
@@ -65,6 +68,8 @@ class ClientTls:
 
 def check_server(transport, describe):
     """Abort ``transport`` unless its peer's certificate is a server's."""
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
     if not certificate_allows(transport.get_extra_info("ssl_object"),
                               ExtendedKeyUsageOID.SERVER_AUTH):
         transport.abort()
