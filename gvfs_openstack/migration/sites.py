@@ -6,7 +6,6 @@ stage workers get everything they need without touching oslo.config.
 """
 
 import dataclasses
-import ipaddress
 import os
 import posixpath
 import urllib.parse
@@ -21,6 +20,7 @@ from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.images import locations
 from gvfs_openstack.migration import transfer
+from gvfs_openstack.proxy import access
 
 LOG = logging.getLogger(__name__)
 
@@ -128,16 +128,6 @@ def _check_gridftp_url(option, url):
             "authenticates gsiftp://)")
 
 
-def is_loopback(host):
-    """Whether ``host`` is this host's loopback (a name is not)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False    # A name: it may resolve anywhere.
-
-
 def nfs_tls(group, opts):
     """The TLS of the site's NFS calls to its DTN, or None for plain NFS.
 
@@ -161,7 +151,7 @@ def nfs_tls(group, opts):
         return client_tls.ClientTls(
             opts.dtn_nfs_tls_cert, opts.dtn_nfs_tls_key, opts.dtn_nfs_tls_ca,
             opts.dtn_nfs_tls_server_name)
-    if not is_loopback(opts.dtn_nfs_host) and \
+    if not access.is_loopback(opts.dtn_nfs_host) and \
             not opts.dtn_nfs_trusted_network:
         raise exceptions.InvalidConfig(
             option="[%s] dtn_nfs_host" % group,

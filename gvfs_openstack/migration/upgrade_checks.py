@@ -18,6 +18,7 @@ from gvfs_openstack.migration.db import engine as store_engine
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import sites
+from gvfs_openstack.proxy import access
 
 Code = upgradecheck.Code
 Result = upgradecheck.Result
@@ -95,7 +96,8 @@ def dtn_links(conf):
         except exceptions.InvalidConfig as e:
             refused.append(str(e))
             continue
-        if tls is None and not sites.is_loopback(conf[group].dtn_nfs_host):
+        if tls is None and \
+                not access.is_loopback(conf[group].dtn_nfs_host):
             trusted.append(name)
     if refused:
         return Result(Code.FAILURE, "; ".join(refused))

@@ -142,6 +142,7 @@ class PeerAllowlist:
 
 
 def is_loopback(host):
+    """Whether ``host`` is this host's loopback (a name is not)."""
     if host == "localhost":
         return True
     try:
