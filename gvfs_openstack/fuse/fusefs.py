@@ -313,6 +313,8 @@ class GvfsFuse(pyfuse3.Operations):
                 self._names.pop(ino, None)
                 if self.read_cache is not None:
                     self.read_cache.forget(ino)
+                if self.prefill is not None:
+                    self.prefill.forget(ino)
 
     async def getattr(self, inode, ctx=None):
         fh = self._fh(inode)

@@ -101,7 +101,8 @@ class Prefill:
         self.max_read = max_read
         self.budget = budget
         self.far_seconds = far_seconds
-        self._done = set()
+        #: inode -> the version of it prefilled (or begun).
+        self._done = {}
         self._tasks = set()
         #: Bytes prefilled, for the mount's log.
         self.bytes_read = 0
@@ -112,10 +113,10 @@ class Prefill:
         ``version`` is the file's ``(size, mtime_ns)``.  Starts its
         prefill, once per version, in the background.
         """
-        if (inode, version) in self._done or \
+        if self._done.get(inode) == version or \
                 name.startswith(profile_format.meta_format.PREFIX):
             return
-        self._done.add((inode, version))
+        self._done[inode] = version
         task = asyncio.ensure_future(self._run(inode, version, dir_fh, name))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -156,6 +157,10 @@ class Prefill:
             LOG.debug("not prefilling %r: its boot profile: %s", name, e)
         except Exception as e:  # A prefill is only ever an optimisation.
             LOG.debug("prefill of %r stopped: %s", name, e)
+
+    def forget(self, inode):
+        """The kernel let go of ``inode``: its number will not come back."""
+        self._done.pop(inode, None)
 
     async def stop(self):
         for task in list(self._tasks):

@@ -82,6 +82,13 @@ async def test_an_open_reads_the_profile_ahead_once_per_version():
     # Block 20 is in RAM already; block 5 once.
     assert mount.fetched == [(1, 5 * BLOCK, BLOCK)]
     assert filling.bytes_read == BLOCK
+    # A forgotten inode keeps nothing: were its number opened again, it
+    # would be a new file.
+    filling.forget(1)
+    mount.kept.clear()
+    filling.opened(1, (64 * BLOCK, 7), b"dir", "golden")
+    await asyncio.sleep(0.05)
+    assert len(mount.fetched) == 3
     await filling.stop()
 
 
