@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``GET /metrics`` of a prometheus_client registry, served by a thread.
+"""``GET /metrics`` of a prometheus_client registry.
 
-For the threaded services, gvfs-conductor and gvfs-api; the proxies
-serve theirs on their event loop (:mod:`gvfs_openstack.proxy.metrics`),
-from a registry made by :func:`registry_of` as the conductor's is.
+:class:`MetricsServer` serves it from a thread, for the threaded
+services (gvfs-conductor, gvfs-api); :class:`LoopEndpoint` on a running
+event loop, for the proxies and the mount, so that a scrape never reads
+a counter while the loop changes it.  Both serve registries made by
+:func:`registry_of`.
 """
 
+import asyncio
 import socketserver
 import threading
 from wsgiref import simple_server
@@ -13,6 +16,8 @@ from wsgiref import simple_server
 from oslo_log import log as logging
 from prometheus_client import core
 from prometheus_client import exposition
+
+from gvfs_openstack import latency
 
 LOG = logging.getLogger(__name__)
 
@@ -31,6 +36,28 @@ def registry_of(collect):
     registry = core.CollectorRegistry(auto_describe=False)
     registry.register(_Collector(collect))
     return registry
+
+
+def histogram(name, documentation, histograms, label=None):
+    """A family of :class:`latency.Histogram` in cumulative buckets.
+
+    ``histograms``: one histogram, or ``{label value: histogram}`` with
+    ``label`` naming the label.
+    """
+    family = core.HistogramMetricFamily(
+        name, documentation, labels=[label] if label else None)
+    if label is None:
+        histograms = {None: histograms}
+    bounds = [str(b) for b in latency.LATENCY_BUCKETS] + ["+Inf"]
+    for value, kept in sorted(histograms.items(),
+                              key=lambda item: str(item[0])):
+        buckets, total = [], 0
+        for bound, count in zip(bounds, kept.counts):
+            total += count
+            buckets.append((bound, total))
+        family.add_metric([] if label is None else [value], buckets,
+                          kept.sum)
+    return family
 
 
 class _Quiet(simple_server.WSGIRequestHandler):
@@ -73,3 +100,55 @@ class MetricsServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
+
+
+class LoopEndpoint:
+    """``GET /metrics`` over HTTP/1.0, on the running event loop."""
+
+    #: A scrape's request head must come within this many seconds.
+    READ_TIMEOUT = 10.0
+
+    def __init__(self, host, port, registry):
+        self.host = host
+        self.port = port
+        self.registry = registry
+        self._server = None
+
+    async def start(self):
+        """Bind and serve; the port bound (``port`` 0: any free one)."""
+        self._server = await asyncio.start_server(self._serve, self.host,
+                                                  self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        LOG.info("Prometheus metrics on http://%s:%d/metrics", self.host,
+                 self.port)
+        return self.port
+
+    async def close(self):
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader, writer):
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
+                                          self.READ_TIMEOUT)
+            status, body, kind = self._answer(head)
+            writer.write(b"HTTP/1.0 %s\r\nContent-Type: %s\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n"
+                         % (status, kind, len(body)) + body)
+            await writer.drain()
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError,
+                asyncio.LimitOverrunError, ConnectionError):
+            pass  # A scraper gone or too slow: nothing to answer.
+        finally:
+            writer.close()
+
+    def _answer(self, head):
+        method, _, rest = head.partition(b" ")
+        path = rest.split(b" ", 1)[0].split(b"?", 1)[0]
+        if method != b"GET":
+            return b"405 Method Not Allowed", b"GET only\n", b"text/plain"
+        if path != b"/metrics":
+            return b"404 Not Found", b"see /metrics\n", b"text/plain"
+        return (b"200 OK", exposition.generate_latest(self.registry),
+                exposition.CONTENT_TYPE_LATEST.encode())

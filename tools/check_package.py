@@ -285,7 +285,8 @@ def check_proxy(venv, work):
 
 def check_fuse(venv, work):
     venv.run(["gvfs-proxy", "mount", "--help"], stdout=subprocess.DEVNULL)
-    venv.python("import gvfs_openstack.fuse.fusefs")
+    venv.python("import gvfs_openstack.fuse.fusefs\n"
+                "import gvfs_openstack.fuse.metrics")
 
 
 def check_nfs(venv, work):

@@ -82,6 +82,10 @@ def _mount():
     elif not port and not problem:
         problem = "no proxy port: set [mount] proxy_port or [listen] " \
             "port, or give --proxy"
+    if not problem and mount.metrics_port and \
+            mount.metrics_port == CONF.metrics.port:
+        problem = "[mount] metrics_port %d is the proxy's [metrics] " \
+            "port: give the mount a port of its own" % mount.metrics_port
     if not problem:
         try:
             shown_as = presentation.for_group(mount.group, mount.identity)
@@ -100,7 +104,9 @@ def _mount():
         asyncio.run(fusefs.serve(
             nfs, CONF.action.mountpoint, fusefs.MountOptions.from_conf(
                 mount, trim_when_idle=CONF.proxy.heap_retain_mb > 0,
-                shown_as=shown_as)))
+                shown_as=shown_as),
+            metrics_address=None if mount.metrics_port is None
+            else (CONF.metrics.host, mount.metrics_port)))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)

@@ -90,6 +90,16 @@ bytes come from the client proxy like any read's.  A READ slower than
 50 ms (the proxy fetched it across a slow link) stops the prefill: the
 proxy's own profile prefetch fetches the rest.
 """),
+    cfg.PortOpt("metrics_port",
+                help="""Port of the mount's Prometheus endpoint.
+
+Unset (the default): none.  It listens on ``[metrics] host``, beside the
+client proxy's own ``[metrics] port`` (the mount reads the proxy's
+configuration file, so the two need different ports).  It shows what the
+kernel asked of the mount, the RAM cache's hits, misses and evictions,
+bytes prefilled from boot profiles, the latency of the mount's NFS calls
+to the proxy by procedure, and bytes written and not yet committed.
+"""),
     cfg.IntOpt("max_background", default=64, min=0, max=65535,
                help="""Requests the kernel keeps in flight to the mount.
 

@@ -33,6 +33,7 @@ import pyfuse3.asyncio
 
 from gvfs_openstack.client import nfs as nfs_client
 from gvfs_openstack.fuse import callers
+from gvfs_openstack.fuse import counters
 from gvfs_openstack.fuse import inodes
 from gvfs_openstack.fuse import nfsattr
 from gvfs_openstack.fuse import prefill
@@ -152,16 +153,21 @@ _REQUESTS = ("lookup", "getattr", "setattr", "readlink", "mknod", "mkdir",
 
 def _answering(handler):
     """``handler``, answering every failure and acting as its caller."""
+    name = handler.__name__
+
     @functools.wraps(handler)
     async def answer(self, *args):
         acting = None
+        self.counters.request(name)
         try:
             acting = nfs_client.ACTING_AS.set(self._credential(args))
             return await handler(self, *args)
-        except pyfuse3.FUSEError:
+        except pyfuse3.FUSEError as e:
+            self.counters.failed(e.errno)
             raise
         except Exception as e:
             err = _errno_for(e)
+            self.counters.failed(err)
             if err == errno.EIO and not isinstance(e, OSError):
                 LOG.exception("%s failed in the mount", handler.__name__)
             else:
@@ -215,6 +221,8 @@ class GvfsFuse(pyfuse3.Operations):
             else options.dir_entry_timeout
         self.write_buffer_bytes = options.write_buffer_bytes
         self.inodes = inodes.InodeTable(session.root)
+        #: :class:`counters.KernelCounters`: reads and writes served.
+        self.counters = counters.KernelCounters()
         self._handles = itertools.count(1)
         self._open = {}        # file handle -> (inode, FileWriter or None)
         self._open_count = collections.Counter()    # inode -> handles
@@ -616,12 +624,14 @@ class GvfsFuse(pyfuse3.Operations):
         for writer in self._writers_of(inode):
             await writer.settle(off, off + size)
         if self.read_cache is None:
-            return await self._fetch(inode, off, size)
-        data = self.read_cache.get(inode, off, size)
-        if data is None:
-            start, end = self.read_cache.span(off, size)
-            data = await self._fetch(inode, start, end - start)
-            data = data[off - start:off - start + size]
+            data = await self._fetch(inode, off, size)
+        else:
+            data = self.read_cache.get(inode, off, size)
+            if data is None:
+                start, end = self.read_cache.span(off, size)
+                data = await self._fetch(inode, start, end - start)
+                data = data[off - start:off - start + size]
+        self.counters.read_bytes += len(data)
         return data
 
     async def _fetch(self, inode, off, size):
@@ -655,7 +665,19 @@ class GvfsFuse(pyfuse3.Operations):
                 self.session, self._fh(state[0]),
                 self.write_buffer_bytes)
         await state[1].write(off, bytes(buf))
+        self.counters.written_bytes += len(buf)
         return len(buf)
+
+    @property
+    def open_files(self):
+        """File handles the kernel holds open."""
+        return len(self._open)
+
+    @property
+    def buffered_bytes(self):
+        """Bytes written and not yet COMMITted: lost if the node dies."""
+        return sum(writer.pending for _, writer in self._open.values()
+                   if writer is not None)
 
     async def _commit_handle(self, fh):
         writer = self._open[fh][1]
@@ -752,7 +774,8 @@ def _terminate():
         asyncio.get_running_loop().call_soon(_terminate)
 
 
-async def serve(session, mountpoint, options=MountOptions()):
+async def serve(session, mountpoint, options=MountOptions(),
+                metrics_address=None):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
@@ -764,7 +787,9 @@ async def serve(session, mountpoint, options=MountOptions()):
     ``options.trim_when_idle`` the memory kept for its READs
     (:func:`heap.retain_freed`) goes back to the kernel once its calls
     stop.  (:func:`presentation.for_group` refuses a group to show the
-    files as with ``identity`` "caller".)
+    files as with ``identity`` "caller".)  With ``metrics_address``
+    (host, port) the mount's Prometheus endpoint is bound there before
+    anything is mounted: a port in use is an error at start.
     """
     await session.start()
     unlinked_files = unlinked.UnlinkedFiles(
@@ -778,13 +803,24 @@ async def serve(session, mountpoint, options=MountOptions()):
     ops = GvfsFuse(session, options, unlinked_files,
                    callers.Callers(socket.gethostname())
                    if acting_as_callers else None)
+    endpoint = None
+    if metrics_address is not None:
+        # Imported here: prometheus-client is needed only to serve it.
+        from gvfs_openstack.fuse import metrics
+        endpoint = metrics.endpoint(*metrics_address, ops)
+        await endpoint.start()
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}
     if options.allow_other:
         fuse_options.add("allow_other")
     if acting_as_callers:
         fuse_options.add("default_permissions")
-    pyfuse3.init(ops, mountpoint, fuse_options)
+    try:
+        pyfuse3.init(ops, mountpoint, fuse_options)
+    except BaseException:
+        if endpoint is not None:
+            await endpoint.close()
+        raise
     max_background = options.max_background
     if max_background:
         try:
@@ -812,6 +848,8 @@ async def serve(session, mountpoint, options=MountOptions()):
                 task.cancel()
         if ops.prefill is not None:
             await ops.prefill.stop()
+        if endpoint is not None:
+            await endpoint.close()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         pyfuse3.close(unmount=True)

@@ -56,6 +56,8 @@ class ReadCache:
         self.used = 0
         self.hits = 0
         self.misses = 0
+        #: Blocks let go to make room (not those dropped as stale).
+        self.evictions = 0
         self._blocks = collections.OrderedDict()   # (inode, index) -> bytes
         self._files = {}
 
@@ -179,6 +181,7 @@ class ReadCache:
             (victim, victim_index), evicted = self._blocks.popitem(
                 last=False)
             self.used -= len(evicted)
+            self.evictions += 1
             self._files[victim].blocks.discard(victim_index)
 
     def _drop(self, inode, file, start, end):

@@ -19,6 +19,7 @@ from oslo_log import log as logging
 from gvfs_openstack.client import nfs as nfs_client
 from gvfs_openstack.client import write_batch
 from gvfs_openstack.deadline import within
+from gvfs_openstack.fuse import counters
 from gvfs_openstack.fuse import nfsattr
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs.errors import RpcError
@@ -48,7 +49,8 @@ class ProxySession:
             host, port, port, rsize=rsize, wsize=wsize, window=window,
             timeout=io_timeout)
         self.root = None
-        self.reconnects = 0
+        #: :class:`counters.UpstreamCounters`: the calls and their times.
+        self.counters = counters.UpstreamCounters()
         #: Calls made so far: how busy the mount has been.
         self.calls = 0
         self._reconnect_lock = asyncio.Lock()
@@ -82,29 +84,39 @@ class ProxySession:
         while True:
             if not self.client.nfs.connected:
                 await self.reconnect(deadline)
+            sent = loop.time()
             try:
-                return await within(
+                result = await within(
                     max(deadline - loop.time(), 0.01),
                     getattr(self.client, method)(*args, **kwargs))
             except NfsError as e:
-                raise OperationFailed(nfsattr.errno_of(e.status),
-                                      str(e)) from e
+                self.counters.answered(method, loop.time() - sent)
+                raise self.failure(nfsattr.errno_of(e.status),
+                                   str(e)) from e
             except TimeoutError:
                 raise self.timed_out(method) from None
             except _LINK_ERRORS as e:
                 if not idempotent:
-                    raise OperationFailed(errno.EIO, (
+                    raise self.failure(errno.EIO, (
                         "connection to the proxy %s lost during %s; it "
                         "may or may not have been done" % (
                             self.where, method))) from e
                 LOG.warning("connection to the proxy %s lost during %s "
                             "(%s); reconnecting", self.where, method, e)
+            else:
+                self.counters.answered(method, loop.time() - sent)
+                return result
+
+    def failure(self, err, message):
+        """The :class:`OperationFailed` to raise, counted."""
+        self.counters.failed(err)
+        return OperationFailed(err, message)
 
     def timed_out(self, what):
         message = "no answer from the proxy %s for %s within %.0fs" % (
             self.where, what, self.io_timeout)
         LOG.error("%s", message)
-        return OperationFailed(errno.ETIMEDOUT, message)
+        return self.failure(errno.ETIMEDOUT, message)
 
     async def reconnect(self, deadline):
         """Connect and MNT again, retrying with backoff until ``deadline``.
@@ -121,7 +133,7 @@ class ProxySession:
                         self.client.mount(self.export),
                         max(deadline - loop.time(), 0.01))
                 except NfsError as e:
-                    raise OperationFailed(nfsattr.errno_of(e.status), (
+                    raise self.failure(nfsattr.errno_of(e.status), (
                         "the proxy %s refused the mount: %s" % (
                             self.where, e))) from e
                 except (OSError, *_LINK_ERRORS):
@@ -134,7 +146,7 @@ class ProxySession:
                     LOG.error("the export %s has a new root handle after "
                               "reconnecting: files open before are stale",
                               self.where)
-                self.reconnects += 1
+                self.counters.reconnects += 1
                 LOG.info("reconnected to the proxy %s", self.where)
 
 
@@ -228,8 +240,8 @@ class FileWriter:
                 # ESTALE ...): report it once, as close(2) and fsync(2) do.
                 self.batch = write_batch.WriteBatch(self.session.client,
                                                     self.fh)
-            raise OperationFailed(nfsattr.errno_of(e.status),
-                                  str(e)) from e
+            raise self.session.failure(nfsattr.errno_of(e.status),
+                                       str(e)) from e
         except TimeoutError:
             self.broken = True
             raise self.session.timed_out(what) from None

@@ -9,32 +9,10 @@ starting a new one, and an increment costs an attribute store.  A
 field's name is its key in the report.
 """
 
-import bisect
 import dataclasses
 import time
 
-
-#: Upper bounds, in seconds, of the latency histograms' buckets: a LAN
-#: round trip to a WAN one behind a busy link.
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                   0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-
-
-@dataclasses.dataclass(slots=True)
-class Histogram:
-    """Observations counted per bucket (not cumulative), and their sum.
-
-    ``counts[i]`` holds those at most ``LATENCY_BUCKETS[i]`` and above
-    the bound before; the last holds those above every bound.
-    """
-
-    counts: list = dataclasses.field(
-        default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
-    sum: float = 0.0
-
-    def observe(self, seconds):
-        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-        self.sum += seconds
+from gvfs_openstack import latency
 
 
 @dataclasses.dataclass(slots=True)
@@ -60,8 +38,8 @@ class UpstreamCounters:
     upstream_failed_calls: int = 0
     upstream_relays_cut: int = 0
     #: From a call's send to its reply, resends included.
-    upstream_call_seconds: Histogram = dataclasses.field(
-        default_factory=Histogram)
+    upstream_call_seconds: latency.Histogram = dataclasses.field(
+        default_factory=latency.Histogram)
 
 
 @dataclasses.dataclass(slots=True)

@@ -10,20 +10,16 @@ by procedure (bounded by the protocol) and the cache's per-export
 counters by export: the first :data:`MAX_EXPORTS` the proxy saw, the
 rest summed under ``other``, since clients name the paths they mount.
 
-The endpoint runs on the proxy's event loop, so a scrape never reads a
-counter while the loop changes it.
+The endpoint (:class:`metrics_server.LoopEndpoint`) runs on the
+proxy's event loop, so a scrape never reads a counter while the loop
+changes it.
 """
 
-import asyncio
-
-from oslo_log import log as logging
 from prometheus_client import core
-from prometheus_client import exposition
 
+from gvfs_openstack import latency
 from gvfs_openstack import metrics_server
 from gvfs_openstack.proxy import counters as counters_mod
-
-LOG = logging.getLogger(__name__)
 
 PREFIX = "gvfs_proxy_"
 
@@ -93,7 +89,9 @@ def families(snapshot):
         if field in NOT_COUNTED or field in HOPS:
             continue
         if isinstance(value, dict) and "counts" in value:
-            yield _histogram(field, value)
+            # As gvfs-proxy stats shows it: a histogram made a dict.
+            yield metrics_server.histogram(PREFIX + field, _help(field),
+                                           latency.Histogram(**value))
         elif field in GAUGES:
             name, factor = GAUGES[field]
             yield core.GaugeMetricFamily(PREFIX + name, _help(field),
@@ -143,66 +141,7 @@ def _exports(exports):
     yield dirty
 
 
-def _histogram(field, value):
-    """A :class:`counters.Histogram` as Prometheus' cumulative buckets."""
-    buckets, total = [], 0
-    bounds = [str(b) for b in counters_mod.LATENCY_BUCKETS] + ["+Inf"]
-    for bound, count in zip(bounds, value["counts"]):
-        total += count
-        buckets.append((bound, total))
-    family = core.HistogramMetricFamily(PREFIX + field, _help(field))
-    family.add_metric([], buckets, value["sum"])
-    return family
-
-
-class MetricsEndpoint:
-    """``GET /metrics`` over HTTP/1.0, on the running event loop."""
-
-    #: A scrape's request head must come within this many seconds.
-    READ_TIMEOUT = 10.0
-
-    def __init__(self, host, port, snapshot):
-        """``snapshot()`` returns the counters, as ``gvfs-proxy stats``."""
-        self.host = host
-        self.port = port
-        self.registry = metrics_server.registry_of(
-            lambda: families(snapshot()))
-        self._server = None
-
-    async def start(self):
-        self._server = await asyncio.start_server(self._serve, self.host,
-                                                  self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-        LOG.info("Prometheus metrics on http://%s:%d/metrics", self.host,
-                 self.port)
-        return self.port
-
-    async def close(self):
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-
-    async def _serve(self, reader, writer):
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
-                                          self.READ_TIMEOUT)
-            status, body, kind = self._answer(head)
-            writer.write(b"HTTP/1.0 %s\r\nContent-Type: %s\r\n"
-                         b"Content-Length: %d\r\nConnection: close\r\n\r\n"
-                         % (status, kind, len(body)) + body)
-            await writer.drain()
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError,
-                asyncio.LimitOverrunError, ConnectionError):
-            pass  # A scraper gone or too slow: nothing to answer.
-        finally:
-            writer.close()
-
-    def _answer(self, head):
-        method, _, rest = head.partition(b" ")
-        path = rest.split(b" ", 1)[0].split(b"?", 1)[0]
-        if method != b"GET":
-            return b"405 Method Not Allowed", b"GET only\n", b"text/plain"
-        if path != b"/metrics":
-            return b"404 Not Found", b"see /metrics\n", b"text/plain"
-        return (b"200 OK", exposition.generate_latest(self.registry),
-                exposition.CONTENT_TYPE_LATEST.encode())
+def endpoint(host, port, snapshot):
+    """The proxy's endpoint; ``snapshot()`` gives ``gvfs-proxy stats``."""
+    return metrics_server.LoopEndpoint(host, port, metrics_server.registry_of(
+        lambda: families(snapshot())))

@@ -144,7 +144,7 @@ class ProxyService:
         self._warm_rate = conf.cache.warm_rate_mib
         self.metrics = None
         if conf.metrics.port is not None:
-            self.metrics = metrics.MetricsEndpoint(
+            self.metrics = metrics.endpoint(
                 conf.metrics.host, conf.metrics.port, self.snapshot)
         self._stopping = None
         #: Hands back, once traffic stops, what ``heap_retain_mb`` kept.

@@ -25,6 +25,7 @@ from gvfs_openstack.mount import mountinfo
 from gvfs_openstack.sidecar import profile as profile_format
 from tests.functional.conftest import random_file
 from tests.functional.conftest import sha256
+from tests import metrics_samples
 
 MIB = 1024 * 1024
 
@@ -371,6 +372,65 @@ def test_an_images_boot_profile_fills_the_ram_cache_at_its_open(
     assert _client_reads(lab) > before
 
 
+def _mount_samples(port):
+    samples = metrics_samples.scrape(port)
+
+    def value(name, **labels):
+        return samples.get(("gvfs_mount_" + name,
+                            tuple(sorted(labels.items()))), 0)
+
+    return value
+
+
+def test_a_scrape_of_the_mount_matches_what_moved(workdir, lab, mnt,
+                                                  tmp_path):
+    """``[mount] metrics_port``: what the kernel and the proxy saw.
+
+    A file larger than the RAM cache read through a metered mount, a
+    scrape between its reads and one after, checked against the bytes
+    read and against the client proxy's own count of READs (the only
+    reader meanwhile).
+    """
+    port = process.free_port()
+    metered = lab.mount(str(tmp_path / "metered"), name="metered-mount",
+                        read_cache_mb=4, metrics_port=port).mountpoint
+    data = os.urandom(12 * MIB + 4321)
+    with open(os.path.join(workdir, "scraped.raw"), "wb") as f:
+        f.write(data)
+    path = os.path.join(metered, os.path.relpath(workdir, mnt), "scraped.raw")
+    reads_before = _client_reads(lab)
+    during = []
+    with open(path, "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        read = b""
+        while chunk := f.read(4 * MIB):
+            read += chunk
+            during.append(_mount_samples(port)("read_bytes_total"))
+    assert read == data
+    after = _mount_samples(port)
+    proxy_reads = _client_reads(lab) - reads_before
+    # Every byte the file has reached the reader once.
+    assert after("read_bytes_total") == len(data)
+    # Scraped between reads: part of it, then more (read-ahead runs on).
+    assert during[0] < len(data) and during == sorted(during), during
+    # Each of the mount's READs is one the proxy answered.
+    assert after("upstream_call_seconds_count", procedure="read") \
+        == proxy_reads > 0
+    assert after("upstream_call_seconds_bucket", procedure="read",
+                 le="+Inf") == proxy_reads
+    assert after("requests_total", operation="read") \
+        == after("read_cache_misses_total") + after("read_cache_hits_total")
+    # 12 MiB through 4 MiB of cache: at least 8 MiB let go.
+    assert after("read_cache_evictions_total") >= 8 * MIB // (64 * 1024)
+    assert after("read_cache_used_bytes") <= 4 * MIB
+    assert after("read_cache_capacity_bytes") == 4 * MIB
+    assert after("open_files") == 0
+    # A file the export does not have: the kernel got ENOENT.
+    assert not os.path.exists(os.path.join(metered, "not-there"))
+    assert _mount_samples(port)("request_failures_total",
+                                errno="ENOENT") >= 1
+
+
 def test_a_file_changed_elsewhere_is_read_afresh_from_its_next_open(
         workdir, mnt, cached_mnt):
     """Another host's writes show from the next open on.
@@ -450,7 +510,9 @@ def test_a_hung_proxy_gives_etimedout_not_a_hang(lab, tmp_path):
 
 
 def test_the_mount_reconnects_when_the_proxy_restarts(lab, tmp_path):
-    m = lab.mount(str(tmp_path / "m"), name="restart-mount", io_timeout=30)
+    port = process.free_port()
+    m = lab.mount(str(tmp_path / "m"), name="restart-mount", io_timeout=30,
+                  metrics_port=port)
     path = os.path.join(m.mountpoint, "across-restart.raw")
     first, second = os.urandom(3 * MIB), os.urandom(3 * MIB)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
@@ -467,6 +529,7 @@ def test_the_mount_reconnects_when_the_proxy_restarts(lab, tmp_path):
             path, m.mountpoint)), "rb") as f:
         assert f.read() == first + second
     assert "reconnected to the proxy" in open(m.log_path).read()
+    assert _mount_samples(port)("upstream_reconnects_total") >= 1
 
 
 def test_a_wrong_export_fails_at_start(lab, tmp_path):

@@ -7,6 +7,7 @@ import errno
 import pyfuse3
 import pytest
 
+from gvfs_openstack.fuse import counters as fuse_counters
 from gvfs_openstack.fuse import fusefs
 from gvfs_openstack.fuse import inodes
 from gvfs_openstack.fuse import nfsattr
@@ -27,6 +28,8 @@ from gvfs_openstack.nfs.errors import LocalProtocolError
 def test_a_failing_handler_answers_an_errno(error, expected):
     @fusefs._answers_every_request
     class Ops:
+        counters = fuse_counters.KernelCounters()
+
         def _credential(self, args):
             return None     # As the daemon itself.
 
@@ -36,6 +39,8 @@ def test_a_failing_handler_answers_an_errno(error, expected):
     with pytest.raises(pyfuse3.FUSEError) as e:
         asyncio.run(Ops().getattr(1))
     assert e.value.errno == expected
+    assert Ops.counters.requests == {"getattr": 1}
+    assert Ops.counters.failures == {errno.errorcode[expected]: 1}
 
 
 def test_every_handler_of_the_mount_is_wrapped():

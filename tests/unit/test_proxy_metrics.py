@@ -13,6 +13,7 @@ from oslo_config import cfg
 import pytest
 
 from gvfs_openstack.cmd import proxy as proxy_cmd
+from gvfs_openstack import metrics_server
 from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import metrics
 from gvfs_openstack.proxy import service
@@ -140,11 +141,11 @@ def test_the_endpoint_serves_metrics_and_nothing_else(proxy):
     assert _scrape(proxy.metrics, b"POST /metrics HTTP/1.0\r\n\r\n") \
         .startswith(b"HTTP/1.0 405")
     # A request that never ends its head is dropped, not answered.
-    metrics.MetricsEndpoint.READ_TIMEOUT = 0.2
+    metrics_server.LoopEndpoint.READ_TIMEOUT = 0.2
     try:
         assert _scrape(proxy.metrics, b"GET /metrics") == b""
     finally:
-        metrics.MetricsEndpoint.READ_TIMEOUT = 10.0
+        metrics_server.LoopEndpoint.READ_TIMEOUT = 10.0
 
 
 def test_counter_names_put_the_unit_last():
