@@ -448,7 +448,7 @@ def check_api(venv, work):
 
 
 #: Each node type's extra alone, what it must run, and what it must not
-#: install (doc/source/deployment.rst lists the extras per node type).
+#: install (doc/source/install/deployment.rst lists the extras per node type).
 ROLES = (
     Role("osc", ["osc"], CONDUCTOR_ONLY + SERVICES, check_osc),
     Role("proxy", ["proxy"], CONDUCTOR_ONLY + SERVICES + ("osc-lib",),
