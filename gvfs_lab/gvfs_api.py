@@ -180,14 +180,17 @@ class Conductor:
 
 
 @contextlib.contextmanager
-def conductor_and_api(dr, keystone, transport_url, workdir, sections=None):
+def conductor_and_api(dr, keystone, transport_url, workdir, sections=None,
+                      api_sections=None):
     """The conductor of ``dr``'s sites and gvfs-api of east; the API.
 
+    ``sections`` and ``api_sections``: more of their configurations.
     Both stopped at the end, each required to exit cleanly.
     """
     conductor = Conductor(dr, workdir, transport_url, sections)
     service = GvfsApi(os.path.join(workdir, "api"), keystone,
                       transport_url, dr.east.glance.region)
+    service.sections = dict(api_sections or {})
     try:
         yield service.start()
     finally:

@@ -45,9 +45,11 @@ from gvfs_lab import libvirt
 from gvfs_lab import nova as nova_lab
 from gvfs_lab import postgres
 from gvfs_lab import process
+from gvfs_lab import prometheus
 from gvfs_lab import rabbitmq
 from gvfs_lab import topology
 from gvfs_lab import wan
+from tools import dashboard_png
 
 USER = "alpha-member"
 FLAVOR = "demo.tiny"
@@ -55,6 +57,13 @@ MARKER_TIMEOUT = 600.0
 MIB = 1024 * 1024
 #: The link between the two sites' DTNs: (RTT ms, Mbit/s).
 DTN_LINK = (20, 500)
+#: The parts that serve metrics with ``--dashboards``, and their jobs
+#: in Prometheus.
+JOBS = {"compute-proxy": "gvfs-proxy", "dtn-proxy": "gvfs-proxy",
+        "mount": "gvfs-mount", "conductor": "gvfs-conductor",
+        "api": "gvfs-api"}
+PARTS = tuple(JOBS)
+DASHBOARDS = ("gvfs-proxies.json", "gvfs-mounts-and-jobs.json")
 
 
 class _Steps:
@@ -73,7 +82,7 @@ def _stopping(stack, part):
     return part
 
 
-def _compute_side(stack, work, east, rtt_ms, rate_mbit):
+def _compute_side(stack, work, east, rtt_ms, rate_mbit, metrics):
     """east's DTN as a compute host reaches it: proxy, WAN, client proxy.
 
     A second server proxy on the DTN for compute hosts (the deployment
@@ -93,7 +102,8 @@ def _compute_side(stack, work, east, rtt_ms, rate_mbit):
         "server": {"nfs_port": east.ganesha.nfs_port,
                    "mount_port": east.ganesha.mount_port,
                    "exports": east.export, "squash_uid": uid,
-                   "squash_gid": gid, "read_only_dirs": east.images}}))
+                   "squash_gid": gid, "read_only_dirs": east.images},
+        **_metrics_at(metrics, "dtn-proxy")}))
     client = _stopping(stack, topology.Proxy(work, "compute-proxy", {
         "proxy": {"role": "client"},
         "listen": {"host": "127.0.0.1", "port": process.free_port()},
@@ -101,14 +111,25 @@ def _compute_side(stack, work, east, rtt_ms, rate_mbit):
                      "port": link.add_link("dtn", server.port),
                      "reconnect_max_delay": 1.0},
         "cache": {"directory": os.path.join(work, "compute-cache"),
-                  "capacity_mb": 2048, "consistency": "immutable"}}))
+                  "capacity_mb": 2048, "consistency": "immutable"},
+        **_metrics_at(metrics, "compute-proxy")}))
     return link, server, client
 
 
-def _gvfs_options(work, east, client):
+def _metrics_at(metrics, name):
+    """A ``[metrics]`` section on the port ``metrics`` names, if any."""
+    if name not in metrics:
+        return {}
+    return {"metrics": {"port": metrics[name]}}
+
+
+def _gvfs_options(work, east, client, metrics):
     """``[gvfs]`` of the compute host: a FUSE mount with a RAM cache."""
+    mount = {"read_cache_mb": 256}
+    if "mount" in metrics:
+        mount["metrics_port"] = metrics["mount"]
     mount_config = fusemount.write_mount_config(
-        os.path.join(work, "compute-mount.conf"), {"read_cache_mb": 256})
+        os.path.join(work, "compute-mount.conf"), mount)
     return {"mount_type": "fuse", "proxy": "127.0.0.1:%d" % client.port,
             "export": east.export, "image_dir": drlab.IMAGES_DIR,
             "glance_stores": [drlab.GVFS_STORE], "io_timeout": 60.0,
@@ -154,8 +175,16 @@ def _migrate(api, image_id, say):
     return time.monotonic() - started
 
 
-def run(rtt_ms, rate_mbit):
+def run(rtt_ms, rate_mbit, dashboards=None):
+    """The demo, as the module says.
+
+    With ``dashboards`` (a directory) every part serves Prometheus
+    metrics, a Prometheus scrapes them, and both Grafana dashboards are
+    drawn there from it at the end.
+    """
     steps = _Steps()
+    metrics = {name: process.free_port() for name in PARTS} \
+        if dashboards else {}
     golden = guest.golden(spec=guest.FUNCTIONAL)
     steps.say("the test guest: a %d MiB qcow2 of a %d MiB disk, its boot "
               "reading %d blocks of it" % (
@@ -177,7 +206,16 @@ def run(rtt_ms, rate_mbit):
                   "scheduler, compute on libvirt/QEMU)"
                   % (rtt_ms, rate_mbit))
         link, dtn_proxy, client = _compute_side(stack, work, east, rtt_ms,
-                                                rate_mbit)
+                                                rate_mbit, metrics)
+        scraper = None
+        if metrics:
+            jobs = {}
+            for name, port in metrics.items():
+                jobs.setdefault(JOBS[name], []).append(port)
+            scraper = _stopping(stack, prometheus.Prometheus(
+                os.path.join(work, "prometheus"), jobs))
+            began = time.time()
+            steps.say("Prometheus scraping %s" % ", ".join(sorted(metrics)))
         hv = _stopping(stack, libvirt.Libvirt(os.path.join(work,
                                                            "libvirt")))
         db = _stopping(stack, postgres.PostgreSQL(os.path.join(
@@ -188,7 +226,7 @@ def run(rtt_ms, rate_mbit):
             "glance", east.glance.port))
         cloud = _stopping(stack, nova_lab.Nova(
             os.path.join(work, "nova"), keystone, east.glance, broker, db,
-            hv, _gvfs_options(work, east, client),
+            hv, _gvfs_options(work, east, client, metrics),
             extra={"glance": {"endpoint_override": glance_across}}))
         cloud.cli("flavor", "create", "--ram", "256", "--disk", "1",
                   "--vcpus", "1", "--public", FLAVOR, user="admin")
@@ -227,24 +265,46 @@ def run(rtt_ms, rate_mbit):
         steps.say("starting gvfs-conductor and gvfs-api (east)")
         os.makedirs(os.path.join(work, "gvfs-api"))
         api = stack.enter_context(gvfs_api.conductor_and_api(
-            dr, keystone, broker.url, os.path.join(work, "gvfs-api")))
+            dr, keystone, broker.url, os.path.join(work, "gvfs-api"),
+            sections=_metrics_at(metrics, "conductor"),
+            api_sections=_metrics_at(metrics, "api")))
         seconds = _migrate(api, uploaded["disk"], steps.say)
         copy = dr.west.glance.image(uploaded["disk"])
         steps.say("at west after %.1f s: %s, %s, checksum %s" % (
             seconds, copy["name"], copy["status"],
             "the same" if copy["os_hash_value"] == east.glance.image(
                 uploaded["disk"])["os_hash_value"] else "DIFFERENT"))
+        if scraper is not None:
+            # A last scrape of the job's end, then the pictures.
+            time.sleep(2 * scraper.interval)
+            _draw(scraper, began, time.time(), dashboards, steps.say)
         steps.say("stopping everything")
     steps.say("done: every process the demo started has exited")
     return 0
+
+
+def _draw(scraper, began, ended, directory, say):
+    os.makedirs(directory, exist_ok=True)
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for name in DASHBOARDS:
+        png = os.path.join(directory, name.replace(".json", ".png"))
+        empty = dashboard_png.draw(
+            os.path.join(top, "etc", "grafana", name), scraper, began,
+            ended, png, "the cloud demo, drawn from its Prometheus")
+        say("%s drawn%s" % (png, "; no data: " + ", ".join(empty)
+                            if empty else ""))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="tox -e demo-cloud --")
     parser.add_argument("--rtt-ms", type=int, default=50)
     parser.add_argument("--rate-mbit", type=int, default=200)
+    parser.add_argument("--dashboards", metavar="DIR",
+                        help="serve every part's metrics to a Prometheus "
+                             "and draw etc/grafana's dashboards from it "
+                             "into DIR")
     args = parser.parse_args(argv)
-    return run(args.rtt_ms, args.rate_mbit)
+    return run(args.rtt_ms, args.rate_mbit, args.dashboards)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,12 @@ def families(store, now=None):
 
 
 def _runs(runs):
-    count, seconds, moved = {}, {}, {}
+    # Every stage and outcome from the start, 0 included: a series that
+    # appeared with its first value would show Prometheus no increase.
+    count = {(stage, outcome): 0 for stage in states.STAGES
+             for outcome in states.FINISHED}
+    seconds = dict.fromkeys(count, 0.0)
+    moved = dict.fromkeys(states.STAGES, 0)
     for stage, outcome, started, finished, nbytes in runs:
         key = (stage, outcome or "")
         count[key] = count.get(key, 0) + 1

@@ -9,8 +9,11 @@ bytes that moved and against ``gvfs-proxy stats``.
 """
 
 import asyncio
+import json
 import os
 
+from gvfs_lab import process
+from gvfs_lab import prometheus
 from gvfs_openstack.client.nfs import NfsClient
 from tests.functional.conftest import random_file
 from tests import metrics_samples
@@ -89,3 +92,73 @@ def test_scrapes_match_what_moved(lab_factory):
     assert len(seen) == 3 and seen[0] < seen[1] < seen[2], seen
     assert all(value <= _moved(client, "downstream", "out")
                for value in seen)
+
+
+def _dashboard(name):
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "etc", "grafana", name)
+    with open(path) as f:
+        return json.load(f)
+
+
+def _as_grafana_sends(expr, job):
+    """A panel's query with the dashboard's variables filled in."""
+    return expr.replace("$job", job).replace("$__rate_interval", "30s")
+
+
+def test_a_prometheus_server_scrapes_both_proxies(lab_factory, tmp_path):
+    """A real Prometheus: its samples match the counters.
+
+    Every query of both dashboards is PromQL it evaluates; the panels of
+    the proxies' dashboard that the read feeds (bytes per hop, calls,
+    upstream latency) have series.
+    """
+    lab = lab_factory("tcp", cache={"capacity_mb": 64}, metrics=True)
+    ports = {"client": lab.client_proxy.metrics_port,
+             "server": lab.server_proxy.metrics_port}
+    server = prometheus.Prometheus(str(tmp_path / "prometheus"),
+                                   {"gvfs-proxy": list(ports.values())},
+                                   interval=0.5)
+    try:
+        selector = ('gvfs_proxy_transferred_bytes_total{job="gvfs-proxy",'
+                    'instance="127.0.0.1:%d",hop="downstream",'
+                    'direction="out"}' % ports["client"])
+        # Prometheus finds its targets within 5 s; the read starts once it
+        # scrapes them.
+        process.wait_until(
+            lambda: [value for _, value in server.query(
+                "count_over_time(%s[30s])" % selector)] >= [2.0],
+            "two scrapes of the client proxy", timeout=60, interval=0.2)
+        random_file(os.path.join(lab.export, "scraped.img"), 8 * MIB)
+        read, _ = _read_through(lab, "scraped.img", SIZE)
+        assert read == 8 * MIB
+        moved = lab.client_proxy.stats()["downstream_bytes_out"]
+        process.wait_until(
+            lambda: [value for _, value in server.query(selector)]
+            == [moved], "Prometheus's sample of the bytes sent down",
+            timeout=30, interval=0.2)
+        # The hop panel's rate saw the read go by.
+        [(_, rate)] = server.query(
+            'sum(rate(%s[30s]))' % selector)
+        assert rate > 0
+        assert set(server.targets_up().values()) == {"up"}
+        fed = {"Bytes through each hop", "Calls by procedure",
+               "Upstream call latency"}
+
+        def panels_with_series():
+            """Titles of panels with series; a bad query raises."""
+            shown = set()
+            for name in ("gvfs-proxies.json", "gvfs-mounts-and-jobs.json"):
+                for panel in _dashboard(name)["panels"]:
+                    if any(server.query(_as_grafana_sends(
+                            target["expr"], "gvfs-proxy"))
+                            for target in panel["targets"]):
+                        shown.add(panel["title"])
+            return shown
+
+        # Series that began with the read need a second scrape to rate.
+        process.wait_until(lambda: fed <= panels_with_series(),
+                           "series in the panels the read fed",
+                           timeout=30, interval=0.5)
+    finally:
+        server.stop()

@@ -63,6 +63,12 @@ def test_jobs_runs_bytes_and_recovery_points(tmp_path):
         ("outcome", "failed"), ("stage", "transfer")))] == 1
     assert samples[("gvfs_conductor_stage_run_seconds_count", (
         ("outcome", "done"), ("stage", "local_copy")))] == 1
+    # Stages and outcomes with no run yet are there, at 0, so that a
+    # rate sees their first runs.
+    assert samples[("gvfs_conductor_moved_bytes_total",
+                    (("stage", "remote_copy"),))] == 0
+    assert samples[("gvfs_conductor_stage_run_seconds_count", (
+        ("outcome", "cancelled"), ("stage", "remote_copy")))] == 0
     # The policy's one change has waited about ten minutes.
     point = samples[("gvfs_conductor_replication_recovery_point_seconds",
                      (("policy", policy),))]
