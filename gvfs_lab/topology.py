@@ -93,7 +93,7 @@ class Lab:
 
     def __init__(self, workdir, tunnel="tcp", link=False,
                  upstream_connections=2, cache=None, wan=None,
-                 write_behind_mb=0, metrics=False):
+                 write_behind_mb=0, metrics=False, server_workers=1):
         if tunnel not in ("tcp", "tls", "ssh"):
             raise ValueError("unknown tunnel %r" % tunnel)
         self.workdir = workdir
@@ -106,6 +106,8 @@ class Lab:
         self.write_behind_mb = write_behind_mb
         #: Whether both proxies serve Prometheus metrics.
         self.metrics = metrics
+        #: The server proxy's ``[proxy] workers``.
+        self.server_workers = server_workers
         self.export = os.path.join(workdir, "export")
         #: Options of the client proxy's [cache] section; None: no cache.
         #: String values may name the export as ``{export}``.
@@ -191,7 +193,7 @@ class Lab:
                           tls_key=self.pki["server"][1],
                           tls_ca=self.pki["ca"])
         return {
-            "proxy": {"role": "server"},
+            "proxy": {"role": "server", "workers": self.server_workers},
             "listen": listen,
             "server": {"nfs_port": self.ganesha.nfs_port,
                        "mount_port": self.ganesha.mount_port,

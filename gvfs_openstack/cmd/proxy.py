@@ -35,9 +35,16 @@ def _serve():
     # third of a second to import at every start of a mount, which a
     # compute node's first clone waits for.
     from gvfs_openstack.proxy import service
+    from gvfs_openstack.proxy import workers
 
+    worker = workers.this_worker()
     try:
-        proxy = service.ProxyService(CONF)
+        if worker is None:
+            count = workers.count(CONF)
+            if count > 1:
+                asyncio.run(workers.Supervisor(CONF, count).run())
+                return 0
+        proxy = service.ProxyService(CONF, worker=worker)
     except exceptions.InvalidConfig as e:
         LOG.error("%s", e)
         return 2

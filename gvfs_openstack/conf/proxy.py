@@ -96,6 +96,21 @@ Related options:
 
 ``gvfs-proxy stats`` reads counters through it. Unset: no control socket.
 """),
+    cfg.IntOpt("workers", default=1, min=0, max=64,
+               help="""Processes of a server proxy; 0: one per core.
+
+With more than one, ``gvfs-proxy serve`` binds the port and hands each
+connection to the worker with the fewest open ones; each worker is a
+whole server proxy on a core of its own.  For DTNs that serve many LAN
+caches or compute nodes at once (a boot storm).  The workers split
+``[server] upstream_connections`` among them.  Each worker has its own
+NFS connections, export guard and duplicate-request cache: a client
+that resends a non-idempotent call on a new connection may reach another
+worker, which does it again, as after a server restart.  ``stats`` and
+the Prometheus endpoint show the workers added up (and what each
+served); they need ``control_socket``.  Server role only: a client
+proxy's cache belongs to one process.
+"""),
 ]
 
 listen_opts = [

@@ -9,6 +9,8 @@ nobody else's; a peer that is not allowed is dropped at accept.
 
 import asyncio
 import dataclasses
+import socket
+import ssl
 
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from oslo_log import log as logging
@@ -24,6 +26,9 @@ from gvfs_openstack.proxy.local_peers import LocalPeers
 from gvfs_openstack.proxy import streams
 
 LOG = logging.getLogger(__name__)
+
+#: What a worker sends its supervisor when a handed connection ends.
+CONNECTION_ENDED = b"c"
 
 
 class _DownstreamProtocol(asyncio.BufferedProtocol):
@@ -178,6 +183,7 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc):
         self.listener.connections.discard(self)
+        self.listener.ended()
         if self.relaying is not None and self.relaying[1] is not None:
             self.relaying[1].abandon()
         self.relaying = None
@@ -226,6 +232,64 @@ class Listener:
         self.counters = counters
         self.connections = set()
         self._server = None
+        #: The socket a supervisor hands connections over (a worker of
+        #: :mod:`gvfs_openstack.proxy.workers`), or None.
+        self._channel = None
+        self._supervisor_gone = None
+
+    async def start_from(self, channel, supervisor_gone):
+        """Serve the connections a supervisor sends over ``channel``.
+
+        Each arrives as a file descriptor (``SCM_RIGHTS``); each that
+        ends is reported back, so the supervisor knows how many this
+        worker serves.  ``supervisor_gone()`` is called when the
+        supervisor's end closes: nobody hands connections any more.
+        """
+        self._channel = channel
+        self._supervisor_gone = supervisor_gone
+        channel.setblocking(False)
+        asyncio.get_running_loop().add_reader(channel, self._take_handed)
+        return self.port
+
+    def _take_handed(self):
+        try:
+            data, fds, _, _ = socket.recv_fds(self._channel, 16, 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data, fds = b"", []
+        if not data and not fds:
+            asyncio.get_running_loop().remove_reader(self._channel)
+            self._channel.close()
+            self._channel = None
+            LOG.error("the supervisor is gone: stopping")
+            self._supervisor_gone()
+            return
+        for fd in fds:
+            conn = socket.socket(fileno=fd)
+            conn.setblocking(False)
+            asyncio.ensure_future(self._adopt(conn))
+
+    async def _adopt(self, conn):
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.connect_accepted_socket(
+                lambda: _DownstreamProtocol(self), conn,
+                ssl=self.ssl_context)
+        except (OSError, ssl.SSLError) as e:
+            # Never made: no connection_lost will report it.
+            LOG.warning("connection handed over failed before it was "
+                        "served: %s", e)
+            conn.close()
+            self.ended()
+
+    def ended(self):
+        """A connection is over: tell the supervisor, if there is one."""
+        if self._channel is not None:
+            try:
+                self._channel.send(CONNECTION_ENDED)
+            except OSError:
+                pass  # The supervisor is gone; _take_handed sees it too.
 
     async def start(self):
         self._server = await asyncio.get_running_loop().create_server(
@@ -235,8 +299,13 @@ class Listener:
         return self.port
 
     async def close(self):
+        if self._channel is not None:
+            asyncio.get_running_loop().remove_reader(self._channel)
+            self._channel.close()
+            self._channel = None
         if self._server is not None:
             self._server.close()
-            for conn in list(self.connections):
-                conn.transport.abort()
+        for conn in list(self.connections):
+            conn.transport.abort()
+        if self._server is not None:
             await self._server.wait_closed()

@@ -45,6 +45,7 @@ from gvfs_openstack.proxy import roles
 from gvfs_openstack.proxy import tunnel
 from gvfs_openstack.proxy.upstream import UpstreamPool
 from gvfs_openstack.proxy.upstream_calls import UpstreamCalls
+from gvfs_openstack.proxy import workers
 from gvfs_openstack.proxy import write_behind
 
 LOG = logging.getLogger(__name__)
@@ -110,8 +111,17 @@ class _Cache:
 class ProxyService:
     """One proxy: a listener, its role, upstream pools, a control socket."""
 
-    def __init__(self, conf):
+    def __init__(self, conf, worker=None):
+        """A proxy of ``conf``; a supervisor's worker with ``worker``.
+
+        ``worker`` (a :class:`workers.Worker`) when this is one of a
+        supervisor's workers, which hands it connections; its control
+        socket is then its own, its counters reach Prometheus through
+        the supervisor, and it opens its share of the connections to
+        the NFS server.
+        """
         self.conf = conf
+        self.worker = worker
         self.counters = counters.Counters()
         self.limits = limits.HopLimits(conf.proxy.max_record_size)
         self.pools = []
@@ -134,16 +144,20 @@ class ProxyService:
             ConnectionLimits.from_conf(conf.proxy), ssl_context, peers,
             local)
         self.control = None
-        if conf.proxy.control_socket:
+        control_socket = conf.proxy.control_socket
+        if control_socket and worker is not None:
+            control_socket = workers.worker_socket(control_socket,
+                                                   worker.index)
+        if control_socket:
             self.control = control.ControlServer(
-                conf.proxy.control_socket, {"stats": self._stats,
-                                            "flush": self._flush,
-                                            "drop": self._drop,
-                                            "warm": self._warm})
+                control_socket, {"stats": self._stats,
+                                 "flush": self._flush,
+                                 "drop": self._drop,
+                                 "warm": self._warm})
         #: ``[cache] warm_rate_mib`` as applied (at start, at a reload).
         self._warm_rate = conf.cache.warm_rate_mib
         self.metrics = None
-        if conf.metrics.port is not None:
+        if conf.metrics.port is not None and worker is None:
             self.metrics = metrics.endpoint(
                 conf.metrics.host, conf.metrics.port, self.snapshot)
         self._stopping = None
@@ -285,9 +299,12 @@ class ProxyService:
         except ValueError as e:
             raise exceptions.InvalidConfig(option="[server]",
                                            reason=str(e)) from e
+        connections = server.upstream_connections
+        if self.worker is not None:
+            connections = self.worker.share(connections)
         nfs_pool = self._pool(tunnel.TcpConnector(server.nfs_host,
                                                   server.nfs_port),
-                              server.upstream_connections)
+                              connections)
         if server.mount_port == server.nfs_port:
             mount_pool = nfs_pool
         else:
@@ -376,7 +393,11 @@ class ProxyService:
             await pool.start()
         if self.writeback is not None:
             self.writeback.start()
-        port = await self.listener.start()
+        if self.worker is None:
+            port = await self.listener.start()
+        else:
+            port = await self.listener.start_from(self.worker.channel,
+                                                  self._stop_soon)
         if self.control is not None:
             await self.control.start()
         if self.metrics is not None:
@@ -384,8 +405,12 @@ class ProxyService:
         if self.conf.proxy.heap_retain_mb:
             self._trimmer = asyncio.ensure_future(
                 heap.trim_when_idle(self._traffic))
-        LOG.info("gvfs-proxy (%s role) listening on %s:%d", self.role.name,
-                 self.listener.host, port)
+        if self.worker is None:
+            LOG.info("gvfs-proxy (%s role) listening on %s:%d",
+                     self.role.name, self.listener.host, port)
+        else:
+            LOG.info("gvfs-proxy worker %d (%s role) serving for its "
+                     "supervisor", self.worker.index, self.role.name)
         return port
 
     def _traffic(self):
@@ -452,6 +477,10 @@ class ProxyService:
         LOG.info("reload: configuration re-read; changed: %s",
                  ", ".join(names) or "nothing that applies live")
         return names
+
+    def _stop_soon(self):
+        if self._stopping is not None:
+            self._stopping.set()
 
     def _flush_and_drop(self):
         async def flush_and_drop():

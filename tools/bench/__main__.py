@@ -22,6 +22,7 @@ from tools.bench import migrate_small
 from tools.bench import proxy_throughput
 from tools.bench import replicate
 from tools.bench import segments
+from tools.bench import server_workers
 from tools.bench import wan_link
 from tools.bench import warm
 
@@ -37,6 +38,7 @@ SCENARIOS = {
     "proxy-throughput": proxy_throughput.run,
     "replicate": replicate.run,
     "segments": segments.run,
+    "server-workers": server_workers.run,
     "wan-link": wan_link.run,
     "warm": warm.run,
 }

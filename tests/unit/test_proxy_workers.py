@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``[proxy] workers``: how many, and their counters added up."""
+
+import textwrap
+
+from oslo_config import cfg
+import pytest
+
+from gvfs_openstack.cmd import proxy as proxy_cmd
+from gvfs_openstack import exceptions
+from gvfs_openstack.proxy import counters
+from gvfs_openstack.proxy import workers
+
+
+def _conf(tmp_path, text):
+    path = tmp_path / "proxy.conf"
+    path.write_text(textwrap.dedent(text))
+    conf = cfg.ConfigOpts()
+    proxy_cmd.register_opts(conf)
+    conf(["--config-file", str(path)])
+    return conf
+
+
+def test_zero_means_one_per_core(tmp_path, monkeypatch):
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: 6)
+    conf = _conf(tmp_path, "[proxy]\nrole = server\nworkers = 0\n")
+    assert workers.count(conf) == 6
+
+
+def test_a_client_proxy_keeps_one_process(tmp_path):
+    conf = _conf(tmp_path, "[proxy]\nrole = client\nworkers = 2\n")
+    with pytest.raises(exceptions.InvalidConfig) as e:
+        workers.count(conf)
+    assert "[proxy] workers" in str(e.value)
+    assert workers.count(_conf(tmp_path, "[proxy]\nrole = client\n")) == 1
+
+
+def _snapshot(calls, read, latency, started_at, inflight):
+    every = counters.Counters()
+    every.part(counters.ListenerCounters).downstream_bytes_out = read
+    every.part(counters.ListenerCounters).max_inflight_seen = inflight
+    every.part(counters.RoleCounters).calls.update(calls)
+    upstream = every.part(counters.UpstreamCounters)
+    for seconds in latency:
+        upstream.upstream_call_seconds.observe(seconds)
+    return dict(every.as_dict(), started_at=started_at, role="server",
+                port=2049, upstream=["tcp 127.0.0.1:2049"])
+
+
+def test_the_workers_counters_add_up():
+    first = _snapshot({"nfs_read": 3, "nfs_getattr": 1}, 300, [0.001],
+                      100.0, 4)
+    second = _snapshot({"nfs_read": 5}, 500, [0.001, 2.0], 90.0, 7)
+    total = workers.merged([first, second])
+    assert total["downstream_bytes_out"] == 800
+    assert total["calls"] == {"nfs_read": 8, "nfs_getattr": 1}
+    histogram = total["upstream_call_seconds"]
+    assert sum(histogram["counts"]) == 3
+    assert histogram["sum"] == pytest.approx(2.002)
+    # Not added: the highest load seen, the first start, who it is.
+    assert total["max_inflight_seen"] == 7
+    assert total["started_at"] == 90.0
+    assert (total["role"], total["port"]) == ("server", 2049)
+    # The inputs are left as they were.
+    assert first["calls"] == {"nfs_read": 3, "nfs_getattr": 1}
+
+
+def test_the_workers_split_the_nfs_servers_connections():
+    assert [workers.Worker(0, None, count).share(total)
+            for count, total in ((2, 2), (2, 5), (4, 1), (1, 3))] \
+        == [1, 3, 1, 3]
