@@ -151,6 +151,8 @@ class Supervisor:
         #: (``gvfs-proxy --config-file ... serve``, or ``python -m``).
         self.argv = argv or [sys.executable] + sys.orig_argv[1:]
         self._sock = None
+        #: The port bound (the configured one, or the one picked for 0).
+        self.port = None
         self._stopping = None
         self._control = None
         self._metrics = None
@@ -269,7 +271,9 @@ class Supervisor:
                     "downstream_bytes_out", 0),
                 "downstream_bytes_in": snapshot.get(
                     "downstream_bytes_in", 0)})
-        return dict(merged(snapshots), workers=served)
+        # The port the supervisor bound: the workers know the configured
+        # one, which is 0 when the supervisor picked a free port.
+        return dict(merged(snapshots), workers=served, port=self.port)
 
     async def _stats(self, request):
         return await self._worker_stats()
@@ -302,7 +306,7 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._sock = self._listen()
-        port = self._sock.getsockname()[1]
+        self.port = port = self._sock.getsockname()[1]
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
         loop.add_signal_handler(signal.SIGHUP, self._forward,

@@ -57,6 +57,7 @@ def test_two_workers_share_the_tunnel_connections(tmp_path):
         assert stats["downstream_bytes_out"] == sum(
             w["downstream_bytes_out"] for w in served) >= 32 * MIB
         assert stats["role"] == "server" and stats["connections"] == 8
+        assert stats["port"] == lab.server_proxy.port
         # The supervisor's Prometheus endpoint serves the sum (read from
         # the workers every second).
         process.wait_until(
