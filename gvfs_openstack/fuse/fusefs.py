@@ -580,8 +580,7 @@ class GvfsFuse(pyfuse3.Operations):
             directory = self._fh(where[0])
         except inodes.StaleInode:
             return
-        self.prefill.opened(inode, (fattr.size, fattr.mtime.seconds *
-                                    10 ** 9 + fattr.mtime.nseconds),
+        self.prefill.opened(inode, (fattr.size, fattr.mtime.nanoseconds),
                             directory, where[1])
 
     async def _lookup_handle(self, dir_fh, name):

@@ -82,14 +82,10 @@ def stat_fields(fattr, ino, blksize):
         "st_size": fattr.size,
         "st_blocks": (fattr.used + 511) // 512,
         "st_blksize": blksize,
-        "st_atime_ns": _ns(fattr.atime),
-        "st_mtime_ns": _ns(fattr.mtime),
-        "st_ctime_ns": _ns(fattr.ctime),
+        "st_atime_ns": fattr.atime.nanoseconds,
+        "st_mtime_ns": fattr.mtime.nanoseconds,
+        "st_ctime_ns": fattr.ctime.nanoseconds,
     }
-
-
-def _ns(t):
-    return t.seconds * _NS + t.nseconds
 
 
 class NotRepresentable(OverflowError):

@@ -39,6 +39,11 @@ class NfsTime(c.XdrStruct):
     seconds: int
     nseconds: int = 0
 
+    @property
+    def nanoseconds(self) -> int:
+        """The time in nanoseconds since the epoch, as ``st_mtime_ns``."""
+        return self.seconds * 1_000_000_000 + self.nseconds
+
 
 @c.xdr_struct(c.UINT32, c.UINT32)
 class SpecData(c.XdrStruct):

@@ -59,3 +59,8 @@ def test_times_nfsv3_cannot_carry_are_refused(ns):
 def test_the_last_time_nfsv3_carries_is_kept():
     t = nfsattr.nfs_time((1 << 32) * 10**9 - 1)
     assert (t.seconds, t.nseconds) == ((1 << 32) - 1, 999_999_999)
+
+
+def test_an_nfs_time_in_nanoseconds_is_what_nfs_time_was_given():
+    ns = 1_700_000_000 * 10**9 + 123_456_789
+    assert nfsattr.nfs_time(ns).nanoseconds == ns

@@ -47,7 +47,7 @@ def attrs_of(attrs):
 
 def version_key(fattr):
     """What a zero map is valid for: the file's size and mtime."""
-    return fattr.size, fattr.mtime.seconds * 10 ** 9 + fattr.mtime.nseconds
+    return fattr.size, fattr.mtime.nanoseconds
 
 
 def _is_older(attrs, than):
