@@ -23,6 +23,17 @@ from gvfs_lab import process
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
+def grafana_query(expr, rate_interval, job=".+"):
+    """A dashboard panel's ``expr`` with its variables filled in.
+
+    As Grafana fills them: ``$job`` the jobs chosen (a regular
+    expression; all by default), ``$__rate_interval`` a duration such
+    as ``"30s"``.
+    """
+    return expr.replace("$job", job).replace("$__rate_interval",
+                                             rate_interval)
+
+
 class QueryError(Exception):
     """Prometheus refused a query: its error type and words."""
 

@@ -15,6 +15,7 @@ not Grafana's.
 import json
 import re
 
+from gvfs_lab import prometheus as prometheus_lab
 from tools.bench import charts
 
 #: Grafana's units: (factor, axis label).
@@ -29,12 +30,6 @@ COLUMN, ROW = 0.75, 0.42
 def _legend(template, labels):
     return re.sub(r"\{\{\s*(\w+)\s*\}\}",
                   lambda m: labels.get(m.group(1), ""), template).strip()
-
-
-def grafana_query(expr, rate_interval):
-    """``expr`` with the dashboard's variables as Grafana sends them."""
-    return expr.replace('=~"$job"', '=~".+"').replace(
-        "$__rate_interval", rate_interval)
 
 
 def draw(dashboard_path, prometheus, start, end, png, caption, step=2.0):
@@ -67,7 +62,8 @@ def draw(dashboard_path, prometheus, start, end, png, caption, step=2.0):
         drawn = 0
         for target in panel["targets"]:
             for labels, values in prometheus.query_range(
-                    grafana_query(target["expr"], rate_interval), start,
+                    prometheus_lab.grafana_query(target["expr"],
+                                                 rate_interval), start,
                     end, step):
                 axes.plot([t - start for t, _ in values],
                           [v * factor for _, v in values],

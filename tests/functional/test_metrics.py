@@ -101,11 +101,6 @@ def _dashboard(name):
         return json.load(f)
 
 
-def _as_grafana_sends(expr, job):
-    """A panel's query with the dashboard's variables filled in."""
-    return expr.replace("$job", job).replace("$__rate_interval", "30s")
-
-
 def test_a_prometheus_server_scrapes_both_proxies(lab_factory, tmp_path):
     """A real Prometheus: its samples match the counters.
 
@@ -150,8 +145,8 @@ def test_a_prometheus_server_scrapes_both_proxies(lab_factory, tmp_path):
             shown = set()
             for name in ("gvfs-proxies.json", "gvfs-mounts-and-jobs.json"):
                 for panel in _dashboard(name)["panels"]:
-                    if any(server.query(_as_grafana_sends(
-                            target["expr"], "gvfs-proxy"))
+                    if any(server.query(prometheus.grafana_query(
+                            target["expr"], "30s", job="gvfs-proxy"))
                             for target in panel["targets"]):
                         shown.add(panel["title"])
             return shown
