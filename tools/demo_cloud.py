@@ -35,7 +35,6 @@ import sys
 import tempfile
 import time
 
-from gvfs_lab import bootset
 from gvfs_lab import drlab
 from gvfs_lab import fusemount
 from gvfs_lab import guest
@@ -49,11 +48,10 @@ from gvfs_lab import prometheus
 from gvfs_lab import rabbitmq
 from gvfs_lab import topology
 from gvfs_lab import wan
+from tools.bench import boot as boot_bench
 from tools import dashboard_png
 
 USER = "alpha-member"
-FLAVOR = "demo.tiny"
-MARKER_TIMEOUT = 600.0
 MIB = 1024 * 1024
 #: The link between the two sites' DTNs: (RTT ms, Mbit/s).
 DTN_LINK = (20, 500)
@@ -136,28 +134,6 @@ def _gvfs_options(work, east, client, metrics):
             "mount_config": mount_config}
 
 
-def _boot(cloud, image, name):
-    """Seconds from ``server create`` to the guest's marker."""
-    started = time.monotonic()
-    server = cloud.cli("server", "create", "--image", image, "--flavor",
-                       FLAVOR, "--nic", "none", name, timeout=900)
-    console = os.path.join(cloud.instances_path, server["id"],
-                           "console.log")
-
-    def marked():
-        try:
-            with open(console, errors="replace") as f:
-                return bootset.find_marker(f.read()) is not None
-        except FileNotFoundError:
-            return False
-
-    process.wait_until(marked, "the marker of %s" % name, MARKER_TIMEOUT,
-                       interval=0.2)
-    seconds = time.monotonic() - started
-    cloud.openstack("server", "delete", "--wait", server["id"], timeout=900)
-    return seconds
-
-
 def _migrate(api, image_id, say):
     """``openstack gvfs migrate --wait`` with its output shown live."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
@@ -229,7 +205,8 @@ def run(rtt_ms, rate_mbit, dashboards=None):
             hv, _gvfs_options(work, east, client, metrics),
             extra={"glance": {"endpoint_override": glance_across}}))
         cloud.cli("flavor", "create", "--ram", "256", "--disk", "1",
-                  "--vcpus", "1", "--public", FLAVOR, user="admin")
+                  "--vcpus", "1", "--public", boot_bench.FLAVOR,
+                  user="admin")
 
         steps.say("$ openstack image create --file <kernel, initramfs, "
                   "disk>: into east's default store, gvfs on the DTN")
@@ -249,7 +226,10 @@ def run(rtt_ms, rate_mbit, dashboards=None):
             steps.say("$ openstack server create --image %s  (%s)" % (
                 image, label))
             before = link.bytes_sent()
-            seconds = _boot(cloud, image, "demo-%d" % len(rows))
+            # As the boot benchmark times it: server create to the
+            # guest's marker; the server deleted after.
+            [seconds], _ = boot_bench.boot(cloud, image,
+                                           "demo-%d" % len(rows))
             rows.append((label, seconds, link.bytes_sent() - before))
             steps.say("  the guest's marker after %.1f s" % seconds)
         print("\n  %-46s %8s %8s" % ("first boot on a cold host", "seconds",
