@@ -32,11 +32,13 @@ def write_mount_config(path, options=None):
 
 class FuseMount:
     def __init__(self, workdir, name, config, export, mountpoint,
-                 options=None):
+                 options=None, host=None):
         """Mount ``export`` through the proxy of ``config``.
 
         ``options`` go to the ``[mount]`` section of a second
-        configuration file.
+        configuration file.  ``host`` (a :class:`lan.Host`) runs the
+        mount in that host's network namespace, beside its proxy; the
+        mount itself is seen by every process.
         """
         self.mountpoint = os.path.realpath(mountpoint)
         os.makedirs(self.mountpoint, exist_ok=True)
@@ -46,6 +48,8 @@ class FuseMount:
                 "--config-file", config, "--config-file", mount_config,
                 "mount", "--export", export, self.mountpoint]
         self.log_path = os.path.join(workdir, name + ".log")
+        if host is not None:
+            argv = host.enter(argv)
         self.process = process.ManagedProcess(name, argv, self.log_path)
         if not mounter.wait_for_mount(self.mountpoint, self.process, 30.0):
             self.stop()

@@ -43,6 +43,18 @@ class LabError(Exception):
     """A part of the lab failed to start or behaved unexpectedly."""
 
 
+def command(*argv):
+    """Run a system command (``ip``, ``tc``, ...); its standard output.
+
+    LabError with the command and its error output if it fails.
+    """
+    result = subprocess.run(argv, capture_output=True, text=True,
+                            check=False)
+    if result.returncode:
+        raise LabError("%s: %s" % (" ".join(argv), result.stderr.strip()))
+    return result.stdout
+
+
 def let_others_traverse(path):
     """``o+x`` on ``path`` and every directory above it.
 
@@ -190,16 +202,16 @@ def stop_together(processes, timeout=60.0):
         proc.stop(timeout=10.0)
 
 
-def start_listening(name, argv, log_path, ports):
+def start_listening(name, argv, log_path, ports, host="127.0.0.1"):
     """Start a process and wait until it listens on every port in ports.
 
-    A process that exits or never listens is stopped and LabError raised,
-    with its log's path in the message.
+    Of ``host``.  A process that exits or never listens is stopped and
+    LabError raised, with its log's path in the message.
     """
     proc = ManagedProcess(name, argv, log_path)
     try:
         for port in ports:
-            wait_for_port(port, process=proc)
+            wait_for_port(port, host, process=proc)
     except LabError:
         proc.stop()
         raise

@@ -33,9 +33,13 @@ FILE_GID = 4242
 
 
 class Proxy:
-    """A ``gvfs-proxy`` process with a generated configuration."""
+    """A ``gvfs-proxy`` process with a generated configuration.
 
-    def __init__(self, workdir, name, sections):
+    ``host`` (a :class:`lan.Host`) runs it in that host's network
+    namespace, where its port is the host's own.
+    """
+
+    def __init__(self, workdir, name, sections, host=None):
         self.name = name
         self.port = sections["listen"]["port"]
         self.control_socket = os.path.join(workdir, name + ".sock")
@@ -49,10 +53,17 @@ class Proxy:
             parser[section] = {k: str(v) for k, v in values.items()}
         with open(self.config, "w") as f:
             parser.write(f)
-        self.process = process.start_listening(
-            name, [sys.executable, "-m", "gvfs_openstack.cmd.proxy",
-                   "--config-file", self.config, "serve"],
-            os.path.join(workdir, name + ".log"), [self.port])
+        argv = [sys.executable, "-m", "gvfs_openstack.cmd.proxy",
+                "--config-file", self.config, "serve"]
+        log = os.path.join(workdir, name + ".log")
+        if host is None:
+            self.process = process.start_listening(
+                name, argv, log, [self.port],
+                sections["listen"].get("host", "127.0.0.1"))
+        else:
+            # Its port is not ours to probe: its control socket tells.
+            self.process = process.ManagedProcess(name, host.enter(argv),
+                                                  log)
         # The proxy opens its control socket after its NFS port.  Until
         # it answers: after a SIGKILL the old proxy's socket file is still
         # there, refusing connections.
@@ -180,6 +191,11 @@ class Lab:
             self._client_config["metrics"] = {"port": process.free_port()}
         self.client_proxy = self._keep(Proxy(self.workdir, "client-proxy",
                                              self._client_config))
+
+    @property
+    def dtn_endpoint(self):
+        """``(host, port)`` where client proxies reach the DTN."""
+        return self._wan_host, self._wan_target
 
     def _server_sections(self):
         peers = ["127.0.0.1/32"]

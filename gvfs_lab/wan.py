@@ -38,18 +38,9 @@ _SUBNETS = "10.213"
 _serial = itertools.count()
 
 
-def _run(*argv):
-    result = subprocess.run(argv, capture_output=True, text=True,
-                            check=False)
-    if result.returncode:
-        raise process.LabError("%s: %s" % (" ".join(argv),
-                                           result.stderr.strip()))
-    return result.stdout
-
-
 def _free_subnet():
     """``(net, first)``: a /30 under 10.213.0.0/16 no interface here uses."""
-    used = _run("ip", "-o", "-4", "addr", "show")
+    used = process.command("ip", "-o", "-4", "addr", "show")
     for _ in range(1000):
         net = "%s.%d" % (_SUBNETS, random.randrange(256))
         first = random.randrange(64) * 4
@@ -95,28 +86,29 @@ class SharedLink:
             raise
 
     def _create(self):
+        run = process.command
         outside, inside = self._veth
         net, fourth = _free_subnet()
         #: The root side's address: servers as the namespace sees them.
         self.gateway = "%s.%d" % (net, fourth + 1)
         #: The namespace's address: where the routes' clients connect.
         self.host = "%s.%d" % (net, fourth + 2)
-        _run("ip", "netns", "add", self.netns)
+        run("ip", "netns", "add", self.netns)
         self._created.append(("ip", "netns", "delete", self.netns))
-        _run("ip", "link", "add", outside, "type", "veth", "peer", "name",
-             inside)
+        run("ip", "link", "add", outside, "type", "veth", "peer", "name",
+            inside)
         self._created.append(("ip", "link", "delete", outside))
-        _run("ip", "link", "set", inside, "netns", self.netns)
-        _run("ip", "addr", "add", self.gateway + "/30", "dev", outside)
-        _run("ip", "link", "set", outside, "up")
+        run("ip", "link", "set", inside, "netns", self.netns)
+        run("ip", "addr", "add", self.gateway + "/30", "dev", outside)
+        run("ip", "link", "set", outside, "up")
         inns = ("ip", "netns", "exec", self.netns)
-        _run(*inns, "ip", "addr", "add", self.host + "/30", "dev", inside)
-        _run(*inns, "ip", "link", "set", inside, "up")
-        _run(*inns, "ip", "link", "set", "lo", "up")
-        _run("sysctl", "-q", "-w",
-             "net.ipv4.conf.%s.route_localnet=1" % outside)
-        _run("tc", "qdisc", "add", "dev", outside, "root",
-             *tbf_arguments(self.rate_mbit))
+        run(*inns, "ip", "addr", "add", self.host + "/30", "dev", inside)
+        run(*inns, "ip", "link", "set", inside, "up")
+        run(*inns, "ip", "link", "set", "lo", "up")
+        run("sysctl", "-q", "-w",
+            "net.ipv4.conf.%s.route_localnet=1" % outside)
+        run("tc", "qdisc", "add", "dev", outside, "root",
+            *tbf_arguments(self.rate_mbit))
 
     def add_link(self, name, upstream_port, upstream_host="127.0.0.1"):
         """A route across the link to ``upstream_host:upstream_port``.
@@ -131,7 +123,7 @@ class SharedLink:
                     "-m", "comment", "--comment",
                     "gvfs-lab-%d" % os.getpid(), "-j", "DNAT",
                     "--to-destination", "127.0.0.1:%d" % upstream_port]
-            _run("iptables", "-w", "-t", "nat", "-A", *rule)
+            process.command("iptables", "-w", "-t", "nat", "-A", *rule)
             self._rules.append(rule)
         elif upstream_host != self.gateway:
             raise ValueError("a server on %s cannot be reached from the "
@@ -141,13 +133,27 @@ class SharedLink:
             self.toxiproxy.latency(name, self.rtt_ms)
         return port
 
+    def reach_from(self, subnet):
+        """Let hosts of ``subnet`` (another namespace's) use the routes.
+
+        Their packets come through the root namespace, which forwards
+        them onto the link (forwarding on for the link's side alone, not
+        the machine's); the namespace routes its answers back the same
+        way.
+        """
+        process.command("sysctl", "-q", "-w", "net.ipv4.conf.%s.forwarding=1"
+                        % self._veth[0])
+        process.command("ip", "netns", "exec", self.netns, "ip", "route",
+                        "add", subnet, "via", self.gateway)
+
     def set_enabled(self, name, enabled):
         """Disabling a route closes its connections and refuses new ones."""
         self.toxiproxy.set_enabled(name, enabled)
 
     def bytes_sent(self):
         """Bytes the link's bucket has let through."""
-        out = _run("tc", "-s", "qdisc", "show", "dev", self._veth[0])
+        out = process.command("tc", "-s", "qdisc", "show", "dev",
+                              self._veth[0])
         words = out.split()
         return int(words[words.index("Sent") + 1])
 

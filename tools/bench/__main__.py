@@ -23,6 +23,7 @@ from tools.bench import proxy_throughput
 from tools.bench import replicate
 from tools.bench import segments
 from tools.bench import server_workers
+from tools.bench import storm
 from tools.bench import wan_link
 from tools.bench import warm
 
@@ -39,6 +40,7 @@ SCENARIOS = {
     "replicate": replicate.run,
     "segments": segments.run,
     "server-workers": server_workers.run,
+    "storm": storm.run,
     "wan-link": wan_link.run,
     "warm": warm.run,
 }

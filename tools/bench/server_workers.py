@@ -29,23 +29,18 @@ from gvfs_lab import process
 from gvfs_lab.topology import Lab
 from gvfs_openstack.client.nfs import NfsClient
 from tools.bench import charts
+from tools.bench import cpu
 from tools.bench import data
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 READERS = 4
 CONNECTIONS = 8
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_seconds(pids):
     """User and system seconds the processes ``pids`` have used."""
-    total = 0
-    for pid in pids:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
+    return sum(cpu.process_seconds(pid) for pid in pids)
 
 
 def _server_pids(lab):
