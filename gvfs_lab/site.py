@@ -5,6 +5,8 @@ The GVFS hierarchy at the scale of a boot storm::
 
     DTN (the lab's Ganesha and server proxy)
       |  the emulated WAN (wan.SharedLink): one rate, one round trip
+    the site proxy: a client proxy with a cache (with 2 LAN proxies or
+      |  more), so that a block crosses the WAN once for them all
     LAN proxies: client proxies with a cache, one per LAN segment
       |  the LAN (lan.Lan): each proxy's port and each host's shaped
     compute hosts: a client proxy with its cache, and a FUSE mount
@@ -79,13 +81,14 @@ class Site:
     proxy's (default: ``cache``), ``mount_options`` each mount's
     ``[mount]`` section.  With ``lan_proxies=0`` the hosts cross the WAN
     to the DTN; otherwise host *i* is on segment *i* mod
-    ``lan_proxies``.  The rates are of the LAN's ports
-    (:class:`lan.Lan`).
+    ``lan_proxies``, and with more than one LAN proxy they reach the
+    DTN through a site proxy (with ``lan_cache``) unless ``site_proxy``
+    is False.  The rates are of the LAN's ports (:class:`lan.Lan`).
     """
 
     def __init__(self, lab, hosts, lan_proxies, cache, lan_cache=None,
                  mount_options=None, lan_rate_mbit=1000,
-                 host_rate_mbit=1000):
+                 host_rate_mbit=1000, site_proxy=None):
         if lab.shared_link is None:
             raise ValueError("a site needs a lab with a wan")
         if hosts < 1 or lan_proxies < 0:
@@ -99,6 +102,10 @@ class Site:
         self._lan_cache = cache if lan_cache is None else lan_cache
         self._mount_options = mount_options or {}
         self._rates = lan_rate_mbit, host_rate_mbit
+        self._want_site_proxy = lan_proxies > 1 if site_proxy is None \
+            else site_proxy and lan_proxies > 0
+        #: The site proxy (:class:`topology.Proxy`), or None.
+        self.site_proxy = None
         self._stack = contextlib.ExitStack()
         #: The LAN proxies (:class:`topology.Proxy`), by segment.
         self.lan_proxies = []
@@ -124,12 +131,22 @@ class Site:
         self._stack.callback(self.lan.stop)
         if self.lan_proxy_count == 0:
             self.lan.reach(self.lab.shared_link)
+        if self._want_site_proxy:
+            self.site_proxy = self.lab.add_client(
+                "%s-site" % self.name, cache=self._lan_cache)
+            self._stack.callback(self.site_proxy.stop)
         for index, segment in enumerate(self.lan.segments[
                 :self.lan_proxy_count]):
-            proxy = self.lab.add_client(
-                "%s-lan-%d" % (self.name, index), cache=self._lan_cache,
-                listen={"host": segment.gateway,
-                        "allowed_peers": segment.subnet})
+            name = "%s-lan-%d" % (self.name, index)
+            listen = {"host": segment.gateway,
+                      "allowed_peers": segment.subnet}
+            if self.site_proxy is None:
+                proxy = self.lab.add_client(name, cache=self._lan_cache,
+                                            listen=listen)
+            else:
+                proxy = self.lab.add_leaf(name, cache=self._lan_cache,
+                                          upstream=self.site_proxy,
+                                          listen=listen)
             self._stack.callback(proxy.stop)
             self.lan_proxies.append(proxy)
         namespaces = [self.lan.add_host(i % len(self.lan.segments))
@@ -149,6 +166,13 @@ class Site:
                 self.hosts.append(host)
         if failed is not None:
             raise failed
+
+    def add_host(self):
+        """One more host, on the segment with the fewest: a late joiner."""
+        host = self._start_host(self.lan.add_host())
+        self._stack.callback(host.stop)
+        self.hosts.append(host)
+        return host
 
     def _upstream(self, namespace):
         if not self.lan_proxies:

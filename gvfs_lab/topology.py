@@ -45,6 +45,9 @@ class Proxy:
         self.control_socket = os.path.join(workdir, name + ".sock")
         sections.setdefault("proxy", {})["control_socket"] = \
             self.control_socket
+        # One process unless a test asks for workers: what a test
+        # reads of a proxy (its log, its counters) is then one's.
+        sections["proxy"].setdefault("workers", 1)
         self.config = os.path.join(workdir, name + ".conf")
         #: Port of its Prometheus endpoint, or None.
         self.metrics_port = sections.get("metrics", {}).get("port")
@@ -267,17 +270,20 @@ class Lab:
         return dict({"directory": os.path.join(self.workdir,
                                                name + "-cache")}, **cache)
 
-    def add_leaf(self, name, cache=None):
+    def add_leaf(self, name, cache=None, upstream=None, listen=None):
         """Another client proxy whose next hop is the client proxy.
 
         With a cache on both, the client proxy is a LAN proxy: a second
         level cache shared by the leaves (the GVFS paper's WAN-S3 setup).
+        ``upstream``: another of the lab's proxies as the next hop;
+        ``listen`` is added to its ``[listen]`` section.
         """
         sections = {
             "proxy": {"role": "client"},
-            "listen": {"host": "127.0.0.1", "port": process.free_port()},
+            "listen": dict({"host": "127.0.0.1",
+                            "port": process.free_port()}, **(listen or {})),
             "upstream": {"tunnel": "tcp", "host": "127.0.0.1",
-                         "port": self.client_proxy.port,
+                         "port": (upstream or self.client_proxy).port,
                          "reconnect_max_delay": 1.0},
         }
         if cache is not None:

@@ -96,8 +96,8 @@ Related options:
 
 ``gvfs-proxy stats`` reads counters through it. Unset: no control socket.
 """),
-    cfg.IntOpt("workers", default=1, min=0, max=64,
-               help="""Processes of a server proxy; 0: one per core.
+    cfg.IntOpt("workers", default=0, min=0, max=64,
+               help="""Processes of a server proxy; 0: one per core, at most 8.
 
 With more than one, ``gvfs-proxy serve`` binds the port and hands each
 connection to the worker with the fewest open ones; each worker is a
@@ -109,7 +109,7 @@ that resends a non-idempotent call on a new connection may reach another
 worker, which does it again, as after a server restart.  ``stats`` and
 the Prometheus endpoint show the workers added up (and what each
 served); they need ``control_socket``.  Server role only: a client
-proxy's cache belongs to one process.
+proxy's cache belongs to one process (0 gives it one; more is refused).
 """),
 ]
 

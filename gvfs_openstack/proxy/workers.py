@@ -53,6 +53,9 @@ LOG = logging.getLogger(__name__)
 WORKER_ENV = "GVFS_PROXY_WORKER"
 #: More would share the cores with nothing gained.
 MAX_WORKERS = 64
+#: Most workers ``workers = 0`` starts: past some eight the NFS server
+#: next door (its own threads, the disks) wants the cores more.
+AUTO_WORKERS = 8
 #: Snapshot fields that are not added up across workers.
 _HIGHEST = {"max_inflight_seen"}
 _LOWEST = {"started_at"}
@@ -63,10 +66,16 @@ METRICS_EVERY = 1.0
 
 
 def count(conf):
-    """How many workers ``conf`` asks for (``0``: one per core)."""
+    """How many workers ``conf`` asks for.
+
+    ``0`` (the default): one per core for a server proxy, at most
+    :data:`AUTO_WORKERS`; one for a client proxy.
+    """
     wanted = conf.proxy.workers
     if wanted == 0:
-        wanted = min(os.cpu_count() or 1, MAX_WORKERS)
+        if conf.proxy.role != "server":
+            return 1
+        wanted = min(os.cpu_count() or 1, AUTO_WORKERS)
     if wanted > 1 and conf.proxy.role != "server":
         raise exceptions.InvalidConfig(
             option="[proxy] workers",

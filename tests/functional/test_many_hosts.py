@@ -6,8 +6,10 @@ FUSE mount, replay one recorded boot of a golden image at once, across
 an emulated WAN from a DTN whose server proxy has two workers.  Behind
 a LAN proxy every host reads the image's bytes, and the boot set crosses
 the WAN once (the LAN proxy joins the hosts' fetches of a block into
-one); with no LAN proxy each host's reads cross the WAN on their own,
-routed through the site's gateway.
+one), as it does behind two LAN proxies that share a site proxy; with
+no LAN proxy each host's reads cross the WAN on their own,
+routed through the site's gateway.  A host that boots later reads
+the image from the LAN proxy, not the DTN.
 """
 
 import os
@@ -78,6 +80,25 @@ def test_hosts_behind_a_lan_proxy_fetch_each_block_once(lab, trace):
         for host in site.hosts:
             stats = host.proxy.stats()
             assert stats["upstream_bytes_in"] >= trace.bytes, stats
+        # A host that boots later catches up from the LAN proxy.
+        late = site.add_host()
+        before = _sent_by_dtn(lab)
+        result = replay.replay(late.path(IMAGE), trace)
+        assert result.digest == replay.expected_digest(
+            os.path.join(lab.export, IMAGE), trace)
+        assert _sent_by_dtn(lab) - before < 0.05 * trace.bytes
+
+
+def test_two_lan_proxies_behind_a_site_proxy_cross_once(lab, trace):
+    with site_lab.Site(lab, hosts=4, lan_proxies=2, cache=CACHE) as site:
+        assert site.site_proxy is not None
+        assert {h.namespace.segment.gateway for h in site.hosts} == {
+            s.gateway for s in site.lan.segments}
+        crossed = _boot_together(lab, site, trace)
+        assert trace.bytes <= crossed <= 1.25 * trace.bytes, crossed
+        for lan_proxy in site.lan_proxies:
+            served = lan_proxy.stats()["downstream_bytes_out"]
+            assert served >= 2 * trace.bytes, served
 
 
 def test_hosts_without_a_lan_proxy_cross_the_wan_each(lab, trace):

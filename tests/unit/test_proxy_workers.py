@@ -27,12 +27,28 @@ def test_zero_means_one_per_core(tmp_path, monkeypatch):
     assert workers.count(conf) == 6
 
 
+def test_by_default_a_server_proxy_runs_on_every_core_up_to_eight(
+        tmp_path, monkeypatch):
+    server = _conf(tmp_path, "[proxy]\nrole = server\n")
+    for cores, expected in ((1, 1), (2, 2), (8, 8), (96, 8)):
+        monkeypatch.setattr(workers.os, "cpu_count", lambda: cores)
+        assert workers.count(server) == expected
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: None)
+    assert workers.count(server) == 1
+    # Said outright, more than eight is taken.
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: 96)
+    assert workers.count(_conf(tmp_path, "[proxy]\nrole = server\n"
+                                         "workers = 12\n")) == 12
+
+
 def test_a_client_proxy_keeps_one_process(tmp_path):
     conf = _conf(tmp_path, "[proxy]\nrole = client\nworkers = 2\n")
     with pytest.raises(exceptions.InvalidConfig) as e:
         workers.count(conf)
     assert "[proxy] workers" in str(e.value)
     assert workers.count(_conf(tmp_path, "[proxy]\nrole = client\n")) == 1
+    assert workers.count(_conf(tmp_path, "[proxy]\nrole = client\n"
+                                         "workers = 0\n")) == 1
 
 
 def _snapshot(calls, read, latency, started_at, inflight):
