@@ -339,6 +339,32 @@ async def test_a_demand_miss_goes_out_beside_the_prefetch(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_a_block_a_reader_fetched_meanwhile_is_not_prefetched(
+        tmp_path):
+    d = golden_with_profile(((10, 0), (20, 1), (30, 2)))
+    cached = make(tmp_path, d, window=BS)
+    await open_file(cached, d, "golden")
+    d.gate = asyncio.Event()
+    asyncio.ensure_future(cached.read(read_call("golden", 50 * BS, BS)))
+    # The prefetch sent block 10 and waits for room to send block 20.
+    await until(lambda: cached.profiles.counters.prefetch_blocks == 1)
+    await asyncio.sleep(0.05)
+    demand = asyncio.ensure_future(
+        cached.read(read_call("golden", 20 * BS, BS)))
+    await asyncio.sleep(0.05)
+    d.gate.set()
+    assert bytes((await demand)[1]) == bytes([20 % 251 + 1]) * BS
+    await until(lambda: cached.profiles.counters.prefetch_blocks +
+                cached.profiles.counters.prefetch_blocks_present == 3)
+    await asyncio.sleep(0.05)
+    offsets = [a.offset // BS for p, a in d.calls
+               if p == Nfs3Proc.READ and bytes(a.file) == b"fh:golden"]
+    assert sorted(offsets) == [10, 20, 30, 50], offsets
+    assert cached.profiles.counters.prefetch_blocks_present == 1
+    await cached.profiles.stop()
+
+
+@pytest.mark.asyncio
 async def test_stale_and_hostile_profiles_are_ignored_and_reads_go_on(
         tmp_path):
     for body, counter in (

@@ -267,9 +267,15 @@ class BootProfiles:
             finally:
                 self.counters.prefetch_bytes += window.arrived
                 window.arrived = 0
-            window.add(reads.fetch(call, state, first, count), run_bytes)
-            self.counters.prefetch_blocks += count
-            fetched += count
+            still = 0
+            for run_first, run_count in reads.wanted_runs(state, first,
+                                                          count):
+                window.add(reads.fetch(call, state, run_first, run_count),
+                           min(run_count * bs, size - run_first * bs))
+                still += run_count
+            self.counters.prefetch_blocks_present += count - still
+            self.counters.prefetch_blocks += still
+            fetched += still
         try:
             await window.drain()
         finally:

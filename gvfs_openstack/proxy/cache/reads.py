@@ -514,6 +514,17 @@ class CachedReads:
         """Contiguous runs of ``blocks``, each one upstream READ."""
         return _runs(blocks, self.max_fetch_blocks)
 
+    def wanted_runs(self, state, first, count):
+        """Runs of ``[first, first + count)`` that still need a fetch.
+
+        For work that waited between choosing its blocks and fetching
+        them (a prefetch or a stream waiting for room in its window): a
+        reader's miss may have fetched some of them meanwhile, and
+        fetching those again would bring them across the link twice.
+        """
+        return list(self.runs([b for b in range(first, first + count)
+                               if self.wanted(state, b)]))
+
     def forget(self, fh):
         """Ask the server about ``fh`` again before trusting it."""
         self.files.forget(fh)

@@ -202,10 +202,14 @@ class ImageStreams:
                 wire = run_bytes * progress.ratio
                 await self._room(window, wire, progress)
                 sent = self.clock()
-                window.add(reads.fetch(call, state, first, count, reader,
-                                       speculative=True), wire)
-                self.counters.stream_blocks += count
-                fetched += count
+                for run_first, run_count in reads.wanted_runs(state, first,
+                                                              count):
+                    window.add(reads.fetch(call, state, run_first,
+                                           run_count, reader,
+                                           speculative=True),
+                               wire * run_count / count)
+                    self.counters.stream_blocks += run_count
+                    fetched += run_count
                 if not waited:
                     # The first chunk alone: how far away is its source?
                     waited = True

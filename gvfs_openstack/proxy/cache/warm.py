@@ -121,8 +121,11 @@ class Warmer:
                     rate - (time.monotonic() - start)
                 if ahead > 0:
                     await asyncio.sleep(ahead)
-                window.add(reads.fetch(call, state, first, count),
-                           run_bytes)
+                for run_first, run_count in reads.wanted_runs(
+                        state, first, count):
+                    window.add(reads.fetch(call, state, run_first,
+                                           run_count),
+                               min(run_count * bs, size - run_first * bs))
             await window.drain()
         except FetchError as e:
             raise WarmError(path=path, reason=str(e)) from e
