@@ -12,6 +12,7 @@ import pwd
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 
@@ -53,6 +54,51 @@ def command(*argv):
     if result.returncode:
         raise LabError("%s: %s" % (" ".join(argv), result.stderr.strip()))
     return result.stdout
+
+
+def together(calls):
+    """Run each of ``calls`` in a thread of its own, at once; results.
+
+    In the order of ``calls``; once every one has returned, the first
+    exception any raised is raised here.
+    """
+    results = [None] * len(calls)
+    errors = []
+
+    def one(index, call):
+        try:
+            results[index] = call()
+        except Exception as e:  # Raised below, in the caller's thread.
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(i, call), daemon=True)
+               for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+class Part:
+    """A lab part that is a ``with`` block: started, then stopped.
+
+    ``stop()`` also runs when ``start()`` fails half-way, so that what
+    it had started is stopped.
+    """
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
 
 
 def let_others_traverse(path):

@@ -18,15 +18,18 @@ booting its services in parallel), read *i* goes to reader *i* mod
 read *i* after its previous read returned.  Where reads are instant the
 replay takes the recording's time; every slow read adds its wait.
 
-No processes; one thread per reader.
+No processes: one thread per reader.
 """
 
 import dataclasses
+import functools
 import hashlib
 import mmap
 import os
 import threading
 import time
+
+from gvfs_lab import process
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,44 +115,38 @@ def replay(path, trace, readers=1, start_at=None):
 def _replay(fd, trace, readers, start_at):
     hashes = [None] * len(trace.reads)
     sizes = [0] * len(trace.reads)
-    spent = [0.0] * readers
-    errors = []
+    failed = threading.Event()
     if start_at is not None:
         time.sleep(max(0.0, start_at - time.monotonic()))
     began = time.monotonic()
 
     def reader(index):
+        """Seconds its reads took."""
+        spent = 0.0
         # An anonymous map is page-aligned, as O_DIRECT wants.
-        buffer = mmap.mmap(-1, trace.block_size)
-        try:
-            previous = None
+        with mmap.mmap(-1, trace.block_size) as buffer:
+            previous = 0.0
             for i in range(index, len(trace.reads), readers):
+                if failed.is_set():
+                    break
                 block, at = trace.reads[i]
-                think = at - (previous if previous is not None else 0.0)
+                if at > previous:
+                    time.sleep(at - previous)
                 previous = at
-                if think > 0:
-                    time.sleep(think)
                 asked = time.monotonic()
-                size = os.preadv(fd, [buffer], block * trace.block_size)
-                spent[index] += time.monotonic() - asked
+                try:
+                    size = os.preadv(fd, [buffer], block * trace.block_size)
+                except OSError:
+                    failed.set()  # The other readers stop too.
+                    raise
+                spent += time.monotonic() - asked
                 sizes[i] = size
                 hashes[i] = hashlib.sha256(buffer[:size]).digest()
-                if errors:
-                    return
-        except OSError as e:
-            errors.append(e)
-        finally:
-            buffer.close()
+        return spent
 
-    threads = [threading.Thread(target=reader, args=(i,), daemon=True)
-               for i in range(readers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    spent = process.together([functools.partial(reader, index)
+                              for index in range(readers)])
     seconds = time.monotonic() - began
-    if errors:
-        raise errors[0]
     hasher = hashlib.sha256()
     for data in hashes:
         hasher.update(data)
@@ -163,21 +160,6 @@ def replay_together(paths, trace, readers=1, delay=0.5):
     (time for every thread to be ready); in the order of ``paths``.
     """
     start_at = time.monotonic() + delay
-    results = [None] * len(paths)
-    errors = []
-
-    def one(i, path):
-        try:
-            results[i] = replay(path, trace, readers, start_at)
-        except Exception as e:  # Re-raised below, in this thread.
-            errors.append(e)
-
-    threads = [threading.Thread(target=one, args=(i, p), daemon=True)
-               for i, p in enumerate(paths)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
+    return process.together([
+        functools.partial(replay, path, trace, readers, start_at)
+        for path in paths])

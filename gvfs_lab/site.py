@@ -29,6 +29,7 @@ import os
 
 from gvfs_lab import fusemount
 from gvfs_lab import lan
+from gvfs_lab import process
 from gvfs_lab import topology
 
 #: The port of each host's client proxy, in the host's own namespace.
@@ -74,7 +75,7 @@ class ComputeHost:
         self.proxy.stop()
 
 
-class Site:
+class Site(process.Part):
     """``hosts`` compute hosts behind ``lan_proxies`` LAN proxies.
 
     ``cache`` is each host's ``[cache]`` section, ``lan_cache`` each LAN
@@ -111,17 +112,6 @@ class Site:
         self.lan_proxies = []
         #: The :class:`ComputeHost` s, in order.
         self.hosts = []
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def start(self):
         os.makedirs(self.workdir, exist_ok=True)

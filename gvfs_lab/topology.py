@@ -94,7 +94,7 @@ class Proxy:
         return self.process.stop(timeout=120.0)
 
 
-class Lab:
+class Lab(process.Part):
     """One DTN and one client node joined by a tunnel.
 
     ``tunnel`` is ``tcp``, ``tls`` or ``ssh``; with ``link=True`` the
@@ -133,17 +133,6 @@ class Lab:
         self._stack = contextlib.ExitStack()
         self.toxiproxy = None
         self.sshd = None
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def _keep(self, part):
         self._stack.callback(part.stop)

@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 
+from gvfs_lab import process
 from gvfs_lab import toxiproxy
 from gvfs_lab import wan
 from tools.bench import charts
@@ -57,28 +58,18 @@ def _send_all(host, port, total, streams):
     """Seconds to send ``total`` bytes over ``streams`` connections."""
     share = total // streams
     block = b"\0" * MIB
-    errors = []
 
     def send():
-        try:
-            with socket.create_connection((host, port), timeout=120) as s:
-                s.sendall(share.to_bytes(8, "big"))
-                left = share
-                while left:
-                    left -= s.send(block[:min(left, MIB)])
-                if s.recv(1) != b"k":
-                    raise OSError("the sink did not take it all")
-        except OSError as e:
-            errors.append(e)
+        with socket.create_connection((host, port), timeout=120) as s:
+            s.sendall(share.to_bytes(8, "big"))
+            left = share
+            while left:
+                left -= s.send(block[:min(left, MIB)])
+            if s.recv(1) != b"k":
+                raise OSError("the sink did not take it all")
 
-    threads = [threading.Thread(target=send) for _ in range(streams)]
     start = time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
+    process.together([send] * streams)
     return time.monotonic() - start
 
 
