@@ -31,7 +31,6 @@ process and removed on stop.
 import itertools
 import os
 import random
-import subprocess
 
 from gvfs_lab import process
 from gvfs_lab import wan
@@ -98,8 +97,8 @@ class Lan:
         self.proxy_rate_mbit = proxy_rate_mbit
         self.host_rate_mbit = host_rate_mbit
         self._tag = "%x%x" % (os.getpid(), next(_serial))
-        self._undo = []
-        self._rules = []
+        #: What takes back each thing made (:func:`process.undo`).
+        self._made = []
         self.segments = []
         try:
             for index in range(segments):
@@ -118,7 +117,7 @@ class Lan:
         bridge = self._name("b", index)
         net = _free_segment()
         process.command("ip", "link", "add", bridge, "type", "bridge")
-        self._undo.append(("ip", "link", "delete", bridge))
+        self._made.append(("ip", "link", "delete", bridge))
         process.command("ip", "addr", "add", net + ".1/24", "dev", bridge)
         process.command("ip", "link", "set", bridge, "up")
         process.command("tc", "qdisc", "add", "dev", bridge, "root",
@@ -131,7 +130,7 @@ class Lan:
                     "--comment", "gvfs-lab-%d" % os.getpid(), "-j",
                     "ACCEPT"]
             process.command("iptables", "-w", "-I", *rule)
-            self._rules.append(rule)
+            self._made.append(("iptables", "-w", "-D", *rule))
         return segment
 
     def add_host(self, segment_index=None):
@@ -147,22 +146,13 @@ class Lan:
         netns = "gvfs-host-%s-%d" % (self._tag, index)
         outside, inside = self._name("p", index), self._name("h", index)
         address = segment.next_address()
-        process.command("ip", "netns", "add", netns)
-        self._undo.append(("ip", "netns", "delete", netns))
-        process.command("ip", "link", "add", outside, "type", "veth",
-                        "peer", "name", inside)
-        self._undo.append(("ip", "link", "delete", outside))
-        process.command("ip", "link", "set", inside, "netns", netns)
+        wan.namespace_on_veth(netns, outside, inside, address + "/24",
+                              self._made)
         process.command("ip", "link", "set", outside, "master",
                         segment.bridge)
-        process.command("ip", "link", "set", outside, "up")
         process.command("tc", "qdisc", "add", "dev", outside, "root",
                         *wan.tbf_arguments(self.host_rate_mbit))
         inns = ("ip", "netns", "exec", netns)
-        process.command(*inns, "ip", "addr", "add", address + "/24", "dev",
-                        inside)
-        process.command(*inns, "ip", "link", "set", inside, "up")
-        process.command(*inns, "ip", "link", "set", "lo", "up")
         process.command(*inns, "ip", "route", "add", "default", "via",
                         segment.gateway)
         process.command(*inns, "tc", "qdisc", "add", "dev", inside, "root",
@@ -179,11 +169,7 @@ class Lan:
             shared_link.reach_from(segment.subnet)
 
     def stop(self):
-        for rule in self._rules:
-            subprocess.run(["iptables", "-w", "-D"] + rule,
-                           capture_output=True, check=False)
-        self._rules = []
-        # A veth's peer goes with it; namespaces and bridges last.
-        for argv in reversed(self._undo):
-            subprocess.run(argv, capture_output=True, check=False)
-        self._undo = []
+        # Last made first: a veth's peer goes with it, the namespace
+        # after, then a segment's rules and bridge.
+        process.undo(self._made)
+        self._made = []

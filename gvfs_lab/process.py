@@ -56,6 +56,17 @@ def command(*argv):
     return result.stdout
 
 
+def undo(commands):
+    """Run ``commands`` (argv tuples) last first, whatever each says.
+
+    What a lab part runs on stop to take back the interfaces, namespaces
+    and firewall rules it made, each command recorded as it made them:
+    one that fails (already gone) does not keep the others from running.
+    """
+    for argv in reversed(commands):
+        subprocess.run(list(argv), capture_output=True, check=False)
+
+
 def together(calls):
     """Run each of ``calls`` in a thread of its own, at once; results.
 

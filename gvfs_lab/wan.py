@@ -28,7 +28,6 @@ Everything is named after this process and removed on stop.
 import itertools
 import os
 import random
-import subprocess
 
 from gvfs_lab import process
 from gvfs_lab import toxiproxy
@@ -47,6 +46,26 @@ def _free_subnet():
         if not any(" %s.%d/" % (net, first + i) in used for i in (1, 2)):
             return net, first
     raise process.LabError("no free /30 under %s.0.0/16" % _SUBNETS)
+
+
+def namespace_on_veth(netns, outside, inside, address, made):
+    """A network namespace joined to this one by a veth pair.
+
+    ``inside`` goes into the namespace with ``address`` (CIDR); both
+    ends and the namespace's loopback are up.  What takes each step
+    back is appended to ``made`` (see :func:`process.undo`).
+    """
+    process.command("ip", "netns", "add", netns)
+    made.append(("ip", "netns", "delete", netns))
+    process.command("ip", "link", "add", outside, "type", "veth", "peer",
+                    "name", inside)
+    made.append(("ip", "link", "delete", outside))
+    process.command("ip", "link", "set", inside, "netns", netns)
+    process.command("ip", "link", "set", outside, "up")
+    inns = ("ip", "netns", "exec", netns)
+    process.command(*inns, "ip", "addr", "add", address, "dev", inside)
+    process.command(*inns, "ip", "link", "set", inside, "up")
+    process.command(*inns, "ip", "link", "set", "lo", "up")
 
 
 def tbf_arguments(rate_mbit):
@@ -75,8 +94,8 @@ class SharedLink:
         tag = "%x%x" % (os.getpid(), next(_serial))
         self.netns = "gvfs-wan-" + tag
         self._veth = ("gw%sh" % tag)[-15:], ("gw%sn" % tag)[-15:]
-        self._rules = []
-        self._created = []
+        #: What takes back each thing made (:func:`process.undo`).
+        self._made = []
         try:
             self._create()
             self.toxiproxy = toxiproxy.Toxiproxy(workdir, host=self.host,
@@ -93,18 +112,9 @@ class SharedLink:
         self.gateway = "%s.%d" % (net, fourth + 1)
         #: The namespace's address: where the routes' clients connect.
         self.host = "%s.%d" % (net, fourth + 2)
-        run("ip", "netns", "add", self.netns)
-        self._created.append(("ip", "netns", "delete", self.netns))
-        run("ip", "link", "add", outside, "type", "veth", "peer", "name",
-            inside)
-        self._created.append(("ip", "link", "delete", outside))
-        run("ip", "link", "set", inside, "netns", self.netns)
+        namespace_on_veth(self.netns, outside, inside, self.host + "/30",
+                          self._made)
         run("ip", "addr", "add", self.gateway + "/30", "dev", outside)
-        run("ip", "link", "set", outside, "up")
-        inns = ("ip", "netns", "exec", self.netns)
-        run(*inns, "ip", "addr", "add", self.host + "/30", "dev", inside)
-        run(*inns, "ip", "link", "set", inside, "up")
-        run(*inns, "ip", "link", "set", "lo", "up")
         run("sysctl", "-q", "-w",
             "net.ipv4.conf.%s.route_localnet=1" % outside)
         run("tc", "qdisc", "add", "dev", outside, "root",
@@ -124,7 +134,7 @@ class SharedLink:
                     "gvfs-lab-%d" % os.getpid(), "-j", "DNAT",
                     "--to-destination", "127.0.0.1:%d" % upstream_port]
             process.command("iptables", "-w", "-t", "nat", "-A", *rule)
-            self._rules.append(rule)
+            self._made.append(("iptables", "-w", "-t", "nat", "-D", *rule))
         elif upstream_host != self.gateway:
             raise ValueError("a server on %s cannot be reached from the "
                              "link" % upstream_host)
@@ -161,12 +171,7 @@ class SharedLink:
         toxi = getattr(self, "toxiproxy", None)
         if toxi is not None:
             toxi.stop()
-        for rule in self._rules:
-            subprocess.run(["iptables", "-w", "-t", "nat", "-D"] + rule,
-                           capture_output=True, check=False)
-        self._rules = []
-        # Deleting one end of a veth pair deletes the other (and its
-        # qdisc); the namespace goes last.
-        for argv in reversed(self._created):
-            subprocess.run(argv, capture_output=True, check=False)
-        self._created = []
+        # The rules first; deleting one end of a veth pair deletes the
+        # other (and its qdisc); the namespace goes last.
+        process.undo(self._made)
+        self._made = []

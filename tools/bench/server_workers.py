@@ -43,7 +43,7 @@ def _cpu_seconds(pids):
     return sum(cpu.process_seconds(pid) for pid in pids)
 
 
-def _server_pids(lab):
+def server_pids(lab):
     pids = [lab.server_proxy.process.pid]
     return pids + [w["pid"] for w in lab.server_proxy.stats().get(
         "workers", [])]
@@ -72,7 +72,7 @@ def _measure(work, workers, size, run):
         for i in range(READERS):
             names.append("image-%d.img" % i)
             data.random_file(os.path.join(lab.export, names[-1]), size)
-        pids = _server_pids(lab)
+        pids = server_pids(lab)
         before = _cpu_seconds(pids)
         sent_before = lab.server_proxy.stats()["downstream_bytes_out"]
         started = time.monotonic()

@@ -135,10 +135,8 @@ def record_boot(work, golden):
 
 def _tiers(lab, site):
     """PIDs of each tier's processes."""
-    server = [lab.server_proxy.process.pid] + [
-        w["pid"] for w in lab.server_proxy.stats().get("workers", [])]
     return {
-        "server": server,
+        "server": server_workers.server_pids(lab),
         "lan": [p.process.pid for p in site.lan_proxies] + (
             [site.site_proxy.process.pid] if site.site_proxy else []),
         "host_proxies": [h.proxy.process.pid for h in site.hosts],

@@ -482,16 +482,25 @@ def _largest(last_of, limit, most):
     return good, sorted(tried.items())
 
 
+def _before_growth(costs, trace, tree_of, growth, most):
+    """How many fit before ``tree_of(count)``'s last boot grows.
+
+    By ``growth`` over one boot alone; ``(count, single boot, rows)``.
+    """
+    single = _last(costs, trace, hosts=1, lan_proxies=1)
+    count, rows = _largest(lambda n: _last(costs, trace, **tree_of(n)),
+                           growth * single, most)
+    return count, single, rows
+
+
 def hosts_per_lan_proxy(costs, trace, growth=1.25, most=1024):
     """Hosts one LAN proxy serves before the last boot grows by ``growth``.
 
     ``(hosts, single boot, rows)``; rows are ``(hosts, last boot)``.
     """
-    single = _last(costs, trace, hosts=1, lan_proxies=1)
-    count, rows = _largest(
-        lambda hosts: _last(costs, trace, hosts=hosts, lan_proxies=1),
-        growth * single, most)
-    return count, single, rows
+    return _before_growth(
+        costs, trace, lambda hosts: dict(hosts=hosts, lan_proxies=1),
+        growth, most)
 
 
 def lan_proxies_per_dtn_worker(costs, trace, growth=1.25, most=4096):
@@ -501,12 +510,10 @@ def lan_proxies_per_dtn_worker(costs, trace, growth=1.25, most=4096):
     each LAN proxy across the WAN to the DTN (no site proxy: they are
     at sites of their own).  ``(LAN proxies, single boot, rows)``.
     """
-    single = _last(costs, trace, hosts=1, lan_proxies=1)
-    count, rows = _largest(
-        lambda lans: _last(costs, trace, hosts=lans, lan_proxies=lans,
-                           site_proxy=False),
-        growth * single, most)
-    return count, single, rows
+    return _before_growth(
+        costs, trace, lambda lans: dict(hosts=lans, lan_proxies=lans,
+                                        site_proxy=False),
+        growth, most)
 
 
 def thousand_host_cloud(costs, trace, booting=500, lan_proxies=10, dtns=2,

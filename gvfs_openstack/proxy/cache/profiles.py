@@ -230,8 +230,6 @@ class BootProfiles:
 
     async def _fetch_in_order(self, call, state, key, found):
         reads = self.reads
-        bs = reads.block_size
-        size = state.fattr.size
         budget = self.max_bytes
         window = FetchWindow(self.window)
         order = self.cache_blocks(found)
@@ -254,7 +252,7 @@ class BootProfiles:
                     reads.wanted(state, order[i]):
                 count += 1
                 i += 1
-            run_bytes = min(count * bs, size - first * bs)
+            run_bytes = reads.run_bytes(state, first, count)
             if budget is not None:
                 if budget < run_bytes:
                     self.counters.prefetch_stopped += 1
@@ -271,7 +269,7 @@ class BootProfiles:
             for run_first, run_count in reads.wanted_runs(state, first,
                                                           count):
                 window.add(reads.fetch(call, state, run_first, run_count),
-                           min(run_count * bs, size - run_first * bs))
+                           reads.run_bytes(state, run_first, run_count))
                 still += run_count
             self.counters.prefetch_blocks_present += count - still
             self.counters.prefetch_blocks += still

@@ -514,6 +514,11 @@ class CachedReads:
         """Contiguous runs of ``blocks``, each one upstream READ."""
         return _runs(blocks, self.max_fetch_blocks)
 
+    def run_bytes(self, state, first, count):
+        """Bytes of ``count`` blocks from ``first``, to the file's end."""
+        bs = self.block_size
+        return min(count * bs, state.fattr.size - first * bs)
+
     def wanted_runs(self, state, first, count):
         """Runs of ``[first, first + count)`` that still need a fetch.
 

@@ -183,8 +183,6 @@ class ImageStreams:
     async def _stream(self, call, state, key, budget, plain, started,
                       waited):
         reads = self.reads
-        bs = reads.block_size
-        size = state.fattr.size
         progress = _Progress()
         reader = None if plain else progress.reader(self, state)
         window = FetchWindow(self.window)
@@ -193,7 +191,7 @@ class ImageStreams:
             for first, count in self._runs(state):
                 if not self.reads.is_version(state, key):
                     raise _StreamStopped("the file changed")
-                run_bytes = min(count * bs, size - first * bs)
+                run_bytes = reads.run_bytes(state, first, count)
                 if budget is not None:
                     if budget < run_bytes:
                         raise _StreamStopped("its share of the cache is "

@@ -114,7 +114,7 @@ class Warmer:
         window = FetchWindow(self.window)
         try:
             for first, count in reads.runs(missing):
-                run_bytes = min(count * bs, size - first * bs)
+                run_bytes = reads.run_bytes(state, first, count)
                 await window.make_room(run_bytes)
                 # Keep the average under the cap.
                 ahead = (window.arrived + window.in_flight + run_bytes) / \
@@ -125,7 +125,7 @@ class Warmer:
                         state, first, count):
                     window.add(reads.fetch(call, state, run_first,
                                            run_count),
-                               min(run_count * bs, size - run_first * bs))
+                               reads.run_bytes(state, run_first, run_count))
             await window.drain()
         except FetchError as e:
             raise WarmError(path=path, reason=str(e)) from e
