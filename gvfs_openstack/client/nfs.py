@@ -15,6 +15,8 @@ import dataclasses
 import posixpath
 import random
 
+import zstandard
+
 from gvfs_openstack.client import tls as client_tls
 from gvfs_openstack.client import transport as transport_io
 from gvfs_openstack.client.write_batch import WriteBatch
@@ -314,6 +316,34 @@ class NfsClient:
             raise NfsError(res.status, "bulk WRITE")
         self.bulk_wire_bytes += len(wire)
         return res.body
+
+    async def bulk_readv(self, fh, extents):
+        """``(fattr, pieces)``: the bytes of ``(offset, count)`` extents.
+
+        One READV of the bulk channel (a GVFS proxy serves it; elsewhere
+        RpcError, PROC_UNAVAIL or PROG_UNAVAIL), uncompressed: it is for
+        a mount and its own node's proxy.  ``pieces`` has the extents the
+        proxy answered, in order, at least one; the caller asks again for
+        the rest.
+        """
+        results = await self.nfs.call(
+            bulk.BULK_PROGRAM, bulk.BULK_VERSION, bulk.BulkProc.READV,
+            bulk.encode_args(bulk.BulkProc.READV, bulk.ReadvArgs(
+                fh, tuple(bulk.Extent(offset, count)
+                          for offset, count in extents), bulk.Codec.NONE)))
+        res = bulk.decode_res(bulk.BulkProc.READV, results)
+        if not res.ok:
+            raise NfsError(res.status, "READV")
+        body = res.body
+        data = body.data
+        try:
+            if body.codec == bulk.Codec.ZSTD:
+                data = await asyncio.get_running_loop().run_in_executor(
+                    None, zstd_chunks.decompress, body.data, body.raw_count)
+            return body.file_attributes, bulk.split(
+                [count for _, count in extents], body.counts, data)
+        except (ValueError, zstandard.ZstdError) as e:
+            raise NfsError(const.NfsStat.NFS3ERR_IO, "READV", str(e)) from e
 
     async def _write_pieces(self, fh, offset, data):
         """UNSTABLE WRITEs of ``data`` together; one ``WriteOk`` for all.

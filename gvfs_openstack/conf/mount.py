@@ -83,12 +83,14 @@ where later clones boot from the same blocks; 0 keeps no cache.
 
 With ``read_cache_mb``: the first read-only open of a file that has a
 boot profile beside it (``.gvfs-meta.<name>.profile``, recorded by the
-proxies) reads the profile's blocks into RAM in large READs, a few at
-once, up to half of ``read_cache_mb``, so that the guest's boot reads
-them from RAM instead of one request to the client proxy each.  The
-bytes come from the client proxy like any read's.  A READ slower than
-50 ms (the proxy fetched it across a slow link) stops the prefill: the
-proxy's own profile prefetch fetches the rest.
+proxies) reads the profile's blocks into RAM, up to half of
+``read_cache_mb``, so that the guest's boot reads them from RAM instead
+of one request to the client proxy each.  The scattered blocks go 1 MiB
+to a call (the bulk channel's READV), two calls at once; a guest read of
+a block on its way waits for it.  The bytes come from the client proxy
+like any read's: what it lacks it fetches for them, in the profile's
+order, as its own profile prefetch does, never twice.  A proxy of an
+older release, without READV, is read READ by READ.
 """),
     cfg.PortOpt("metrics_port",
                 help="""Port of the mount's Prometheus endpoint.

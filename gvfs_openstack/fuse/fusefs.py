@@ -32,6 +32,7 @@ import pyfuse3
 import pyfuse3.asyncio
 
 from gvfs_openstack.client import nfs as nfs_client
+from gvfs_openstack.deadline import within
 from gvfs_openstack.fuse import callers
 from gvfs_openstack.fuse import counters
 from gvfs_openstack.fuse import inodes
@@ -45,6 +46,7 @@ from gvfs_openstack import heap
 from gvfs_openstack.mount import fusectl
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import LocalProtocolError
+from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 
@@ -235,11 +237,14 @@ class GvfsFuse(pyfuse3.Operations):
         #: inode, name), for the profile beside it.
         self._names = {}
         self.prefill = prefill.Prefill(
-            self._lookup_handle, self._read_small, self._fetch,
+            self._lookup_handle, self._read_small, self._fetch_extents,
             self.read_cache.holds, self.read_cache.block_size,
             session.client.rsize, self.read_cache.capacity // 2) \
             if self.read_cache is not None and \
             options.prefill_from_profiles else None
+        #: Whether the proxy answers READV (one of an older release does
+        #: not): the prefill reads run by run from it otherwise.
+        self._proxy_readv = True
         #: Set once the kernel's INIT has been handled; its reply goes
         #: out when :meth:`init` returns, so a task woken by this event
         #: runs after the kernel has applied it.
@@ -625,6 +630,9 @@ class GvfsFuse(pyfuse3.Operations):
         if self.read_cache is None:
             data = await self._fetch(inode, off, size)
         else:
+            if self.prefill is not None and \
+                    not self.read_cache.holds(inode, off, size):
+                await self.prefill.arrived(inode, off, off + size)
             data = self.read_cache.get(inode, off, size)
             if data is None:
                 start, end = self.read_cache.span(off, size)
@@ -654,6 +662,36 @@ class GvfsFuse(pyfuse3.Operations):
             if ok.eof or not ok.data:
                 break
         return b"".join(chunks)
+
+    async def _fetch_extents(self, inode, extents):
+        """READVs of ``(offset, length)`` extents into the RAM cache.
+
+        The bytes read.  A proxy that does not answer READV gets a READ
+        per extent, from then on.  Not retried on a lost connection: a
+        prefill is only an optimisation.
+        """
+        nfs_fh = self._fh(inode)
+        got = 0
+        while extents and self._proxy_readv:
+            token = self.read_cache.begin(inode)
+            try:
+                fattr, pieces = await within(
+                    self.session.io_timeout,
+                    self.session.client.bulk_readv(nfs_fh, extents))
+            except RpcError as e:
+                if not _unavailable(e):
+                    raise
+                LOG.info("the proxy %s does not answer READV (%s): "
+                         "prefilling READ by READ", self.session.where, e)
+                self._proxy_readv = False
+                break
+            for (offset, _), piece in zip(extents, pieces):
+                self.read_cache.store(inode, token, fattr, offset, piece)
+                got += len(piece)
+            extents = extents[len(pieces):]
+        for offset, length in extents:
+            got += len(await self._fetch(inode, offset, length))
+        return got
 
     async def write(self, fh, off, buf):
         state = self._open[fh]
@@ -762,6 +800,13 @@ async def _tune_read_ahead(ops, mountpoint, kib):
     except fusectl.FusectlError as e:
         LOG.warning("the kernel keeps its own read-ahead on %s, not "
                     "[mount] read_ahead_kb = %d: %s", mountpoint, kib, e)
+
+
+def _unavailable(error):
+    """Whether an RpcError says the proxy lacks the procedure."""
+    return isinstance(error.reply, rpc.Reply) and error.reply.accept_stat in (
+        const.AcceptStat.PROC_UNAVAIL, const.AcceptStat.PROG_UNAVAIL,
+        const.AcceptStat.PROG_MISMATCH)
 
 
 def _terminate():

@@ -9,38 +9,38 @@ on a host new to the image that is some 800 round trips to the proxy,
 boot on the same host reads them from the mount's RAM cache instead
 (:mod:`readcache`).  The boot profile the proxies record beside the
 image (:mod:`gvfs_openstack.sidecar.profile`) says which blocks those
-are and in what order: read at the image's first open in runs of up to
-a READ's size, a few in flight, they are in RAM before the guest asks.
+are and in what order: read at the image's first open, a few calls in
+flight, they are in RAM before the guest asks.
 
-It pays only where the proxy answers from its cache (or a near LAN
-proxy): a READ slower than :data:`FAR_SECONDS` stops it, and the proxy's
-own profile prefetch brings the rest across the WAN.
+The blocks are read in READVs (:mod:`gvfs_openstack.nfs.bulk`): a boot's
+blocks are scattered, and a READ per run would cost the mount and the
+proxy a call for nearly every block, the CPU a boot storm runs out of.
+A guest READ of a block on its way waits for it instead of asking again.
+Where the proxy lacks blocks it fetches them for the READV, in the
+profile's order as its own prefetch does, and neither fetches a block
+the other has on its way.
 
 A profile only decides what is read early.  The bytes come from the
 proxy like any read's, kept under the attributes they were read with,
 so a profile made up by someone else costs at most its bound in reads
 and half the cache, never a wrong byte.
 
-:func:`runs` is the plan, without I/O; :class:`Prefill` runs it.
+:func:`runs` and :func:`batches` are the plan, without I/O;
+:class:`Prefill` runs it.
 """
 
 import asyncio
 
 from oslo_log import log as logging
 
+from gvfs_openstack.nfs import bulk
 from gvfs_openstack.sidecar import profile as profile_format
 
 LOG = logging.getLogger(__name__)
 
-#: READs of a prefill in flight at once.
-WINDOW = 4
-#: A prefill READ slower than this came across a slow link: the proxy
-#: did not hold the blocks.  The prefill stops there and leaves them to
-#: the proxy's own profile prefetch, which fetches them across that link
-#: in its order; the mount's READs would be misses beside it, competing
-#: for the link (a 1 MiB READ from the proxy's cache takes some ms, one
-#: across a 50 ms, 200 Mbit/s WAN over 90 ms).
-FAR_SECONDS = 0.05
+#: READVs of a prefill in flight at once: the proxy fetches what it lacks
+#: for them, so this many READVs' bytes may be on the node's WAN link.
+WINDOW = 2
 
 
 def runs(profile, cache_block, max_read, budget):
@@ -82,28 +82,49 @@ def runs(profile, cache_block, max_read, budget):
     return planned
 
 
+def batches(profile, cache_block, max_read, budget):
+    """The READVs of a prefill: lists of ``(offset, length)`` of :func:`runs`.
+
+    In the runs' order, each at most ``max_read`` bytes and
+    :data:`bulk.MAX_EXTENTS` runs.
+    """
+    planned, batch, size = [], [], 0
+    for offset, length in runs(profile, cache_block, max_read, budget):
+        if batch and (size + length > max_read or
+                      len(batch) >= bulk.MAX_EXTENTS):
+            planned.append(batch)
+            batch, size = [], 0
+        batch.append((offset, length))
+        size += length
+    if batch:
+        planned.append(batch)
+    return planned
+
+
 class Prefill:
     """One prefill per image version a mount opens.
 
     ``read_file`` reads a small file by NFS handle (the profile),
-    ``lookup`` looks a name up in a directory handle, ``fetch(inode,
-    offset, length)`` reads into the RAM cache, ``cached(inode, offset,
-    length)`` says whether those bytes are there already.
+    ``lookup`` looks a name up in a directory handle,
+    ``fetch_extents(inode, extents)`` reads ``(offset, length)`` extents
+    into the RAM cache and returns the bytes it read, ``cached(inode,
+    offset, length)`` says whether those bytes are there already.
     """
 
-    def __init__(self, lookup, read_file, fetch, cached, cache_block,
-                 max_read, budget, far_seconds=FAR_SECONDS):
+    def __init__(self, lookup, read_file, fetch_extents, cached,
+                 cache_block, max_read, budget):
         self.lookup = lookup
         self.read_file = read_file
-        self.fetch = fetch
+        self.fetch_extents = fetch_extents
         self.cached = cached
         self.cache_block = cache_block
         self.max_read = max_read
         self.budget = budget
-        self.far_seconds = far_seconds
         #: inode -> the version of it prefilled (or begun).
         self._done = {}
         self._tasks = set()
+        #: (inode, cache block) -> a future done when its READV is over.
+        self._arriving = {}
         #: Bytes prefilled, for the mount's log.
         self.bytes_read = 0
 
@@ -121,6 +142,19 @@ class Prefill:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def arrived(self, inode, start, end):
+        """Wait for the blocks of [start, end) a READV has on their way.
+
+        A guest READ of them then finds them in the RAM cache instead
+        of asking the proxy for them a second time.
+        """
+        block = self.cache_block
+        waits = [self._arriving[(inode, index)]
+                 for index in range(start // block, -(-end // block))
+                 if (inode, index) in self._arriving]
+        if waits:
+            await asyncio.wait(waits)
+
     async def _run(self, inode, version, dir_fh, name):
         try:
             fh = await self.lookup(dir_fh, profile_format.profile_name(name))
@@ -130,33 +164,53 @@ class Prefill:
                 await self.read_file(fh, profile_format.MAX_BYTES))
             if not profile.matches(*version):
                 return
-            plan = [span for span in runs(profile, self.cache_block,
-                                          self.max_read, self.budget)
-                    if not self.cached(inode, *span)]
+            plan = [[span for span in batch
+                     if not self.cached(inode, *span)]
+                    for batch in batches(profile, self.cache_block,
+                                         self.max_read, self.budget)]
             window = asyncio.Semaphore(WINDOW)
-            far = []
-            loop = asyncio.get_running_loop()
+            failed = []
 
-            async def one(offset, length):
+            async def one(batch):
                 async with window:
-                    if far:
+                    if failed or not batch:
                         return
-                    started = loop.time()
-                    await self.fetch(inode, offset, length)
-                    self.bytes_read += length
-                    if loop.time() - started > self.far_seconds:
-                        far.append(offset)
+                    arriving = self._expect(inode, batch)
+                    try:
+                        self.bytes_read += await self.fetch_extents(
+                            inode, batch)
+                    except Exception as e:
+                        failed.append(e)
+                    finally:
+                        self._over(arriving)
 
-            await asyncio.gather(*(one(*span) for span in plan))
-            LOG.debug("prefilled %s of %r from its boot profile",
-                      "part (the proxy fetches the rest across a slow "
-                      "link)" if far else "all", name)
+            await asyncio.gather(*(one(batch) for batch in plan))
+            if failed:
+                raise failed[0]
+            LOG.debug("prefilled %r from its boot profile", name)
         except asyncio.CancelledError:
             raise
         except profile_format.ProfileError as e:
             LOG.debug("not prefilling %r: its boot profile: %s", name, e)
         except Exception as e:  # A prefill is only ever an optimisation.
             LOG.debug("prefill of %r stopped: %s", name, e)
+
+    def _expect(self, inode, batch):
+        """Note the blocks of ``batch`` as on their way; their keys."""
+        loop = asyncio.get_running_loop()
+        block = self.cache_block
+        keys = [(inode, index) for offset, length in batch
+                for index in range(offset // block,
+                                   -(-(offset + length) // block))]
+        for key in keys:
+            self._arriving[key] = loop.create_future()
+        return keys
+
+    def _over(self, keys):
+        for key in keys:
+            future = self._arriving.pop(key, None)
+            if future is not None:
+                future.set_result(None)
 
     def forget(self, inode):
         """The kernel let go of ``inode``: its number will not come back."""

@@ -26,13 +26,30 @@ users), procedures:
   else ``{wcc_data}``.  ``data`` decompresses to the ``raw_count`` bytes
   to write at ``offset``; the server proxy writes them UNSTABLE, so a
   COMMIT with the verifier is what makes them durable, as for WRITE3.
+* 3 READV: ``{nfs_fh3 file; extent extents<MAX_EXTENTS>; codec}`` with
+  ``extent {uint64 offset; uint32 count}`` -> ``nfsstat3`` and, if OK,
+  ``{post_op_attr; uint32 counts<MAX_EXTENTS>; uint32 raw_count; codec;
+  opaque data}``, else ``{post_op_attr}``.  ``data`` is the bytes of the
+  extents, one after the other (``raw_count`` of them), compressed as in
+  READ.  ``counts`` says how many bytes each extent got: fewer than it
+  asked at the end of the file (and for a first extent larger than the
+  server's largest reply), and fewer counts than extents when the server
+  answered only the first ones (it stops at its largest reply, as a
+  short READ does); the caller asks again for the rest.
+
+READV is what a boot needs: its blocks are scattered over the image, so
+a profile prefetch or a mount's prefill of 16 of them costs one call at
+every hop instead of 16 (the proxies' CPU per block, not the links,
+bounds a boot storm).
 
 A zstd chunk is one frame with its content checksum, so a corrupted
 chunk fails to decompress instead of becoming file data
 (:mod:`gvfs_openstack.client.zstd_chunks` makes and checks them).
 """
 
+from collections.abc import Sequence
 import enum
+import math
 
 from gvfs_openstack.nfs import codec as c
 from gvfs_openstack.nfs import nfs3
@@ -41,12 +58,15 @@ BULK_PROGRAM = 0x20475653  # " GVS"
 BULK_VERSION = 1
 #: Largest chunk (uncompressed) a server proxy sends in one reply.
 MAX_CHUNK = 16 * 1024 * 1024
+#: Most extents one READV names.
+MAX_EXTENTS = 256
 
 
 class BulkProc(enum.IntEnum):
     NULL = 0
     READ = 1
     WRITE = 2
+    READV = 3
 
 
 class Codec(enum.IntEnum):
@@ -81,6 +101,71 @@ class WriteArgs(c.XdrStruct):
     data: bytes
 
 
+@c.xdr_struct(c.UINT64, c.UINT32)
+class Extent(c.XdrStruct):
+    offset: int
+    count: int
+
+
+@c.xdr_struct(nfs3.FH, c.Array(Extent.CODEC, MAX_EXTENTS), c.enum(Codec))
+class ReadvArgs(c.XdrStruct):
+    file: bytes
+    extents: tuple[Extent, ...]
+    codec: Codec = Codec.ZSTD
+
+
+@c.xdr_struct(nfs3.POST_OP_ATTR, c.Array(c.UINT32, MAX_EXTENTS), c.UINT32,
+              c.enum(Codec), c.opaque())
+class ReadvOk(c.XdrStruct):
+    file_attributes: nfs3.Fattr | None
+    counts: tuple[int, ...]
+    raw_count: int
+    codec: Codec
+    data: bytes
+
+
+def plan(extents: Sequence[Extent], limit: int,
+         size: float = math.inf) -> list[tuple[int, int]]:
+    """The ``(start, end)`` spans a server answers of a READV's extents.
+
+    Each extent whole, clipped only at the file's ``size``, while they
+    fit in ``limit`` bytes; the rest are left out (the caller asks again
+    for them).  The first is always answered, if only in part.
+    """
+    spans: list[tuple[int, int]] = []
+    budget = limit
+    for extent in extents:
+        if spans and extent.count > budget:
+            break
+        count = min(extent.count, budget)
+        spans.append((int(min(extent.offset, size)),
+                      int(min(extent.offset + count, size))))
+        budget -= count
+    return spans
+
+
+def split(asked: Sequence[int], counts: Sequence[int],
+          data: bytes) -> list[memoryview]:
+    """The bytes of each answered extent of a READV, as views.
+
+    ``asked`` are the counts the call asked for.  Raises ValueError when
+    the reply answers none of them, more of them, more bytes than one
+    asked, or counts that do not add up to the data: a reply that
+    cannot be taken apart is not guessed at.
+    """
+    if not counts or len(counts) > len(asked) or any(
+            got > wanted for got, wanted in zip(counts, asked)):
+        raise ValueError("a READV reply answers other extents than asked")
+    if sum(counts) != len(data):
+        raise ValueError("READV counts add up to %d bytes, not the %d "
+                         "it carries" % (sum(counts), len(data)))
+    view, at, pieces = memoryview(data), 0, []
+    for count in counts:
+        pieces.append(view[at:at + count])
+        at += count
+    return pieces
+
+
 #: NULL takes and returns nothing, as in every program.
 PROCEDURES: dict[int, nfs3.Procedure] = {
     BulkProc.READ: nfs3.Procedure(BulkProc.READ, ReadArgs.CODEC,
@@ -89,6 +174,9 @@ PROCEDURES: dict[int, nfs3.Procedure] = {
     BulkProc.WRITE: nfs3.Procedure(BulkProc.WRITE, WriteArgs.CODEC,
                                    nfs3.ResultCodec(nfs3.WriteOk.CODEC,
                                                     nfs3.WccBody.CODEC)),
+    BulkProc.READV: nfs3.Procedure(BulkProc.READV, ReadvArgs.CODEC,
+                                   nfs3.ResultCodec(ReadvOk.CODEC,
+                                                    nfs3.AttrBody.CODEC)),
 }
 
 

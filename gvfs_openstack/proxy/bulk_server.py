@@ -31,6 +31,11 @@ from gvfs_openstack.proxy.upstream_calls import CallRefused
 LOG = logging.getLogger(__name__)
 
 
+async def _no_bytes():
+    """What an extent of no bytes reads."""
+    return nfs3.Result(0, nfs3.ReadOk(None, 0, False, b""))
+
+
 class BulkServer:
     """Serves bulk READs and WRITEs with NFS calls next door.
 
@@ -58,6 +63,8 @@ class BulkServer:
             return rpc.accepted(call.xid, AcceptStat.GARBAGE_ARGS)
         if call.proc == BulkProc.WRITE:
             return await self._serve_write(call, cred, args)
+        if call.proc == BulkProc.READV:
+            return await self._serve_readv(call, cred, args)
         return await self._serve_read(call, cred, args)
 
     async def _serve_read(self, call, cred, args):
@@ -79,7 +86,39 @@ class BulkServer:
                 eof = True
                 break
         raw = b"".join(pieces)
-        codec = args.codec
+        codec, data = await self._compressed(args.codec, raw)
+        return rpc.accepted(call.xid, AcceptStat.SUCCESS, bulk.encode_res(
+            call.proc, nfs3.Result(0, bulk.ReadOk(attrs, eof, len(raw),
+                                                  codec, data))))
+
+    async def _serve_readv(self, call, cred, args):
+        """The extents' bytes, up to ``max_chunk`` of them in all.
+
+        The extents past that limit are left out of the reply (the
+        caller asks again for them); those past the end of the file get
+        no bytes.
+        """
+        results = await asyncio.gather(*(
+            self._read(cred, args.file, start, end - start)
+            if end > start else _no_bytes()
+            for start, end in bulk.plan(args.extents, self.max_chunk)))
+        pieces, counts, attrs = [], [], None
+        for res in results:
+            if not res.ok:
+                return rpc.accepted(call.xid, AcceptStat.SUCCESS,
+                                    bulk.encode_res(call.proc, nfs3.Result(
+                                        res.status, res.body)))
+            pieces.append(res.body.data)
+            counts.append(len(res.body.data))
+            attrs = res.body.file_attributes or attrs
+        raw = b"".join(pieces)
+        codec, data = await self._compressed(args.codec, raw)
+        return rpc.accepted(call.xid, AcceptStat.SUCCESS, bulk.encode_res(
+            call.proc, nfs3.Result(0, bulk.ReadvOk(
+                attrs, tuple(counts), len(raw), codec, data))))
+
+    async def _compressed(self, codec, raw):
+        """``(codec, data)`` of a READ reply's ``raw`` bytes, counted."""
         data = raw
         if codec == Codec.ZSTD:
             data = await asyncio.get_running_loop().run_in_executor(
@@ -90,9 +129,7 @@ class BulkServer:
         self.counters.bulk_reads += 1
         self.counters.bulk_raw_bytes += len(raw)
         self.counters.bulk_wire_bytes += len(data)
-        return rpc.accepted(call.xid, AcceptStat.SUCCESS, bulk.encode_res(
-            call.proc, nfs3.Result(0, bulk.ReadOk(attrs, eof, len(raw),
-                                                  codec, data))))
+        return codec, data
 
     async def _serve_write(self, call, cred, args):
         raw = args.data

@@ -272,8 +272,18 @@ class ClientRole(Role):
             if reply is not None:
                 return reply
         elif self.cache is not None and call.prog == bulk.BULK_PROGRAM \
-                and call.proc == bulk.BulkProc.READ:
-            reply = await self.cache.bulk_read(call)
+                and call.proc in (bulk.BulkProc.READ, bulk.BulkProc.READV):
+            if self.writeback is not None and \
+                    any(fh in self.writeback.dirty
+                        for fh in _bulk_handles(call)):
+                # Its newest bytes are here, not in the cache or upstream;
+                # a bulk READ has no overlay: the caller reads them by NFS.
+                return rpc.accepted(call.xid, results=bulk.encode_res(
+                    call.proc, nfs3.Result(const.NfsStat.NFS3ERR_JUKEBOX,
+                                           nfs3.AttrBody(None))))
+            reply = await (self.cache.bulk_read(call)
+                           if call.proc == bulk.BulkProc.READ
+                           else self.cache.bulk_readv(call))
             if reply is not None:
                 return reply
         # The next hop is a proxy with its own duplicate request cache, so

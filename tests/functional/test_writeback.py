@@ -16,6 +16,7 @@ import pytest
 
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.proxy import control
 from tests.functional.conftest import nfs_cp
@@ -124,6 +125,11 @@ def test_dirty_bytes_are_laid_over_the_servers(wb_lab, tmp_path):
             # Past the end: the file grows, the gap reads as zeros.
             await nfs.write_file(fh, [b"tail"], offset=4 * MIB)
             assert (await nfs.getattr(fh)).size == 4 * MIB + 4
+            # The bulk channel has no overlay of dirty bytes: a READV
+            # (a mount's prefill) is told to try later, never given the
+            # server's older bytes.
+            with pytest.raises(NfsError, match="JUKEBOX"):
+                await nfs.bulk_readv(fh, [(MIB, 4096)])
             return b"".join([bytes(d) async for _, d in nfs.read_file(fh)])
 
     expected = bytearray(src.read_bytes())

@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
@@ -25,6 +26,7 @@ from gvfs_openstack.proxy.cache import sidecars
 from gvfs_openstack.proxy.cache.store import BlockStore
 from gvfs_openstack.proxy.cache.store import Geometry
 from gvfs_openstack.proxy import counters
+from gvfs_openstack.proxy.upstream_calls import CallRefused
 from gvfs_openstack.sidecar import profile
 
 BS = 4096
@@ -138,6 +140,8 @@ class Directory:
         #: READs of images (not of profiles) wait for this event when set.
         self.gate = None
         self.reads_started = asyncio.Event()
+        #: Whether the bulk channel's READV is served (a server proxy).
+        self.readv = True
 
     def add(self, name, data, mtime=100):
         self.files[name] = bytearray(data)
@@ -159,17 +163,7 @@ class Directory:
             return nfs3.Result(0, nfs3.GetattrOk(
                 self.attrs(bytes(args.object)[3:].decode())))
         if proc == Nfs3Proc.READ:
-            name = bytes(args.file)[3:].decode()
-            self.reads_started.set()
-            if self.gate is not None and not name.startswith(".gvfs-meta."):
-                await self.gate.wait()
-            if name not in self.files:
-                return nfs3.Result(const.NfsStat.NFS3ERR_STALE)
-            data = bytes(self.files[name][args.offset:
-                                          args.offset + args.count])
-            return nfs3.Result(0, nfs3.ReadOk(
-                self.attrs(name), len(data),
-                args.offset + len(data) >= len(self.files[name]), data))
+            return await self._read(args)
         if proc == Nfs3Proc.CREATE:
             name = args.where.name
             if name in self.files:
@@ -192,19 +186,50 @@ class Directory:
             return nfs3.Result(0, nfs3.WccBody(nfs3.WccData()))
         raise AssertionError("unexpected call %s" % proc)
 
+    async def _read(self, args):
+        name = bytes(args.file)[3:].decode()
+        self.reads_started.set()
+        if self.gate is not None and not name.startswith(".gvfs-meta."):
+            await self.gate.wait()
+        if name not in self.files:
+            return nfs3.Result(const.NfsStat.NFS3ERR_STALE)
+        data = bytes(self.files[name][args.offset:
+                                      args.offset + args.count])
+        return nfs3.Result(0, nfs3.ReadOk(
+            self.attrs(name), len(data),
+            args.offset + len(data) >= len(self.files[name]), data))
+
+    async def bulk(self, proc, args, cred, verf=rpc.AUTH_NONE):
+        """READV as a server proxy answers it, from the same files."""
+        if not self.readv or proc != bulk.BulkProc.READV:
+            raise CallRefused("bulk", rpc.Reply(
+                9, const.AcceptStat.PROC_UNAVAIL))
+        self.calls.append(("readv", args))
+        pieces = []
+        for extent in args.extents:
+            res = await self._read(nfs3.ReadArgs(
+                args.file, extent.offset, extent.count))
+            if not res.ok:
+                return nfs3.Result(res.status, nfs3.AttrBody(None))
+            pieces.append(res.body.data)
+        return nfs3.Result(0, bulk.ReadvOk(
+            res.body.file_attributes, tuple(len(p) for p in pieces),
+            sum(len(p) for p in pieces), bulk.Codec.NONE,
+            b"".join(pieces)))
+
 
 CALL = rpc.Call(1, const.NFS_PROGRAM, 3, Nfs3Proc.READ,
                 rpc.AuthSys(0, 0, (), "test").to_opaque())
 
 
-def make(tmp_path, directory, blocks=64, **options):
+def make(tmp_path, directory, blocks=64, max_fetch=4 * BS, **options):
     store = BlockStore(str(tmp_path), Geometry(BS, 4, 64, 64))
     cache_counters = counters.CacheCounters()
     files = freshness.FileStates(cache_counters)
     side = sidecars.Sidecars(directory, counters.SidecarCounters())
     cached = reads.CachedReads(store, files, directory, cache_counters,
                                exports.ExportPolicies(3.0), side,
-                               sizes=reads.ReadSizes(max_fetch=4 * BS,
+                               sizes=reads.ReadSizes(max_fetch=max_fetch,
                                                      max_read=64 * BS))
     options.setdefault("quiet_seconds", 0.05)
     cached.profiles = profiles.BootProfiles(
@@ -273,14 +298,39 @@ async def test_a_boot_is_recorded_beside_the_image_and_refined_later(tmp_path):
     await cached.profiles.stop()
 
 
-@pytest.mark.asyncio
-async def test_a_profile_is_fetched_ahead_in_its_order_with_a_window(tmp_path):
+ORDER = [40, 3, 17, 18, 19, 60, 8, 9]
+
+
+def _ordered_golden():
     d = Directory()
     d.add("golden", image(64))
-    order = [40, 3, 17, 18, 19, 60, 8, 9]
     d.add(profile.profile_name("golden"), profile.Profile(
         64 * BS, 100 * 10 ** 9, BS, 1,
-        tuple((b, i) for i, b in enumerate(order))).to_bytes())
+        tuple((b, i) for i, b in enumerate(ORDER))).to_bytes())
+    return d
+
+
+async def _all_prefetched(cached):
+    await until(lambda: cached.profiles.counters.prefetch_blocks == 8)
+    await until(lambda: cached.profiles.counters.prefetch_bytes ==
+                8 * BS)
+    state = cached.files.get(b"fh:golden")
+    assert all(cached.present(state, b, BS) for b in ORDER)
+    hits = cached.counters.cache_hits
+    for b in ORDER:
+        await cached.read(read_call("golden", b * BS, BS))
+    assert cached.counters.cache_hits == hits + len(ORDER)
+    await cached.profiles.stop()
+
+
+def _readvs(d):
+    return [[(e.offset // BS, e.count // BS) for e in a.extents]
+            for p, a in d.calls if p == "readv"]
+
+
+@pytest.mark.asyncio
+async def test_a_profile_is_fetched_ahead_in_its_order_with_a_window(tmp_path):
+    d = _ordered_golden()
     cached = make(tmp_path, d, window=2 * BS)
     await open_file(cached, d, "golden")
     d.gate = asyncio.Event()
@@ -289,30 +339,35 @@ async def test_a_profile_is_fetched_ahead_in_its_order_with_a_window(tmp_path):
         "golden", 50 * BS, BS)))
     await until(lambda: cached.profiles.counters.prefetches)
     await asyncio.sleep(0.05)
-    fetches = [a for p, a in d.calls if p == Nfs3Proc.READ and
-               bytes(a.file) == b"fh:golden"]
-    # The reader's own block and, beside it, at most the window.
-    assert (50 * BS, BS) in [(a.offset, a.count) for a in fetches]
-    ahead = [a for a in fetches if a.offset != 50 * BS]
-    assert sum(a.count for a in ahead) <= 2 * BS
-    assert ahead[0].offset == 40 * BS
+    # The reader's own block by READ; beside it one READV of the first
+    # runs, a fetch's size of them (4 blocks here, one run past it):
+    # the next waits for room in the window.
+    reads_sent = [(a.offset // BS, a.count // BS) for p, a in d.calls
+                  if p == Nfs3Proc.READ and bytes(a.file) == b"fh:golden"]
+    assert reads_sent == [(50, 1)]
+    assert _readvs(d) == [[(40, 1), (3, 1), (17, 3)]]
     d.gate.set()
     assert bytes((await first)[1]) == bytes([50 % 251 + 1]) * BS
+    await until(lambda: len(_readvs(d)) == 2)
+    assert _readvs(d)[1] == [(60, 1), (8, 2)]
+    await _all_prefetched(cached)
+
+
+@pytest.mark.asyncio
+async def test_a_next_hop_without_readv_gets_a_read_per_run(tmp_path):
+    d = _ordered_golden()
+    d.readv = False
+    cached = make(tmp_path, d, window=2 * BS)
+    await open_file(cached, d, "golden")
+    await cached.read(read_call("golden", 50 * BS, BS))
     await until(lambda: cached.profiles.counters.prefetch_blocks == 8)
-    await until(lambda: cached.profiles.counters.prefetch_bytes ==
-                8 * BS)
     fetches = [(a.offset // BS, a.count // BS) for p, a in d.calls
                if p == Nfs3Proc.READ and bytes(a.file) == b"fh:golden"
                and a.offset != 50 * BS]
     # In the profile's order, runs of neighbours in one READ.
     assert fetches == [(40, 1), (3, 1), (17, 3), (60, 1), (8, 2)]
-    state = cached.files.get(b"fh:golden")
-    assert all(cached.present(state, b, BS) for b in order)
-    hits = cached.counters.cache_hits
-    for b in order:
-        await cached.read(read_call("golden", b * BS, BS))
-    assert cached.counters.cache_hits == hits + len(order)
-    await cached.profiles.stop()
+    assert not _readvs(d)
+    await _all_prefetched(cached)
 
 
 @pytest.mark.asyncio
@@ -342,7 +397,8 @@ async def test_a_demand_miss_goes_out_beside_the_prefetch(tmp_path):
 async def test_a_block_a_reader_fetched_meanwhile_is_not_prefetched(
         tmp_path):
     d = golden_with_profile(((10, 0), (20, 1), (30, 2)))
-    cached = make(tmp_path, d, window=BS)
+    # A block per fetch: each run its own READV, each waiting for room.
+    cached = make(tmp_path, d, max_fetch=BS, window=BS)
     await open_file(cached, d, "golden")
     d.gate = asyncio.Event()
     asyncio.ensure_future(cached.read(read_call("golden", 50 * BS, BS)))
@@ -359,6 +415,7 @@ async def test_a_block_a_reader_fetched_meanwhile_is_not_prefetched(
     await asyncio.sleep(0.05)
     offsets = [a.offset // BS for p, a in d.calls
                if p == Nfs3Proc.READ and bytes(a.file) == b"fh:golden"]
+    offsets += [run[0] for runs in _readvs(d) for run in runs]
     assert sorted(offsets) == [10, 20, 30, 50], offsets
     assert cached.profiles.counters.prefetch_blocks_present == 1
     await cached.profiles.stop()

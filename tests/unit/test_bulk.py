@@ -43,6 +43,52 @@ def test_write_round_trips():
         BulkProc.WRITE, fail)) == fail
 
 
+def test_readv_round_trips():
+    args = bulk.ReadvArgs(b"\x01" * 28, (bulk.Extent(1 << 40, 65536),
+                                         bulk.Extent(0, 0)), Codec.NONE)
+    assert bulk.decode_args(BulkProc.READV, bulk.encode_args(
+        BulkProc.READV, args)) == args
+    ok = nfs3.Result(0, bulk.ReadvOk(samples.ATTR, (3, 0, 2), 5,
+                                     Codec.NONE, b"abcde"))
+    assert bulk.decode_res(BulkProc.READV, bulk.encode_res(
+        BulkProc.READV, ok)) == ok
+
+
+def test_a_readv_of_too_many_extents_is_garbage():
+    many = tuple(bulk.Extent(i, 1) for i in range(bulk.MAX_EXTENTS + 1))
+    with pytest.raises(ValueError):
+        bulk.encode_args(BulkProc.READV, bulk.ReadvArgs(b"fh", many))
+    # Sent anyway (a hostile client): refused before anything is read.
+    data = bytearray(bulk.encode_args(BulkProc.READV, bulk.ReadvArgs(
+        b"fh", many[:bulk.MAX_EXTENTS])))
+    data[8:12] = (bulk.MAX_EXTENTS + 1).to_bytes(4, "big")
+    with pytest.raises(ProtocolError):
+        bulk.decode_args(BulkProc.READV, bytes(data))
+
+
+def test_a_readv_answer_is_planned_within_the_limit_and_the_file():
+    extents = [bulk.Extent(0, 100), bulk.Extent(1000, 100),
+               bulk.Extent(5000, 100), bulk.Extent(50, 0)]
+    # The file ends at 1050; 250 bytes in all at most: an extent is
+    # answered whole or not at all, short only at the end of the file.
+    assert bulk.plan(extents, 250, size=1050) == [(0, 100), (1000, 1050)]
+    # The first extent is answered in part, the rest left out.
+    assert bulk.plan(extents, 30) == [(0, 30)]
+    assert bulk.plan(extents, 1000) == [
+        (0, 100), (1000, 1100), (5000, 5100), (50, 50)]
+
+
+def test_a_readv_reply_is_taken_apart_or_refused():
+    pieces = bulk.split([3, 5, 4], [3, 2], b"abcde")
+    assert [bytes(p) for p in pieces] == [b"abc", b"de"]
+    for counts, data in (((), b""),              # Nothing answered.
+                         ((3, 5, 4, 1), b"x" * 13),  # More than asked.
+                         ((4,), b"abcd"),        # More bytes than asked.
+                         ((3, 2), b"abcdef")):   # Counts != data.
+        with pytest.raises(ValueError):
+            bulk.split([3, 5, 4], counts, data)
+
+
 def test_an_unknown_codec_or_procedure_is_a_protocol_error():
     data = bytearray(bulk.encode_args(BulkProc.READ, bulk.ReadArgs(
         b"fh", 0, 1, Codec.ZSTD)))
@@ -57,7 +103,7 @@ def test_an_unknown_codec_or_procedure_is_a_protocol_error():
 @given(st.binary(max_size=200))
 def test_garbage_raises_only_protocol_errors(data):
     for decode in (bulk.decode_args, bulk.decode_res):
-        for proc in (BulkProc.READ, BulkProc.WRITE):
+        for proc in (BulkProc.READ, BulkProc.WRITE, BulkProc.READV):
             try:
                 decode(proc, data)
             except ProtocolError:

@@ -6,6 +6,7 @@ import asyncio
 import pytest
 
 from gvfs_openstack.fuse import prefill
+from gvfs_openstack.nfs import bulk
 from gvfs_openstack.sidecar import profile as profile_format
 
 KIB = 1024
@@ -44,6 +45,22 @@ def test_profile_blocks_larger_than_the_caches_and_the_last_one_short():
     assert plan == [(2 * BLOCK, BLOCK + 100)]
 
 
+def test_batches_gather_scattered_runs_into_one_readv():
+    plan = prefill.batches(_profile([9, 2, 3, 10, 40, 30, 20]), BLOCK,
+                           4 * BLOCK, budget=64 * BLOCK)
+    # Runs in first-touch order, up to a READ's bytes in each READV.
+    assert plan == [[(9 * BLOCK, 2 * BLOCK), (2 * BLOCK, 2 * BLOCK)],
+                    [(40 * BLOCK, BLOCK), (30 * BLOCK, BLOCK),
+                     (20 * BLOCK, BLOCK)]]
+
+
+def test_a_readv_names_at_most_max_extents_runs():
+    blocks = range(0, 2 * (bulk.MAX_EXTENTS + 10), 2)
+    plan = prefill.batches(_profile(blocks, size=1024 * BLOCK), BLOCK,
+                           1024 * BLOCK, budget=1024 * BLOCK)
+    assert [len(batch) for batch in plan] == [bulk.MAX_EXTENTS, 10]
+
+
 class _Mount:
     """What a prefill calls: a directory of one image and its profile."""
 
@@ -60,16 +77,19 @@ class _Mount:
     async def read_file(self, fh, limit):
         return self.profile_bytes
 
-    async def fetch(self, inode, offset, length):
-        self.fetched.append((inode, offset, length))
+    async def fetch_extents(self, inode, extents):
+        self.fetched.extend((inode, offset, length)
+                            for offset, length in extents)
+        return sum(length for _, length in extents)
 
     def cached(self, inode, offset, length):
         return offset in self.kept
 
 
 def _prefill(mount):
-    return prefill.Prefill(mount.lookup, mount.read_file, mount.fetch,
-                           mount.cached, BLOCK, 16 * BLOCK, 64 * BLOCK)
+    return prefill.Prefill(mount.lookup, mount.read_file,
+                           mount.fetch_extents, mount.cached, BLOCK,
+                           16 * BLOCK, 64 * BLOCK)
 
 
 @pytest.mark.asyncio
@@ -108,21 +128,53 @@ async def test_no_usable_profile_reads_nothing_ahead(case):
 
 
 @pytest.mark.asyncio
-async def test_a_slow_read_stops_the_prefill():
-    """The proxy fetches across the WAN: its own prefetch does the rest."""
-    mount = _Mount(_profile([1, 10, 20, 30, 40, 50]).to_bytes())
-    fetched = mount.fetch
+async def test_a_guest_read_waits_for_its_block_on_its_way():
+    """Not a second READ of it: the READV brings it a moment later."""
+    mount = _Mount(_profile([1, 10, 20]).to_bytes())
+    gate = asyncio.Event()
+    fetched = mount.fetch_extents
 
-    async def across_a_wan(inode, offset, length):
-        await asyncio.sleep(0.02)
-        await fetched(inode, offset, length)
+    async def slow(inode, extents):
+        await gate.wait()
+        return await fetched(inode, extents)
 
-    mount.fetch = across_a_wan
-    filling = prefill.Prefill(mount.lookup, mount.read_file, mount.fetch,
-                              mount.cached, BLOCK, 16 * BLOCK, 64 * BLOCK,
-                              far_seconds=0.01)
+    mount.fetch_extents = slow
+    filling = _prefill(mount)
     filling.opened(1, (64 * BLOCK, 7), b"dir", "golden")
-    await asyncio.sleep(0.2)
-    # The first window's READs went out; none after a slow one came back.
-    assert len(mount.fetched) == prefill.WINDOW
+    await asyncio.sleep(0.05)
+    waiting = asyncio.ensure_future(
+        filling.arrived(1, 10 * BLOCK + 5, 10 * BLOCK + 100))
+    elsewhere = asyncio.ensure_future(
+        filling.arrived(1, 11 * BLOCK, 12 * BLOCK))
+    other_file = asyncio.ensure_future(
+        filling.arrived(2, 10 * BLOCK, 11 * BLOCK))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    # Blocks on no READV's way, or of another file: nothing to wait for.
+    assert elsewhere.done() and other_file.done()
+    gate.set()
+    await asyncio.wait_for(waiting, 1)
+    assert mount.fetched == [(1, BLOCK, BLOCK), (1, 10 * BLOCK, BLOCK),
+                             (1, 20 * BLOCK, BLOCK)]
+    await filling.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_failed_readv_stops_the_prefill_and_frees_its_waiters():
+    mount = _Mount(_profile(range(0, 64, 2)).to_bytes())
+    calls = []
+
+    async def failing(inode, extents):
+        calls.append(extents)
+        await asyncio.sleep(0.01)
+        raise OSError("the proxy went away")
+
+    mount.fetch_extents = failing
+    filling = prefill.Prefill(mount.lookup, mount.read_file, failing,
+                              mount.cached, BLOCK, 4 * BLOCK, 64 * BLOCK)
+    filling.opened(1, (64 * BLOCK, 7), b"dir", "golden")
+    await asyncio.sleep(0.05)
+    # The window's READVs went out; none after they failed.
+    assert len(calls) == prefill.WINDOW
+    await asyncio.wait_for(filling.arrived(1, 0, 64 * BLOCK), 1)
     await filling.stop()

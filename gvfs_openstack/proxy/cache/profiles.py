@@ -43,6 +43,7 @@ import uuid
 
 from oslo_log import log as logging
 
+from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
@@ -229,57 +230,86 @@ class BootProfiles:
         return order
 
     async def _fetch_in_order(self, call, state, key, found):
+        """Fetch the profile's blocks in its order, a window in flight.
+
+        Runs of blocks next in the profile that are also next on disk,
+        up to a fetch's size of them in one READV (:meth:`CachedReads.
+        fetch_runs`): a boot's blocks are scattered, and one call per
+        run would cost every hop a call per 64 KiB.
+        """
         reads = self.reads
         budget = self.max_bytes
         window = FetchWindow(self.window)
         order = self.cache_blocks(found)
+        batch_limit = reads.max_fetch_blocks * reads.block_size
+        batch, batch_bytes = [], 0
         fetched = 0
         i = 0
-        while i < len(order):
-            if not self.reads.is_version(state, key):
-                self.counters.prefetch_stopped += 1
-                break
-            # A run: blocks next in the profile that are also next on
-            # disk, none of them cached or on their way already.
-            first = order[i]
-            i += 1
-            if not reads.wanted(state, first):
-                self.counters.prefetch_blocks_present += 1
-                continue
-            count = 1
-            while i < len(order) and order[i] == first + count and \
-                    count < reads.max_fetch_blocks and \
-                    reads.wanted(state, order[i]):
-                count += 1
-                i += 1
-            run_bytes = reads.run_bytes(state, first, count)
-            if budget is not None:
-                if budget < run_bytes:
-                    self.counters.prefetch_stopped += 1
-                    LOG.info("boot prefetch stopped at its share of the "
-                             "cache")
-                    break
-                budget -= run_bytes
-            try:
-                await window.make_room(run_bytes)
-            finally:
-                self.counters.prefetch_bytes += window.arrived
-                window.arrived = 0
-            still = 0
-            for run_first, run_count in reads.wanted_runs(state, first,
-                                                          count):
-                window.add(reads.fetch(call, state, run_first, run_count),
-                           reads.run_bytes(state, run_first, run_count))
-                still += run_count
-            self.counters.prefetch_blocks_present += count - still
-            self.counters.prefetch_blocks += still
-            fetched += still
         try:
+            while i < len(order):
+                if not self.reads.is_version(state, key):
+                    self.counters.prefetch_stopped += 1
+                    batch = []
+                    break
+                # A run: blocks next in the profile that are also next on
+                # disk, none of them cached or on their way already.
+                first = order[i]
+                i += 1
+                if not reads.wanted(state, first):
+                    self.counters.prefetch_blocks_present += 1
+                    continue
+                count = 1
+                while i < len(order) and order[i] == first + count and \
+                        count < reads.max_fetch_blocks and \
+                        reads.wanted(state, order[i]):
+                    count += 1
+                    i += 1
+                run_bytes = reads.run_bytes(state, first, count)
+                if budget is not None:
+                    if budget < run_bytes:
+                        self.counters.prefetch_stopped += 1
+                        LOG.info("boot prefetch stopped at its share of the "
+                                 "cache")
+                        break
+                    budget -= run_bytes
+                batch.append((first, count))
+                batch_bytes += run_bytes
+                if batch_bytes >= batch_limit or \
+                        len(batch) >= bulk.MAX_EXTENTS:
+                    fetched += await self._send(call, state, window, batch,
+                                                batch_bytes)
+                    batch, batch_bytes = [], 0
+            if batch:
+                fetched += await self._send(call, state, window, batch,
+                                            batch_bytes)
             await window.drain()
         finally:
             self.counters.prefetch_bytes += window.arrived
             window.cancel()
         return fetched
+
+    async def _send(self, call, state, window, batch, batch_bytes):
+        """Fetch the runs of ``batch`` still wanted once there is room.
+
+        The blocks fetched.  A reader's miss may have fetched some of
+        them while this waited: those are not fetched twice.
+        """
+        reads = self.reads
+        try:
+            await window.make_room(batch_bytes)
+        finally:
+            self.counters.prefetch_bytes += window.arrived
+            window.arrived = 0
+        runs = [run for first, count in batch
+                for run in reads.wanted_runs(state, first, count)]
+        still = sum(count for _, count in runs)
+        if runs:
+            window.add(reads.fetch_runs(call, state, runs),
+                       sum(reads.run_bytes(state, *run) for run in runs))
+        self.counters.prefetch_blocks_present += \
+            sum(count for _, count in batch) - still
+        self.counters.prefetch_blocks += still
+        return still
 
     # --- recording -----------------------------------------------------------
 

@@ -40,6 +40,7 @@ from gvfs_openstack.proxy.cache.freshness import attrs_of
 from gvfs_openstack.proxy.cache.freshness import cached_block
 from gvfs_openstack.proxy.cache.freshness import stream_for
 from gvfs_openstack.proxy.cache.freshness import version_key
+from gvfs_openstack.proxy.cache import readv
 from gvfs_openstack.proxy.cache.store import fh_digest
 from gvfs_openstack.proxy.upstream_calls import GarbledReply
 from gvfs_openstack.proxy.upstream_calls import ReplyError
@@ -107,6 +108,8 @@ class CachedReads:
         #: Zeros to send: never written, so calloc's pages stay shared.
         self._zeros = memoryview(bytes(max(max_read, self.block_size)))
         self._zero_block = self._zeros[:self.block_size]
+        #: Until when the next hop is known not to serve READV.
+        self._readv_unavailable_until = 0.0
         #: :class:`profiles.BootProfiles` told of every READ, if any.
         self.profiles = None
 
@@ -230,6 +233,8 @@ class CachedReads:
                     speculative):
         bs = self.block_size
         fh = state.fh
+        # What the file's attributes were reported as when the fetch
+        # began: a reply older than a later report does not overrule it.
         reports = state.reports
         try:
             start = first * bs
@@ -245,34 +250,122 @@ class CachedReads:
             if data is None:
                 data, fattr, eof = await self._read_range(
                     call, fh, start, (first + count) * bs)
-            data = memoryview(data)
-            fresh = self.files.observe(fh, fattr, reports) or state
-            attrs = attrs_of(fattr) if fattr is not None else \
-                fresh.current[-1]
-            keep = attrs in fresh.current
-            for i, block in enumerate(range(first, first + count)):
-                chunk = data[i * bs:(i + 1) * bs]
-                if chunk and (len(chunk) == bs or eof) and keep and \
-                        (fresh.digest, block) not in self._overtaken:
-                    self.store.put(fresh.digest, block, chunk, attrs,
-                                   speculative and (state.digest, block)
-                                   not in self._claimed)
-                futures[block].set_result((chunk, attrs))
+            self._keep(state, reports, first, count, data, fattr, eof,
+                       futures, speculative)
         except BaseException as e:
-            for future in futures.values():
-                if not future.done():
-                    future.set_exception(e if isinstance(e, Exception)
-                                         else FetchError("fetch stopped"))
+            _fail(futures, e)
             if not isinstance(e, Exception):
                 raise
         finally:
-            for block in futures:
-                self._inflight.pop((state.digest, block), None)
-                self._overtaken.discard((state.digest, block))
-                self._claimed.discard((state.digest, block))
-            for future in futures.values():
-                if future.done() and not future.cancelled():
-                    future.exception()  # Retrieved: the reader may be gone.
+            self._settled(state, futures)
+
+    def fetch_runs(self, call, state, runs, speculative=False):
+        """Start fetching the ``(first, count)`` runs in one upstream call.
+
+        A READV of the bulk channel where the next hop serves it (the
+        blocks of a boot are scattered: one call brings many), else one
+        fetch per run.  Returns the futures, as :meth:`fetch` does.
+        """
+        if self.clock() < self._readv_unavailable_until:
+            futures = {}
+            for first, count in runs:
+                futures.update(self.fetch(call, state, first, count,
+                                          speculative=speculative))
+            return futures
+        loop = asyncio.get_running_loop()
+        futures = {}
+        for first, count in runs:
+            for block in range(first, first + count):
+                futures[block] = self._inflight[(state.digest, block)] = \
+                    loop.create_future()
+        loop.create_task(self._fill_runs(call, state, list(runs), futures,
+                                         speculative))
+        return futures
+
+    async def _fill_runs(self, call, state, runs, futures, speculative):
+        bs = self.block_size
+        reports = state.reports
+        try:
+            while runs:
+                try:
+                    fattr, pieces = await readv.read_extents(
+                        self.upstream, call, state.fh,
+                        [(first * bs, count * bs) for first, count in runs])
+                except readv.ReadvUnavailable as e:
+                    LOG.info("fetching block by block: %s", e)
+                    self._readv_unavailable_until = \
+                        self.clock() + readv.UNAVAILABLE_RETRY
+                    await self._fill_each(call, state, runs, futures,
+                                          speculative)
+                    return
+                except readv.ReadvFailed as e:
+                    raise FetchError(str(e)) from e
+                rest = []
+                for (first, count), data in zip(runs, pieces):
+                    self.counters.cache_bytes_fetched += len(data)
+                    self._count(state.fh, "bytes_fetched", len(data))
+                    # Short at the end of the file, or (the first
+                    # extent, larger than the next hop answers at once)
+                    # short: what it lacks is asked again.
+                    eof = fattr is not None and \
+                        first * bs + len(data) >= fattr.size
+                    got = count if eof else len(data) // bs
+                    if got:
+                        self._keep(state, reports, first, got,
+                                   data[:got * bs], fattr, eof,
+                                   {b: futures[b] for b in range(
+                                       first, first + got)}, speculative)
+                    if got < count:
+                        rest.append((first + got, count - got))
+                if rest == runs[:len(pieces)]:
+                    raise FetchError("a READV upstream brought no block")
+                runs = rest + runs[len(pieces):]
+        except BaseException as e:
+            _fail(futures, e)
+            if not isinstance(e, Exception):
+                raise
+        finally:
+            self._settled(state, futures)
+
+    async def _fill_each(self, call, state, runs, futures, speculative):
+        """Each run in its own READ: a next hop without READV."""
+        await asyncio.gather(*(
+            self._fill(call, state, first, count,
+                       {b: futures[b] for b in range(first, first + count)},
+                       None, speculative)
+            for first, count in runs))
+
+    def _keep(self, state, reports, first, count, data, fattr, eof, futures,
+              speculative):
+        """Store a fetch's blocks and hand them to their waiters.
+
+        ``reports``: the file's reports when the fetch began.
+        """
+        bs = self.block_size
+        data = memoryview(data)
+        fresh = self.files.observe(state.fh, fattr, reports) or state
+        attrs = attrs_of(fattr) if fattr is not None else \
+            fresh.current[-1]
+        keep = attrs in fresh.current
+        for i, block in enumerate(range(first, first + count)):
+            chunk = data[i * bs:(i + 1) * bs]
+            if chunk and (len(chunk) == bs or eof) and keep and \
+                    (fresh.digest, block) not in self._overtaken:
+                self.store.put(fresh.digest, block, chunk, attrs,
+                               speculative and (state.digest, block)
+                               not in self._claimed)
+            if not futures[block].done():
+                futures[block].set_result((chunk, attrs))
+
+    def _settled(self, state, futures):
+        """A fetch is over: its blocks are no longer on their way."""
+        for block in futures:
+            self._inflight.pop((state.digest, block), None)
+            self._overtaken.discard((state.digest, block))
+            self._claimed.discard((state.digest, block))
+        for future in futures.values():
+            if future.done() and not future.cancelled():
+                future.exception()  # Retrieved: the reader may be gone.
 
     def is_version(self, state, key):
         """Whether the file of ``state`` is still version ``key``.
@@ -390,17 +483,55 @@ class CachedReads:
                 state.fattr, args.offset + count >= size, count,
                 bulk.Codec.NONE, data))))
 
+    async def bulk_readv(self, call):
+        """A READV's reply from the cache, fetching what it lacks.
+
+        None to forward it (not a regular file, a fetch failed).  At most
+        ``max_read`` bytes in all, as a READ: the caller asks again for
+        the extents left out.  Uncompressed, as :meth:`bulk_read`.
+        """
+        try:
+            args = bulk.decode_args(bulk.BulkProc.READV, call.args)
+        except ProtocolError:
+            return None
+        state = await self.state_of(call, bytes(args.file))
+        if state is None or state.fattr.type != const.FileType.NF3REG:
+            return None
+        await self.load_zeros(call, state)
+        size = state.fattr.size
+        spans = bulk.plan(args.extents, self.max_read, size)
+        if spans and self.profiles is not None:
+            self.profiles.on_read(call, state, *spans[0])
+        found = await self.spans(call, state, spans)
+        if found is None:
+            return None
+        self.counters.cache_bulk_reads_answered += 1
+        return readv_reply(call.xid, state.fattr,
+                           [end - start for start, end in spans],
+                           [view for views in found for view in views])
+
     async def blocks(self, call, state, start, end):
         """The bytes of [start, end) as views, None if a fetch failed."""
+        found = await self.spans(call, state, [(start, end)])
+        return None if found is None else found[0]
+
+    async def spans(self, call, state, spans):
+        """The bytes of each ``(start, end)`` as views, None if a fetch
+        failed.
+
+        Misses of all the spans go upstream together: one READ for one
+        run of them, one READV (:meth:`fetch_runs`) for several.
+        """
         bs = self.block_size
         size = state.fattr.size
-        first, last = start // bs, (end - 1) // bs
         pieces = {}
         waiting = {}
         missing = []
         zeros = self.zeros_of(state)
         zero_blocks = zero_bytes = 0
-        for block in range(first, last + 1):
+        for block in sorted({block for start, end in spans if end > start
+                             for block in range(start // bs,
+                                                (end - 1) // bs + 1)}):
             expected = min(bs, size - block * bs)
             if zeros is not None and zeros.covers(block * bs,
                                                   block * bs + expected):
@@ -419,22 +550,33 @@ class CachedReads:
             else:
                 missing.append(block)
                 self.counters.cache_misses += 1
-        for run_start, run_len in _runs(missing, self.max_fetch_blocks):
-            waiting.update(self.fetch(call, state, run_start, run_len))
+        runs = list(_runs(missing, self.max_fetch_blocks))
+        if len(runs) == 1:
+            waiting.update(self.fetch(call, state, *runs[0]))
+        elif runs:
+            waiting.update(self.fetch_runs(call, state, runs))
         try:
             for block, future in waiting.items():
                 chunk, _ = await asyncio.shield(future)
                 pieces[block] = chunk
         except FetchError:
             return None
-        views = [memoryview(pieces[b]) for b in range(first, last + 1)]
-        views[-1] = views[-1][:end - last * bs]
-        views[0] = views[0][start - first * bs:]
-        if sum(len(view) for view in views) != end - start:
-            # The server had fewer bytes than the file's attributes said
-            # (it shrank meanwhile): a reply must not promise more bytes
-            # than it carries.  Forwarded, the server answers.
-            return None
+        found = []
+        for start, end in spans:
+            if end <= start:
+                found.append([])
+                continue
+            first, last = start // bs, (end - 1) // bs
+            views = [memoryview(pieces[b]) for b in range(first, last + 1)]
+            views[-1] = views[-1][:end - last * bs]
+            views[0] = views[0][start - first * bs:]
+            if sum(len(view) for view in views) != end - start:
+                # The server had fewer bytes than the file's attributes
+                # said (it shrank meanwhile): a reply must not promise
+                # more bytes than it carries.  Forwarded, the server
+                # answers.
+                return None
+            found.append(views)
         local = sum(len(pieces[b]) for b in pieces
                     if b not in waiting) - zero_bytes
         self.counters.cache_bytes_local += local
@@ -444,7 +586,7 @@ class CachedReads:
         self._count(state.fh, "hits", len(pieces) - len(waiting) -
                     zero_blocks)
         self._count(state.fh, "misses", len(waiting))
-        return views
+        return found
 
     def _count(self, fh, key, amount):
         """Per-export counters (``?`` for handles of unknown export)."""
@@ -549,6 +691,30 @@ def read_reply(xid, fattr, count, eof, pieces):
     p.pack_uint(count)
     header = rpc.encode_message(rpc.Reply(xid)) + p.get_buffer()
     return (header, *pieces, b"\0" * ((4 - count % 4) % 4))
+
+
+def readv_reply(xid, fattr, counts, pieces):
+    """A READV reply as buffers: header, then the data pieces uncopied."""
+    count = sum(counts)
+    p = Packer()
+    p.pack_int(0)
+    nfs3.POST_OP_ATTR.pack(p, fattr)
+    p.pack_uint(len(counts))
+    for one in counts:
+        p.pack_uint(one)
+    p.pack_uint(count)
+    p.pack_uint(bulk.Codec.NONE)
+    p.pack_uint(count)
+    header = rpc.encode_message(rpc.Reply(xid)) + p.get_buffer()
+    return (header, *pieces, b"\0" * ((4 - count % 4) % 4))
+
+
+def _fail(futures, error):
+    """Fail the futures not yet answered with ``error``."""
+    for future in futures.values():
+        if not future.done():
+            future.set_exception(error if isinstance(error, Exception)
+                                 else FetchError("fetch stopped"))
 
 
 def _runs(blocks, limit):

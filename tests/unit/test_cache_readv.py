@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A proxy's cache answering READV, and fetching with it.
+
+Against the in-memory directory of :mod:`tests.unit.test_boot_profiles`,
+which answers READV as a server proxy does (or, told so, not at all, as
+an NFS server); the real chain is in
+``tests/functional/test_bulk_readv.py``.
+"""
+
+import pytest
+
+from gvfs_openstack.nfs import bulk
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.cache import readv
+from tests.unit.test_boot_profiles import BS
+from tests.unit.test_boot_profiles import CALL
+from tests.unit.test_boot_profiles import Directory
+from tests.unit.test_boot_profiles import image
+from tests.unit.test_boot_profiles import make
+from tests.unit.test_boot_profiles import read_call
+
+
+def readv_call(extents, name="golden"):
+    return rpc.Call(3, bulk.BULK_PROGRAM, bulk.BULK_VERSION,
+                    bulk.BulkProc.READV, CALL.cred,
+                    args=bulk.encode_args(bulk.BulkProc.READV,
+                                          bulk.ReadvArgs(
+                                              b"fh:" + name.encode(),
+                                              tuple(bulk.Extent(o, c)
+                                                    for o, c in extents))))
+
+
+def answer(reply):
+    """The decoded READV result of a reply given as buffers."""
+    message = rpc.decode_message(b"".join(bytes(part) for part in reply))
+    return bulk.decode_res(bulk.BulkProc.READV, message.results)
+
+
+def golden(blocks=64, tail=100):
+    d = Directory()
+    d.add("golden", image(blocks) + b"t" * tail)
+    return d
+
+
+def upstream(d):
+    """(READ offsets in blocks, READV extents in blocks) sent so far."""
+    return ([a.offset // BS for p, a in d.calls if p == Nfs3Proc.READ],
+            [[(e.offset // BS, e.count // BS) for e in a.extents]
+             for p, a in d.calls if p == "readv"])
+
+
+@pytest.mark.asyncio
+async def test_a_readv_is_answered_from_the_cache_and_one_fetch(tmp_path):
+    d = golden()
+    data = bytes(d.files["golden"])
+    cached = make(tmp_path, d)
+    await cached.read(read_call("golden", 9 * BS, BS))      # Cached now.
+    extents = [(30 * BS, BS), (9 * BS, BS), (2 * BS, 2 * BS),
+               (64 * BS, BS), (90 * BS, BS), (5 * BS + 7, 10)]
+    res = answer(await cached.bulk_readv(readv_call(extents)))
+    assert res.ok
+    assert res.body.counts == (BS, BS, 2 * BS, 100, 0, 10)
+    assert res.body.codec == bulk.Codec.NONE
+    assert res.body.data == b"".join(data[o:o + c] for o, c in extents)
+    # Block 9 was here; the other four runs went in one READV.
+    reads, readvs = upstream(d)
+    assert reads == [9]
+    assert readvs == [[(2, 2), (5, 1), (30, 1), (64, 1)]]
+    # All of it is cached now: no call leaves again.
+    calls = len(d.calls)
+    again = answer(await cached.bulk_readv(readv_call(extents)))
+    assert again.body.data == res.body.data and len(d.calls) == calls
+
+
+@pytest.mark.asyncio
+async def test_a_readv_past_the_reply_limit_leaves_the_rest(tmp_path):
+    d = golden()
+    cached = make(tmp_path, d)      # Answers at most 64 blocks at once.
+    res = answer(await cached.bulk_readv(readv_call(
+        [(0, 40 * BS), (40 * BS, 30 * BS), (0, BS)])))
+    assert res.body.counts == (40 * BS,)
+
+
+@pytest.mark.asyncio
+async def test_without_readv_upstream_each_run_is_one_read(tmp_path):
+    d = golden()
+    d.readv = False
+    data = bytes(d.files["golden"])
+    cached = make(tmp_path, d)
+    extents = [(30 * BS, BS), (2 * BS, 2 * BS)]
+    res = answer(await cached.bulk_readv(readv_call(extents)))
+    assert res.body.data == data[30 * BS:31 * BS] + data[2 * BS:4 * BS]
+    assert upstream(d) == ([2, 30], [])
+    # Not asked again for a while: the next hop is an NFS server.
+    await cached.bulk_readv(readv_call([(40 * BS, BS), (50 * BS, BS)]))
+    assert upstream(d) == ([2, 30, 40, 50], [])
+
+
+@pytest.mark.asyncio
+async def test_a_garbled_readv_reply_upstream_keeps_nothing(tmp_path):
+    d = golden()
+    told = d.bulk
+
+    async def lying(proc, args, cred, verf=rpc.AUTH_NONE):
+        res = await told(proc, args, cred, verf)
+        # Counts that promise more bytes than the reply carries.
+        return nfs3.Result(0, bulk.ReadvOk(
+            res.body.file_attributes, tuple(c + 1 for c in res.body.counts),
+            res.body.raw_count, res.body.codec, res.body.data))
+
+    d.bulk = lying
+    cached = make(tmp_path, d)
+    reply = await cached.bulk_readv(readv_call([(30 * BS, BS),
+                                                (2 * BS, BS)]))
+    # Forwarded: the next hop answers the caller itself.
+    assert reply is None
+    state = cached.files.get(b"fh:golden")
+    assert not cached.present(state, 30, BS)
+    assert not cached.present(state, 2, BS)
+
+
+@pytest.mark.asyncio
+async def test_a_readv_refused_upstream_is_a_fetch_error(tmp_path):
+    d = golden()
+
+    async def refusing(proc, args, cred, verf=rpc.AUTH_NONE):
+        return nfs3.Result(const.NfsStat.NFS3ERR_STALE, nfs3.AttrBody(None))
+
+    d.bulk = refusing
+    cached = make(tmp_path, d)
+    assert await cached.bulk_readv(readv_call([(30 * BS, BS),
+                                               (2 * BS, BS)])) is None
+    with pytest.raises(readv.ReadvFailed, match="STALE"):
+        await readv.read_extents(d, CALL, b"fh:golden", [(0, BS)])
