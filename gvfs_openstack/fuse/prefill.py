@@ -177,8 +177,8 @@ class Prefill:
                         return
                     arriving = self._expect(inode, batch)
                     try:
-                        self.bytes_read += await self.fetch_extents(
-                            inode, batch)
+                        got = await self.fetch_extents(inode, batch)
+                        self.bytes_read += got
                     except Exception as e:
                         failed.append(e)
                     finally:

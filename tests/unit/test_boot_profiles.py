@@ -448,6 +448,9 @@ async def test_a_prefetch_stops_at_its_share_of_the_cache(tmp_path):
     await open_file(cached, d, "golden")
     await cached.read(read_call("golden", BS, 10))
     await until(lambda: cached.profiles.counters.prefetch_stopped)
+    # What it took before the share ran out is still fetched; no more.
+    await until(lambda: cached.profiles.counters.prefetch_blocks == 5)
+    await asyncio.sleep(0.05)
     assert cached.profiles.counters.prefetch_blocks == 5
     await cached.profiles.stop()
 

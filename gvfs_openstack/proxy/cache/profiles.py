@@ -239,7 +239,7 @@ class BootProfiles:
         """
         reads = self.reads
         budget = self.max_bytes
-        window = FetchWindow(self.window)
+        window = FetchWindow(self.window, fits=True)
         order = self.cache_blocks(found)
         batch_limit = reads.max_fetch_blocks * reads.block_size
         batch, batch_bytes = [], 0
