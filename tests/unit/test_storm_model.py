@@ -44,10 +44,20 @@ def test_hosts_behind_a_lan_proxy_share_one_fetch_per_block():
 
 
 def test_a_shared_wan_bounds_hosts_that_cross_it_alone():
-    # 8 hosts x 100 blocks at 100 blocks per second of link.
+    # 8 hosts x 100 blocks at 100 blocks per second of link, with the
+    # frames' headers.
     tree = _tree(hosts=8, lan_proxies=0, wan_mbit=100 * BLOCK_MBIT)
     storm = storm_model.simulate(tree, FREE, TRACE)
-    assert 8.0 <= storm.last <= 8.0 + 0.2
+    least = 8.0 * storm_model.FRAMING
+    assert least <= storm.last <= least + 0.2
+
+
+def test_compression_on_the_wan_is_bytes_off_the_link():
+    tree = _tree(hosts=8, lan_proxies=0, wan_mbit=100 * BLOCK_MBIT)
+    halved = Costs(host=0.0, lan=0.0, dtn=0.0, wan_ratio=0.5)
+    storm = storm_model.simulate(tree, halved, TRACE)
+    least = 4.0 * storm_model.FRAMING
+    assert least <= storm.last <= least + 0.2
 
 
 def test_shared_cores_bound_a_storm_by_the_cpu_it_needs():
@@ -71,24 +81,30 @@ def test_a_lan_proxys_cores_bound_what_it_serves():
 
 
 def test_calibration_splits_each_tiers_cpu_into_its_costs():
-    single = {"hosts": 1, "lan_proxies": 1, "read_seconds": 0.1,
-              "cpu": {"lan": 0.05}}
+    """Storms made of known costs give those costs back."""
+    blocks, read = 100, 0.001
+    host, per_peer, lan, fetch = 0.002, 0.000125, 0.0002, 0.0003
+    single = {"hosts": 1, "lan_proxies": 1, "read_seconds": read * blocks,
+              "cpu": {"lan": (lan + fetch) * blocks}}
 
-    def loaded(hosts, host_cpu, lan_cpu):
-        return {"hosts": hosts, "lan_proxies": 1, "wan_bytes": 100 * 65536,
+    def storm(hosts, lan_proxies):
+        fetching = lan_proxies + (1 if lan_proxies > 1 else 0)
+        lan_cpu = (lan * hosts + fetch * fetching) * blocks
+        host_cpu = hosts * blocks * (host + per_peer * (hosts - 1) + read)
+        return {"hosts": hosts, "lan_proxies": lan_proxies,
+                "wan_bytes": 40 * 65536, "wan_raw_bytes": 100 * 65536,
                 "machine_cpu": host_cpu + lan_cpu + 0.1,
                 "cpu": {"lan": lan_cpu, "server": 0.1}}
 
-    # Per block and host: 2 ms with 8 hosts, 3 ms with 16 on the cores.
     costs = storm_model.calibrate(single, [
-        loaded(16, 16 * 100 * 0.003, 0.05 + 15 * 100 * 0.0002),
-        loaded(8, 8 * 100 * 0.002, 0.03)], 100)
-    assert costs == Costs(host=pytest.approx(0.002 - 0.001 - 7 * 0.000125),
-                          host_per_peer=pytest.approx(0.000125),
-                          read=pytest.approx(0.001),
-                          lan=pytest.approx(0.0002),
-                          lan_fetch=pytest.approx(0.0005 - 0.0002),
-                          dtn=pytest.approx(0.1 / 100))
+        storm(n, k) for n in (8, 16, 32) for k in (1, 2, 4)], blocks)
+    assert costs == Costs(host=pytest.approx(host),
+                          host_per_peer=pytest.approx(per_peer),
+                          read=pytest.approx(read),
+                          lan=pytest.approx(lan),
+                          lan_fetch=pytest.approx(fetch),
+                          dtn=pytest.approx(0.1 / 100),
+                          wan_ratio=pytest.approx(0.4))
 
 
 def test_a_site_proxy_lets_a_block_cross_the_wan_once_for_all_lans():

@@ -9,15 +9,19 @@ what the lab runs --
 
 * each host's guest reading its boot (the recorded trace: its order,
   and the guest's work between reads), its client proxy prefetching the
-  boot profile ``window`` blocks ahead, a read that finds its block on
-  its way waiting for it (collapsed forwarding) and one that does not
-  fetching it at once;
+  boot profile with as many blocks in flight as the proxies' own rule
+  allows (:class:`~gvfs_openstack.proxy.cache.window.PathEstimate`: the
+  measured bandwidth-delay product, at most ``window`` blocks), a read
+  that finds its block on its way waiting for it (collapsed forwarding)
+  and one that does not fetching it at once;
 * each LAN proxy doing the same for the hosts behind it: one fetch per
   block across the WAN, each block sent to every host that asked;
-* the DTN's server proxy answering each block from its NFS server;
-* each link a port that sends one block after another at its rate, then
-  its one-way delay; each tier's processing a CPU cost per block on the
-  cores it has --
+* the DTN's server proxy answering each block from its NFS server,
+  compressed on the WAN as the lab measured;
+* each link a port that sends one block after another at its rate (with
+  TCP/IP and Ethernet headers on 1500-byte frames), then its one-way
+  delay; each tier's processing a CPU cost per block on the cores it
+  has --
 
 with costs measured in the lab (:func:`calibrate`, from the storm's
 single-host case alone) and validated against the lab's other cases
@@ -33,7 +37,15 @@ import dataclasses
 import heapq
 import itertools
 
+from gvfs_openstack.proxy.cache.window import PathEstimate
+
 BLOCK = 64 * 1024
+#: Bytes on the wire per byte of payload: a 1448-byte TCP segment in a
+#: 1514-byte Ethernet frame (what ``tbf`` counts).
+FRAMING = 1514 / 1448
+#: Blocks of one prefetch call (a READV of 1 MiB): at least this many are
+#: in flight once a prefetch has begun.
+BATCH_BLOCKS = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +69,9 @@ class Costs:
     read: float = 0.0
     lan_fetch: float = 0.0
     host_per_peer: float = 0.0
+    #: Bytes on the WAN per byte of a block (the server proxy compresses
+    #: READV replies).
+    wan_ratio: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,9 +162,9 @@ class _Cpu:
 class _Port:
     """A link's sending side: a block at a time at its rate, then delay."""
 
-    def __init__(self, clock, mbit, delay):
+    def __init__(self, clock, mbit, delay, ratio=1.0):
         self.clock = clock
-        self.seconds_per_block = BLOCK * 8 / (mbit * 1e6)
+        self.seconds_per_block = BLOCK * ratio * FRAMING * 8 / (mbit * 1e6)
         self.delay = delay
         self.free_at = 0.0
 
@@ -181,7 +196,6 @@ class _Cache:
         self.clock = clock
         self.cpu = cpu
         self.profile = profile
-        self.window = window
         self.upstream = upstream
         self.up_delay = up_delay
         self.profile_wait = profile_round_trips * 2 * up_delay
@@ -190,6 +204,9 @@ class _Cache:
         self.started = False
         self._next = 0
         self._prefetching = 0
+        self._path = PathEstimate(window * BLOCK)
+        #: block -> the estimate's token of its prefetch
+        self._tokens = {}
 
     def want(self, block, waiter):
         """``waiter()`` once ``block`` is here; fetch it if nobody has."""
@@ -207,6 +224,7 @@ class _Cache:
         self.waiting[block] = []
         if prefetch:
             self._prefetching += 1
+            self._tokens[block] = self._path.sent(self.clock.now)
         self.clock.after(self.up_delay, self.upstream, block,
                          lambda: self._arrived(block, prefetch))
 
@@ -214,12 +232,15 @@ class _Cache:
         self.have.add(block)
         if prefetch:
             self._prefetching -= 1
+            self._path.arrived(self._tokens.pop(block), BLOCK,
+                               self.clock.now)
         for waiter in self.waiting.pop(block):
             waiter()
         self._prefetch()
 
     def _prefetch(self):
-        while self._prefetching < self.window and \
+        window = max(BATCH_BLOCKS, int(self._path.limit // BLOCK))
+        while self._prefetching < window and \
                 self._next < len(self.profile):
             block = self.profile[self._next]
             self._next += 1
@@ -323,7 +344,8 @@ def simulate(tree, costs, trace):
 
     profile = [b for b, _ in trace]
     dtns = [_Dtn(cpu(tree.dtn_cores), costs.dtn,
-                 _Port(clock, tree.wan_mbit, tree.wan_rtt / 2))
+                 _Port(clock, tree.wan_mbit, tree.wan_rtt / 2,
+                       costs.wan_ratio))
             for _ in range(tree.dtns)]
     segments = max(1, tree.lan_proxies)
     # What a segment's LAN proxy sends (or, with no LAN proxy, what the
@@ -383,34 +405,71 @@ def _host_cpu_per_block(case, trace_blocks):
             case["cpu"]["server"]) / (case["hosts"] * trace_blocks)
 
 
-def calibrate(single, loaded, trace_blocks):
+def _line(xs, ys):
+    """``(intercept, slope)`` of the least-squares line through points."""
+    n = len(xs)
+    mean_x, mean_y = sum(xs) / n, sum(ys) / n
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if not spread:
+        return mean_y, 0.0
+    slope = sum((x - mean_x) * (y - mean_y)
+                for x, y in zip(xs, ys)) / spread
+    return mean_y - slope * mean_x, slope
+
+
+def _two(us, vs, ys):
+    """``(a, b)`` minimising the squares of ``y - a u - b v``."""
+    uu = sum(u * u for u in us)
+    vv = sum(v * v for v in vs)
+    uv = sum(u * v for u, v in zip(us, vs))
+    uy = sum(u * y for u, y in zip(us, ys))
+    vy = sum(v * y for v, y in zip(vs, ys))
+    det = uu * vv - uv * uv
+    if not det:
+        return (uy / uu if uu else 0.0), 0.0
+    return (uy * vv - vy * uv) / det, (vy * uu - uy * uv) / det
+
+
+def _fetching_proxies(case):
+    """LAN proxies that fetch the boot, a site proxy in front included."""
+    k = case["lan_proxies"]
+    return k + (1 if k > 1 else 0)
+
+
+def calibrate(single, storms, trace_blocks):
     """:class:`Costs` measured in a storm run (its JSON rows).
 
     ``single``: one host alone behind one LAN proxy, whose reads found
     their blocks there (the profile's prefetch ran ahead): what a read
-    costs, and what a LAN proxy spends on a block it fetches and sends
-    on once.  ``loaded``: the two storms with the most hosts behind one
-    LAN proxy, every core busy: what a LAN proxy spends per block it
-    sends, and the host tier per block, and how that grows with the
-    hosts sharing the cores.  The machine's CPU not charged to the LAN
-    or DTN tier -- the hosts' processes, the replays, the kernel, the
-    NFS server, the WAN's emulation -- is the host tier's.
+    costs.  ``storms``: those behind LAN proxies, whose CPU gives, by
+    least squares over all of them (no case's congestion decides alone):
+
+    * the host tier's CPU per block, and how it grows with the hosts
+      sharing the cores (the machine's CPU not charged to the LAN or DTN
+      tier -- the hosts' processes, the replays, the kernel, the NFS
+      server, the WAN's emulation -- is the host tier's);
+    * a LAN proxy's CPU per block it sends a host, and per block it (or
+      the site proxy) fetches;
+    * the DTN's per block it serves, from the storm that served most.
     """
-    fewer, most = sorted(loaded, key=lambda c: c["hosts"])[-2:]
-    read = single["read_seconds"] / trace_blocks
-    per_peer = (_host_cpu_per_block(most, trace_blocks) -
-                _host_cpu_per_block(fewer, trace_blocks)) / (
-                    most["hosts"] - fewer["hosts"])
-    host = _host_cpu_per_block(most, trace_blocks) - read - per_peer * (
-        most["hosts"] - 1)
-    # One host: each block fetched and sent once; many: sent many times.
-    once = single["cpu"]["lan"] / trace_blocks
-    lan = max(0.0, (most["cpu"]["lan"] - single["cpu"]["lan"]) / (
-        (most["hosts"] - 1) * trace_blocks))
-    wan_blocks = max(1.0, most["wan_bytes"] / BLOCK)
-    return Costs(host=max(0.0, host), lan=lan, dtn=most["cpu"]["server"] /
-                 wan_blocks, read=read, lan_fetch=max(0.0, once - lan),
-                 host_per_peer=max(0.0, per_peer))
+    blocks = trace_blocks
+    read = single["read_seconds"] / blocks
+    host, per_peer = _line(
+        [c["hosts"] - 1 for c in storms],
+        [_host_cpu_per_block(c, blocks) - read for c in storms])
+    lan, lan_fetch = _two(
+        [c["hosts"] * blocks for c in [single] + storms],
+        [_fetching_proxies(c) * blocks for c in [single] + storms],
+        [c["cpu"]["lan"] for c in [single] + storms])
+    most = max(storms, key=lambda c: c["cpu"]["server"])
+    # What the DTN served, raw: its CPU is per block read and sent.
+    raw = most.get("wan_raw_bytes", most["wan_bytes"])
+    wan_blocks = max(1.0, raw / BLOCK)
+    return Costs(host=max(0.0, host), lan=max(0.0, lan),
+                 dtn=most["cpu"]["server"] / wan_blocks, read=read,
+                 lan_fetch=max(0.0, lan_fetch),
+                 host_per_peer=max(0.0, per_peer),
+                 wan_ratio=most["wan_bytes"] / raw if raw else 1.0)
 
 
 def lab_tree(case, metrics):
@@ -428,13 +487,13 @@ def lab_tree(case, metrics):
 def validate(metrics, trace):
     """Costs, and ``(case, modelled last, measured last)`` of each case.
 
-    The costs come from the single host and from the storms behind one
-    LAN proxy (:func:`calibrate`); every case is then predicted, those
-    included.
+    The costs come from the CPU the single host and the storms behind
+    LAN proxies spent (:func:`calibrate`); every case's time is then
+    predicted, those included.
     """
     single = metrics["singles"][-1]
-    loaded = [c for c in metrics["storms"] if c["lan_proxies"] == 1]
-    costs = calibrate(single, loaded, len(trace))
+    behind = [c for c in metrics["storms"] if c["lan_proxies"]]
+    costs = calibrate(single, behind, len(trace))
     rows = []
     for case in metrics["singles"][-1:] + metrics["storms"]:
         modelled = simulate(lab_tree(case, metrics), costs, trace).last

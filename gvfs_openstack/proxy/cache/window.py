@@ -38,24 +38,16 @@ FLAT_ROUNDS = 3
 RATE_SAMPLES = 10
 
 
-class FetchWindow:
-    """Fetches started by :meth:`CachedReads.fetch`, ``size`` bytes at most.
+class PathEstimate:
+    """The bytes to keep in flight on a path, from what its fetches show.
 
-    Each fetch's futures are awaited through a shield: they are shared
-    with readers waiting for the same blocks, and a window that is
-    cancelled must not cancel their fetches.  With ``fits``, fewer bytes
-    than ``size`` when the path's measured bandwidth-delay product is
-    smaller (see the module's docstring).
+    Sans-IO, so that the storm model (``tools/bench/storm_model.py``)
+    runs the same rule as the proxies: :meth:`sent` when a fetch goes
+    out (its token), :meth:`arrived` with the token when it is back.
     """
 
-    def __init__(self, size, fits=False, clock=time.monotonic):
+    def __init__(self, size):
         self.size = size
-        self.fits = fits
-        self.clock = clock
-        #: task -> (bytes it waits for, when it was sent)
-        self._runs = {}
-        #: Bytes that arrived so far.
-        self.arrived = 0
         #: The quickest round trip of a fetch seen, seconds.
         self._quickest = None
         #: Bytes arrived in all, and recent delivery rates (bytes/s).
@@ -68,22 +60,72 @@ class FetchWindow:
         self._grew_to = 0.0
         self._flat = 0
 
+    @property
+    def limit(self):
+        """Bytes to keep in flight now; 0 before anything came back."""
+        if not self._rates:
+            return 0       # One fetch, to measure the path with.
+        gain = STARTUP_GAIN if self._flat < FLAT_ROUNDS else HEADROOM
+        return min(self.size, gain * max(self._rates) * self._quickest)
+
+    def sent(self, now):
+        """A fetch goes out at ``now``; the token to give :meth:`arrived`."""
+        return now, self._delivered
+
+    def arrived(self, token, nbytes, now):
+        """The fetch of ``token`` brought ``nbytes`` at ``now``.
+
+        Its rate is every byte that arrived while it was out, its own
+        included, over its round trip.
+        """
+        sent, before = token
+        self._delivered += nbytes
+        took = now - sent
+        if took <= 0:
+            return
+        if self._quickest is None or took < self._quickest:
+            self._quickest = took
+        self._rates.append((self._delivered - before) / took)
+        if before >= self._round_ends_at:
+            self._round_ends_at = self._delivered
+            best = max(self._rates)
+            if best >= 1.25 * self._grew_to:
+                self._grew_to, self._flat = best, 0
+            else:
+                self._flat += 1
+
+
+class FetchWindow:
+    """Fetches started by :meth:`CachedReads.fetch`, ``size`` bytes at most.
+
+    Each fetch's futures are awaited through a shield: they are shared
+    with readers waiting for the same blocks, and a window that is
+    cancelled must not cancel their fetches.  With ``fits``, fewer bytes
+    than ``size`` when the path's measured bandwidth-delay product is
+    smaller (:class:`PathEstimate`, the module's docstring).
+    """
+
+    def __init__(self, size, fits=False, clock=time.monotonic):
+        self.size = size
+        self.clock = clock
+        #: The :class:`PathEstimate`, with ``fits``.
+        self.path = PathEstimate(size) if fits else None
+        #: task -> bytes it waits for
+        self._runs = {}
+        #: Bytes that arrived so far.
+        self.arrived = 0
+
     def __len__(self):
         return len(self._runs)
 
     @property
     def in_flight(self):
-        return sum(nbytes for nbytes, _ in self._runs.values())
+        return sum(self._runs.values())
 
     @property
     def limit(self):
         """Bytes it keeps in flight now."""
-        if not self.fits:
-            return self.size
-        if not self._rates:
-            return 0       # One fetch, to measure the path with.
-        gain = STARTUP_GAIN if self._flat < FLAT_ROUNDS else HEADROOM
-        return min(self.size, gain * max(self._rates) * self._quickest)
+        return self.size if self.path is None else self.path.limit
 
     async def make_room(self, nbytes):
         """Wait until ``nbytes`` more fit (or nothing is in flight).
@@ -97,35 +139,14 @@ class FetchWindow:
     def add(self, futures, nbytes):
         """Count a fetch's ``futures`` (block -> future) in the window."""
         task = asyncio.ensure_future(_arrived(futures.values()))
-        sent = self.clock()
-        self._runs[task] = (nbytes, sent)
-        if self.fits:
-            before = self._delivered
-            task.add_done_callback(
-                lambda done: self._measure(done, sent, before))
+        self._runs[task] = nbytes
+        if self.path is not None:
+            token = self.path.sent(self.clock())
+            task.add_done_callback(lambda done: self._measure(done, token))
 
-    def _measure(self, task, sent, before):
-        """A fetch arrived: the round trip and the delivery rate it shows.
-
-        The rate is every byte that arrived while it was out, its own
-        included, over its round trip.
-        """
-        if task.cancelled() or task.exception() is not None:
-            return
-        self._delivered += task.result()
-        took = self.clock() - sent
-        if took <= 0:
-            return
-        if self._quickest is None or took < self._quickest:
-            self._quickest = took
-        self._rates.append((self._delivered - before) / took)
-        if before >= self._round_ends_at:
-            self._round_ends_at = self._delivered
-            best = max(self._rates)
-            if best >= 1.25 * self._grew_to:
-                self._grew_to, self._flat = best, 0
-            else:
-                self._flat += 1
+    def _measure(self, task, token):
+        if not task.cancelled() and task.exception() is None:
+            self.path.arrived(token, task.result(), self.clock())
 
     async def drain(self):
         while self._runs:
