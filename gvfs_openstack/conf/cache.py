@@ -114,12 +114,16 @@ Related options: boot_profiles, profile_max_seconds.
                       "recording ends however busy the file is."),
     cfg.IntOpt("prefetch_window_kb", default=4096, min=64,
                max=1024 * 1024,
-               help="""Bytes (KiB) a boot profile's prefetch keeps in flight.
+               help="""Most KiB a boot profile's prefetch keeps in flight.
 
-At least 1.5 times the bandwidth-delay product of the link to the next hop
+At least 1.5 times the bandwidth-delay product of the WAN to the next hop
 (a 50 ms, 200 Mbit/s WAN: 1.25 MB; so 1.9 MB); the default covers up to
-about 100 ms at 300 Mbit/s.  A guest's own misses go out beside the
-prefetch and wait behind at most this much on the link.
+about 100 ms at 300 Mbit/s.  Within it the prefetch keeps what its path
+needs: it starts with one call in flight and measures, as BBR does, the
+rate its bytes arrive at and the quickest round trip (twice their product
+while the rate grows, 1.5 times once it stopped), so that behind a LAN
+proxy many hosts share it keeps about one call each.  A guest's own misses
+go out beside the prefetch and wait behind at most this much on the link.
 Related options: boot_profiles.
 """),
     cfg.BoolOpt("stream_images", default=True,
