@@ -335,13 +335,10 @@ class NfsClient:
         if not res.ok:
             raise NfsError(res.status, "READV")
         body = res.body
-        data = body.data
         try:
-            if body.codec == bulk.Codec.ZSTD:
-                data = await asyncio.get_running_loop().run_in_executor(
-                    None, zstd_chunks.decompress, body.data, body.raw_count)
             return body.file_attributes, bulk.split(
-                [count for _, count in extents], body.counts, data)
+                [count for _, count in extents], body.counts,
+                await zstd_chunks.reply_bytes(body))
         except (ValueError, zstandard.ZstdError) as e:
             raise NfsError(const.NfsStat.NFS3ERR_IO, "READV", str(e)) from e
 

@@ -6,7 +6,11 @@ the client, the server proxy and the cache compress and check them here,
 in worker threads (zstd releases the GIL).
 """
 
+import asyncio
+
 import zstandard
+
+from gvfs_openstack.nfs.bulk import Codec
 
 
 def compress(data, level):
@@ -27,3 +31,15 @@ def decompress(data, raw_count):
         raise zstandard.ZstdError("the frame holds %d bytes" % declared)
     return zstandard.ZstdDecompressor().decompress(
         data, max_output_size=raw_count)
+
+
+async def reply_bytes(body):
+    """The raw bytes of a bulk READ or READV reply's ``body``.
+
+    Decompressed in a worker thread when the server chose zstd; raises
+    ``zstandard.ZstdError`` for a frame that is not what it says.
+    """
+    if body.codec != Codec.ZSTD:
+        return body.data
+    return await asyncio.get_running_loop().run_in_executor(
+        None, decompress, body.data, body.raw_count)

@@ -31,6 +31,16 @@ from gvfs_openstack.proxy.upstream_calls import CallRefused
 LOG = logging.getLogger(__name__)
 
 
+def _failed(call, results):
+    """The reply of the first READ that failed, as the bulk call's; None."""
+    for res in results:
+        if not res.ok:
+            return rpc.accepted(call.xid, AcceptStat.SUCCESS,
+                                bulk.encode_res(call.proc, nfs3.Result(
+                                    res.status, res.body)))
+    return None
+
+
 async def _no_bytes():
     """What an extent of no bytes reads."""
     return nfs3.Result(0, nfs3.ReadOk(None, 0, False, b""))
@@ -74,12 +84,11 @@ class BulkServer:
                             min(self.read_size, end - offset))
                  for offset in range(args.offset, end, self.read_size)]
         results = await asyncio.gather(*reads)
+        failed = _failed(call, results)
+        if failed is not None:
+            return failed
         pieces, attrs, eof = [], None, False
         for res in results:
-            if not res.ok:
-                return rpc.accepted(call.xid, AcceptStat.SUCCESS,
-                                    bulk.encode_res(call.proc, nfs3.Result(
-                                        res.status, res.body)))
             pieces.append(res.body.data)
             attrs = res.body.file_attributes or attrs
             if res.body.eof:
@@ -102,12 +111,11 @@ class BulkServer:
             self._read(cred, args.file, start, end - start)
             if end > start else _no_bytes()
             for start, end in bulk.plan(args.extents, self.max_chunk)))
+        failed = _failed(call, results)
+        if failed is not None:
+            return failed
         pieces, counts, attrs = [], [], None
         for res in results:
-            if not res.ok:
-                return rpc.accepted(call.xid, AcceptStat.SUCCESS,
-                                    bulk.encode_res(call.proc, nfs3.Result(
-                                        res.status, res.body)))
             pieces.append(res.body.data)
             counts.append(len(res.body.data))
             attrs = res.body.file_attributes or attrs

@@ -300,12 +300,9 @@ async def read_chunk(upstream, call, fh, offset, count):
     if not res.ok:
         raise TransferError(const.status_name(res.status))
     body = res.body
-    raw = body.data
-    if body.codec == Codec.ZSTD:
-        try:
-            raw = await asyncio.get_running_loop().run_in_executor(
-                None, zstd_chunks.decompress, body.data, body.raw_count)
-        except zstandard.ZstdError as e:
-            raise TransferError("chunk at %d does not decompress: %s"
-                                % (offset, e)) from e
+    try:
+        raw = await zstd_chunks.reply_bytes(body)
+    except zstandard.ZstdError as e:
+        raise TransferError("chunk at %d does not decompress: %s"
+                            % (offset, e)) from e
     return body, raw

@@ -451,12 +451,8 @@ class CachedReads:
         it streams an image from the LAN, not across the WAN again.  A
         range with a block it lacks goes on to the next hop unchanged.
         """
-        try:
-            args = bulk.decode_args(bulk.BulkProc.READ, call.args)
-        except ProtocolError:
-            return None
-        state = await self.state_of(call, bytes(args.file))
-        if state is None or state.fattr.type != const.FileType.NF3REG:
+        args, state = await self._bulk_file(call)
+        if state is None:
             return None
         size = state.fattr.size
         end = min(args.offset + min(args.count, self.max_read), size)
@@ -490,12 +486,8 @@ class CachedReads:
         ``max_read`` bytes in all, as a READ: the caller asks again for
         the extents left out.  Uncompressed, as :meth:`bulk_read`.
         """
-        try:
-            args = bulk.decode_args(bulk.BulkProc.READV, call.args)
-        except ProtocolError:
-            return None
-        state = await self.state_of(call, bytes(args.file))
-        if state is None or state.fattr.type != const.FileType.NF3REG:
+        args, state = await self._bulk_file(call)
+        if state is None:
             return None
         await self.load_zeros(call, state)
         size = state.fattr.size
@@ -509,6 +501,18 @@ class CachedReads:
         return readv_reply(call.xid, state.fattr,
                            [end - start for start, end in spans],
                            [view for views in found for view in views])
+
+    async def _bulk_file(self, call):
+        """``(args, state)`` of a bulk call's regular file; state None if
+        the call does not decode or names no regular file."""
+        try:
+            args = bulk.decode_args(call.proc, call.args)
+        except ProtocolError:
+            return None, None
+        state = await self.state_of(call, bytes(args.file))
+        if state is None or state.fattr.type != const.FileType.NF3REG:
+            return args, None
+        return args, state
 
     async def blocks(self, call, state, start, end):
         """The bytes of [start, end) as views, None if a fetch failed."""

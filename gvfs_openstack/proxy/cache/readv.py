@@ -9,8 +9,6 @@ has the wire format and what a proxy answers of one); :func:`read_extents`
 sends one upstream.
 """
 
-import asyncio
-
 import zstandard
 
 from gvfs_openstack.client import zstd_chunks
@@ -58,14 +56,10 @@ async def read_extents(upstream, call, fh, extents):
         raise ReadvFailed("READV refused upstream: %s"
                           % const.status_name(res.status))
     body = res.body
-    raw = body.data
-    if body.codec == Codec.ZSTD:
-        try:
-            raw = await asyncio.get_running_loop().run_in_executor(
-                None, zstd_chunks.decompress, body.data, body.raw_count)
-        except zstandard.ZstdError as e:
-            raise ReadvFailed("a READV reply does not decompress: %s"
-                              % e) from e
+    try:
+        raw = await zstd_chunks.reply_bytes(body)
+    except zstandard.ZstdError as e:
+        raise ReadvFailed("a READV reply does not decompress: %s" % e) from e
     try:
         pieces = bulk.split([count for _, count in extents], body.counts,
                             raw)
