@@ -24,6 +24,7 @@ server says what is wrong.
 """
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 
@@ -236,7 +237,7 @@ class CachedReads:
         # What the file's attributes were reported as when the fetch
         # began: a reply older than a later report does not overrule it.
         reports = state.reports
-        try:
+        with self._settling(state, futures):
             start = first * bs
             end = min((first + count) * bs, state.fattr.size)
             zeros = self.zeros_of(state)
@@ -252,12 +253,6 @@ class CachedReads:
                     call, fh, start, (first + count) * bs)
             self._keep(state, reports, first, count, data, fattr, eof,
                        futures, speculative)
-        except BaseException as e:
-            _fail(futures, e)
-            if not isinstance(e, Exception):
-                raise
-        finally:
-            self._settled(state, futures)
 
     def fetch_runs(self, call, state, runs, speculative=False):
         """Start fetching the ``(first, count)`` runs in one upstream call.
@@ -285,7 +280,7 @@ class CachedReads:
     async def _fill_runs(self, call, state, runs, futures, speculative):
         bs = self.block_size
         reports = state.reports
-        try:
+        with self._settling(state, futures):
             while runs:
                 try:
                     fattr, pieces = await readv.read_extents(
@@ -320,12 +315,6 @@ class CachedReads:
                 if rest == runs[:len(pieces)]:
                     raise FetchError("a READV upstream brought no block")
                 runs = rest + runs[len(pieces):]
-        except BaseException as e:
-            _fail(futures, e)
-            if not isinstance(e, Exception):
-                raise
-        finally:
-            self._settled(state, futures)
 
     async def _fill_each(self, call, state, runs, futures, speculative):
         """Each run in its own READ: a next hop without READV."""
@@ -356,6 +345,21 @@ class CachedReads:
                                not in self._claimed)
             if not futures[block].done():
                 futures[block].set_result((chunk, attrs))
+
+    @contextlib.contextmanager
+    def _settling(self, state, futures):
+        """Around a fetch: failed, its waiters get why; over, it is over.
+
+        Its blocks are no longer on their way after it, either way.
+        """
+        try:
+            yield
+        except BaseException as e:
+            _fail(futures, e)
+            if not isinstance(e, Exception):
+                raise
+        finally:
+            self._settled(state, futures)
 
     def _settled(self, state, futures):
         """A fetch is over: its blocks are no longer on their way."""
@@ -503,8 +507,11 @@ class CachedReads:
                            [view for views in found for view in views])
 
     async def _bulk_file(self, call):
-        """``(args, state)`` of a bulk call's regular file; state None if
-        the call does not decode or names no regular file."""
+        """``(args, state)`` of a bulk call's regular file.
+
+        ``state`` is None if the call does not decode or names no
+        regular file.
+        """
         try:
             args = bulk.decode_args(call.proc, call.args)
         except ProtocolError:
