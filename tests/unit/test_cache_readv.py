@@ -7,6 +7,8 @@ an NFS server); the real chain is in
 ``tests/functional/test_bulk_readv.py``.
 """
 
+import hashlib
+
 import pytest
 
 from gvfs_openstack.nfs import bulk
@@ -14,12 +16,21 @@ from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import freshness
+from gvfs_openstack.proxy.cache import reads
 from gvfs_openstack.proxy.cache import readv
+from gvfs_openstack.proxy.cache import sidecars
+from gvfs_openstack.proxy.cache.store import BlockStore
+from gvfs_openstack.proxy.cache.store import Geometry
+from gvfs_openstack.proxy import counters
+from gvfs_openstack.sidecar import format as meta_format
 from tests.unit.test_boot_profiles import BS
 from tests.unit.test_boot_profiles import CALL
 from tests.unit.test_boot_profiles import Directory
 from tests.unit.test_boot_profiles import image
 from tests.unit.test_boot_profiles import make
+from tests.unit.test_boot_profiles import open_file
 from tests.unit.test_boot_profiles import read_call
 
 
@@ -135,3 +146,41 @@ async def test_a_readv_refused_upstream_is_a_fetch_error(tmp_path):
                                                (2 * BS, BS)])) is None
     with pytest.raises(readv.ReadvFailed, match="STALE"):
         await readv.read_extents(d, CALL, b"fh:golden", [(0, BS)])
+
+
+@pytest.mark.asyncio
+async def test_zeros_by_the_zero_map_never_go_in_a_readv(tmp_path):
+    """As a READ's fetch: only the non-zero parts cross the link.
+
+    Cache blocks of 16 KiB, the zero map's 4 KiB pages: a block can be
+    part zero.
+    """
+    big = 4 * BS
+    d = Directory()
+    data = bytearray(image(64 * 4))
+    hole = (20 * big + BS, 27 * big)        # Block 20 from its 2nd page.
+    data[hole[0]:hole[1]] = bytes(hole[1] - hole[0])
+    d.add("golden", data)
+    d.add(meta_format.sidecar_name("golden"), meta_format.Sidecar(
+        len(data), 100 * 10 ** 9, "sha256-nonzero",
+        hashlib.sha256(data).hexdigest(),
+        meta_format.ZeroMap.from_extents(
+            [(hole[0], hole[1] - hole[0])])).to_bytes())
+    cache_counters = counters.CacheCounters()
+    cached = reads.CachedReads(
+        BlockStore(str(tmp_path), Geometry(big, 4, 64, 64)),
+        freshness.FileStates(cache_counters), d, cache_counters,
+        exports.ExportPolicies(3.0),
+        sidecars.Sidecars(d, counters.SidecarCounters()),
+        sizes=reads.ReadSizes(max_fetch=4 * big, max_read=64 * big))
+    await open_file(cached, d, "golden")
+    extents = [(19 * big, 3 * big), (40 * big, big)]
+    res = answer(await cached.bulk_readv(readv_call(extents)))
+    assert res.body.data == bytes(data[19 * big:22 * big] +
+                                  data[40 * big:41 * big])
+    # Block 21 is zero by the map: not fetched at all; of 19-20, only
+    # what precedes the hole.
+    asked = [(e.offset, e.count) for p, a in d.calls if p == "readv"
+             for e in a.extents]
+    assert asked == [(19 * big, big + BS), (40 * big, big)]
+    assert cache_counters.cache_bytes_fetched == 2 * big + BS

@@ -277,15 +277,45 @@ class CachedReads:
                                          speculative))
         return futures
 
-    async def _fill_runs(self, call, state, runs, futures, speculative):
+    def _parts(self, state, first, count):
+        """What a fetch of the run reads: ``(start, end, parts)``.
+
+        ``parts`` are the byte extents to ask for: the run's non-zero
+        parts where the file's zero map holds (none of the zeros cross
+        the link), else the whole run.
+        """
         bs = self.block_size
+        start = first * bs
+        end = min((first + count) * bs, state.fattr.size)
+        zeros = self.zeros_of(state)
+        if zeros is None or end <= start:
+            return start, None, [(start, (first + count) * bs)]
+        return start, end, zeros.nonzero(start, end)
+
+    async def _fill_runs(self, call, state, runs, futures, speculative):
         reports = state.reports
         with self._settling(state, futures):
             while runs:
+                group, plans, extents = [], [], []
+                for run in runs:
+                    plan = self._parts(state, *run)
+                    if group and len(extents) + len(plan[2]) > \
+                            bulk.MAX_EXTENTS:
+                        break
+                    group.append(run)
+                    plans.append(plan)
+                    extents.extend(plan[2])
+                if len(extents) > bulk.MAX_EXTENTS or not extents:
+                    # Too many zero holes for one call, or all zeros:
+                    # that run on its own, as a READ would fetch it.
+                    await self._fill_each(call, state, group[:1], futures,
+                                          speculative)
+                    runs = runs[1:]
+                    continue
                 try:
                     fattr, pieces = await readv.read_extents(
                         self.upstream, call, state.fh,
-                        [(first * bs, count * bs) for first, count in runs])
+                        [(s, e - s) for s, e in extents])
                 except readv.ReadvUnavailable as e:
                     LOG.info("fetching block by block: %s", e)
                     self._readv_unavailable_until = \
@@ -295,26 +325,56 @@ class CachedReads:
                     return
                 except readv.ReadvFailed as e:
                     raise FetchError(str(e)) from e
-                rest = []
-                for (first, count), data in zip(runs, pieces):
-                    self.counters.cache_bytes_fetched += len(data)
-                    self._count(state.fh, "bytes_fetched", len(data))
-                    # Short at the end of the file, or (the first
-                    # extent, larger than the next hop answers at once)
-                    # short: what it lacks is asked again.
-                    eof = fattr is not None and \
-                        first * bs + len(data) >= fattr.size
-                    got = count if eof else len(data) // bs
-                    if got:
-                        self._keep(state, reports, first, got,
-                                   data[:got * bs], fattr, eof,
-                                   {b: futures[b] for b in range(
-                                       first, first + got)}, speculative)
-                    if got < count:
-                        rest.append((first + got, count - got))
-                if rest == runs[:len(pieces)]:
+                rest = self._keep_runs(state, reports, group, plans, fattr,
+                                       pieces, futures, speculative)
+                if rest == group:
                     raise FetchError("a READV upstream brought no block")
-                runs = rest + runs[len(pieces):]
+                runs = rest + runs[len(group):]
+
+    def _keep_runs(self, state, reports, group, plans, fattr, pieces,
+                   futures, speculative):
+        """Keep what a READV brought of ``group``'s runs; the runs left.
+
+        A run is kept whole or not at all where the zero map made its
+        extents (its parts must all come back whole, under the
+        attributes the map is for); otherwise its blocks as far as they
+        came, short only at the end of the file.
+        """
+        bs = self.block_size
+        rest, at = [], 0
+        for (first, count), (start, end, parts) in zip(group, plans):
+            got_parts = pieces[at:at + len(parts)]
+            at += len(parts)
+            fetched = sum(len(piece) for piece in got_parts)
+            self.counters.cache_bytes_fetched += fetched
+            self._count(state.fh, "bytes_fetched", fetched)
+            if end is not None:
+                whole = len(got_parts) == len(parts) and all(
+                    len(piece) == e - s
+                    for piece, (s, e) in zip(got_parts, parts))
+                if not whole or fattr is None or \
+                        version_key(fattr) != state.zeros_for:
+                    rest.append((first, count))
+                    continue
+                data = bytearray(end - start)
+                for piece, (s, e) in zip(got_parts, parts):
+                    data[s - start:e - start] = piece
+                self.counters.cache_bytes_zero_map += (end - start) - fetched
+                got, eof = count, end >= fattr.size
+            else:
+                if not got_parts:
+                    rest.append((first, count))
+                    continue
+                data = got_parts[0]
+                eof = fattr is not None and start + len(data) >= fattr.size
+                got = count if eof else len(data) // bs
+            if got:
+                self._keep(state, reports, first, got, data[:got * bs],
+                           fattr, eof, {b: futures[b] for b in range(
+                               first, first + got)}, speculative)
+            if got < count:
+                rest.append((first + got, count - got))
+        return rest
 
     async def _fill_each(self, call, state, runs, futures, speculative):
         """Each run in its own READ: a next hop without READV."""
