@@ -98,8 +98,9 @@ class Ganesha:
         os.makedirs(export, exist_ok=True)
         if owner is not None:
             os.chown(export, *owner)
-        self.nfs_port = process.free_port()
-        self.mount_port = process.free_port()
+        # Two ports asked for one after the other may be the same one.
+        self.nfs_port = process.free_port_range(2)
+        self.mount_port = self.nfs_port + 1
         self.config = os.path.join(workdir, "ganesha.conf")
         with open(self.config, "w") as f:
             f.write(_CONFIG.format(nfs_port=self.nfs_port,
