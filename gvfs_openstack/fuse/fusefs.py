@@ -679,7 +679,7 @@ class GvfsFuse(pyfuse3.Operations):
                     self.session.io_timeout,
                     self.session.client.bulk_readv(nfs_fh, extents))
             except RpcError as e:
-                if not _unavailable(e):
+                if not rpc.not_served(e.reply):
                     raise
                 LOG.info("the proxy %s does not answer READV (%s): "
                          "prefilling READ by READ", self.session.where, e)
@@ -800,13 +800,6 @@ async def _tune_read_ahead(ops, mountpoint, kib):
     except fusectl.FusectlError as e:
         LOG.warning("the kernel keeps its own read-ahead on %s, not "
                     "[mount] read_ahead_kb = %d: %s", mountpoint, kib, e)
-
-
-def _unavailable(error):
-    """Whether an RpcError says the proxy lacks the procedure."""
-    return isinstance(error.reply, rpc.Reply) and error.reply.accept_stat in (
-        const.AcceptStat.PROC_UNAVAIL, const.AcceptStat.PROG_UNAVAIL,
-        const.AcceptStat.PROG_MISMATCH)
 
 
 def _terminate():

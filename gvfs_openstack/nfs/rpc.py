@@ -254,6 +254,20 @@ def accepted(xid: int, stat: int = const.AcceptStat.SUCCESS,
     return encode_message(Reply(xid, stat, results, mismatch=mismatch))
 
 
+#: Accept statuses that say the server has not what was called.
+_NOT_SERVED = (const.AcceptStat.PROG_UNAVAIL, const.AcceptStat.PROG_MISMATCH,
+               const.AcceptStat.PROC_UNAVAIL)
+
+
+def not_served(reply: "Reply | Denied | None") -> bool:
+    """Whether ``reply`` says its server lacks what was called.
+
+    The program, its version or the procedure (a server of an older
+    release): the caller asks another way.
+    """
+    return isinstance(reply, Reply) and reply.accept_stat in _NOT_SERVED
+
+
 def results_of(record: BytesLike) -> BytesLike | None:
     """The results of a reply message accepted with SUCCESS, else None.
 

@@ -167,16 +167,16 @@ def _storm(lab, trace, expected, hosts, lan_proxies):
                        host_rate_mbit=LAN_MBIT) as site:
         pids = _tiers(lab, site)
         cpu_before = _cpu(pids)
-        served_before = _served(lab.server_proxy.stats())
-        sent_before = lab.server_proxy.stats()["downstream_bytes_out"]
+        before = lab.server_proxy.stats()
         link_before = lab.shared_link.bytes_sent()
         with cpu.Meter() as machine:
             results = replay.replay_together(
                 [h.path(os.path.join("images", IMAGE)) for h in site.hosts],
                 trace)
-        wan_bytes = lab.server_proxy.stats()["downstream_bytes_out"] - \
-            sent_before
-        wan_raw_bytes = _served(lab.server_proxy.stats()) - served_before
+        after = lab.server_proxy.stats()
+        wan_bytes = after["downstream_bytes_out"] - \
+            before["downstream_bytes_out"]
+        wan_raw_bytes = _served(after) - _served(before)
         link_bytes = lab.shared_link.bytes_sent() - link_before
         cpu_after = _cpu(pids)
         lan_stats = [p.stats() for p in site.lan_proxies]

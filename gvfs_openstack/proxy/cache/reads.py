@@ -219,16 +219,28 @@ class CachedReads:
         parts = zeros.nonzero(start, end)
         replies = await asyncio.gather(*(
             self._read_range(call, state.fh, s, e) for s, e in parts))
-        data = bytearray(end - start)
         fattr = state.fattr
-        for (s, e), (piece, fattr, _) in zip(parts, replies):
-            if len(piece) != e - s or fattr is None or \
-                    version_key(fattr) != state.zeros_for:
+        for _, fattr, _ in replies:
+            if fattr is None or version_key(fattr) != state.zeros_for:
                 return None, fattr
+        return self._with_zeros(start, end, parts,
+                                [piece for piece, _, _ in replies]), fattr
+
+    def _with_zeros(self, start, end, parts, pieces):
+        """The bytes of [start, end): ``pieces`` at ``parts``, zeros between.
+
+        None unless every part came back whole; the zeros are counted.
+        """
+        if len(pieces) != len(parts):
+            return None
+        data = bytearray(end - start)
+        for (s, e), piece in zip(parts, pieces):
+            if len(piece) != e - s:
+                return None
             data[s - start:e - start] = piece
         self.counters.cache_bytes_zero_map += (end - start) - sum(
             e - s for s, e in parts)
-        return data, fattr
+        return data
 
     async def _fill(self, call, state, first, count, futures, reader,
                     speculative):
@@ -261,12 +273,6 @@ class CachedReads:
         blocks of a boot are scattered: one call brings many), else one
         fetch per run.  Returns the futures, as :meth:`fetch` does.
         """
-        if self.clock() < self._readv_unavailable_until:
-            futures = {}
-            for first, count in runs:
-                futures.update(self.fetch(call, state, first, count,
-                                          speculative=speculative))
-            return futures
         loop = asyncio.get_running_loop()
         futures = {}
         for first, count in runs:
@@ -295,6 +301,10 @@ class CachedReads:
     async def _fill_runs(self, call, state, runs, futures, speculative):
         reports = state.reports
         with self._settling(state, futures):
+            if self.clock() < self._readv_unavailable_until:
+                await self._fill_each(call, state, runs, futures,
+                                      speculative)
+                return
             while runs:
                 group, plans, extents = [], [], []
                 for run in runs:
@@ -349,17 +359,12 @@ class CachedReads:
             self.counters.cache_bytes_fetched += fetched
             self._count(state.fh, "bytes_fetched", fetched)
             if end is not None:
-                whole = len(got_parts) == len(parts) and all(
-                    len(piece) == e - s
-                    for piece, (s, e) in zip(got_parts, parts))
-                if not whole or fattr is None or \
-                        version_key(fattr) != state.zeros_for:
+                data = None if fattr is None or \
+                    version_key(fattr) != state.zeros_for else \
+                    self._with_zeros(start, end, parts, got_parts)
+                if data is None:
                     rest.append((first, count))
                     continue
-                data = bytearray(end - start)
-                for piece, (s, e) in zip(got_parts, parts):
-                    data[s - start:e - start] = piece
-                self.counters.cache_bytes_zero_map += (end - start) - fetched
                 got, eof = count, end >= fattr.size
             else:
                 if not got_parts:

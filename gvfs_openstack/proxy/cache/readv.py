@@ -16,6 +16,7 @@ from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs.bulk import BulkProc
 from gvfs_openstack.nfs.bulk import Codec
 from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.upstream_calls import CallRefused
 from gvfs_openstack.proxy.upstream_calls import ReplyError
 
@@ -46,8 +47,7 @@ async def read_extents(upstream, call, fh, extents):
                       for offset, count in extents), Codec.ZSTD),
             call.cred, call.verf)
     except CallRefused as e:
-        if e.program_unavailable or e.reply.accept_stat == \
-                const.AcceptStat.PROC_UNAVAIL:
+        if rpc.not_served(e.reply):
             raise ReadvUnavailable(str(e)) from e
         raise ReadvFailed(str(e)) from e
     except ReplyError as e:
