@@ -36,7 +36,8 @@ same run.  Figures:
   what spreading costs in CPU.
 
 Each case also records the CPU seconds each tier spent (hosts' proxies
-and mounts, LAN proxies, the server proxy) and the bytes each sent.
+and mounts, LAN proxies, the server proxy, the DTN's NFS server) and the
+bytes each sent.
 """
 
 import dataclasses
@@ -140,6 +141,7 @@ def _tiers(lab, site):
     """PIDs of each tier's processes."""
     return {
         "server": server_workers.server_pids(lab),
+        "nfs": [lab.ganesha.process.pid],
         "lan": [p.process.pid for p in site.lan_proxies] + (
             [site.site_proxy.process.pid] if site.site_proxy else []),
         "host_proxies": [h.proxy.process.pid for h in site.hosts],
@@ -294,6 +296,10 @@ def _print_sizing(costs, trace):
     print("one boot alone: %.2f s; hosts one LAN proxy serves before the "
           "last boot grows by a quarter: %d" % (single, hosts))
     print("  " + ", ".join("%d: %.1f s" % row for row in host_rows))
+    workers, _, _ = storm_model.hosts_per_lan_proxy(
+        costs, trace, lan_cores=2, lan_workers=2)
+    print("  with two cores and two processes sharing its cache (client-"
+          "role workers, which a LAN proxy does not have): %d" % workers)
     lans, _, lan_rows = storm_model.lan_proxies_per_dtn_worker(costs, trace)
     print("LAN proxies one DTN worker serves (a host booting behind each) "
           "before the last boot grows by a quarter: %d" % lans)
@@ -307,6 +313,7 @@ def _print_sizing(costs, trace):
                   lan_mbit, lan_cores, last, alone,
                   "within" if fits else "not within"))
     return {"hosts_per_lan_proxy": hosts, "host_rows": host_rows,
+            "hosts_per_lan_proxy_with_two_workers": workers,
             "lan_proxies_per_dtn_worker": lans, "lan_rows": lan_rows,
             "single": single, "thousand_hosts": cloud_rows}
 

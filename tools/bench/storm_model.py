@@ -20,14 +20,19 @@ what the lab runs --
   compressed on the WAN as the lab measured;
 * each link a port that sends one block after another at its rate (with
   TCP/IP and Ethernet headers on 1500-byte frames), then its one-way
-  delay; each tier's processing a CPU cost per block on the cores it
-  has --
+  delay;
+* each tier's processing a CPU cost per block, in the processes the
+  tier runs (a host's client proxy and its mount, a LAN proxy, a DTN
+  worker), each doing its own work in order, on the cores it has: the
+  processes with work share them as Linux's fair scheduler shares them
+  (:class:`_Cores`) --
 
-with costs measured in the lab (:func:`calibrate`, from the storm's
-single-host case alone) and validated against the lab's other cases
-with the lab's machine (every tier on the same cores).  Then the same
-model, with each host, LAN proxy and DTN worker on cores of its own as
-in a cloud, sizes one (:func:`size`).
+with costs measured in the lab (:func:`calibrate`, by least squares over
+every case of the run) and validated against each case with the lab's
+machine (every tier on the same cores).  Then the same model, with each
+host, LAN proxy and DTN worker on cores of its own as in a cloud, sizes
+one (:func:`hosts_per_lan_proxy`, :func:`lan_proxies_per_dtn_worker`,
+:func:`thousand_host_cloud`).
 
 No I/O: everything here is computation.
 """
@@ -59,8 +64,12 @@ class Costs:
     other's caches; zero where hosts have cores of their own);
     ``read``: a guest's read of a block the host has (the FUSE round
     trip), on the host's cores; ``lan``: a LAN (or site) proxy, per
-    block sent on, and ``lan_fetch`` per block it fetched; ``dtn``: the
-    DTN (server proxy, NFS server), per block sent across the WAN.
+    block sent on, and ``lan_fetch`` per block it fetched;
+    ``wan_fetch``: what any proxy spends more per block it fetches
+    across the WAN (it decompresses the block; the WAN's path), a
+    host's proxy with no LAN proxy or the proxy in front of the WAN;
+    ``dtn``: the DTN (server proxy, NFS server), per block sent across
+    the WAN.
     """
 
     host: float
@@ -69,6 +78,7 @@ class Costs:
     read: float = 0.0
     lan_fetch: float = 0.0
     host_per_peer: float = 0.0
+    wan_fetch: float = 0.0
     #: Bytes on the WAN per byte of a block (the server proxy compresses
     #: READV replies).
     wan_ratio: float = 1.0
@@ -95,6 +105,10 @@ class Tree:
     shared_cores: int = 0
     host_cores: int = 2
     lan_cores: int = 1
+    #: Processes of a LAN proxy, its calls dealt to them in turn: one, a
+    #: client proxy being one asyncio loop; more says what client-role
+    #: workers sharing one cache would give.
+    lan_workers: int = 1
     dtn_cores: int = 1
     #: Round trips a proxy spends loading a profile before it prefetches.
     profile_round_trips: int = 2
@@ -125,38 +139,82 @@ class _Clock:
             action(*args)
 
 
-class _Cpu:
-    """Cores doing one piece of work each; a guest's reads go first.
+class _Cores:
+    """Cores that processes share as Linux shares them.
 
-    A reader woken by its block preempts bulk work on Linux (a sleeper
-    gets the core soon after it wakes), so a read waits for a core to
-    finish its piece, not for every fetch queued before it.
+    Each process does its own work in order (one asyncio loop: a
+    guest's read waits behind what its process is doing); the processes
+    with work share the cores equally (processor sharing, as the
+    kernel's fair scheduler gives each runnable task its share), so a
+    storm's reads slow down with every process that has work, but wait
+    for no other process's queue.
     """
 
     def __init__(self, clock, cores):
         self.clock = clock
-        self.idle = cores
-        self.queues = (collections.deque(), collections.deque())
-        self.busy = 0.0
+        self.cores = cores
+        #: Processes with work, each with what its current piece needs.
+        self.running = []
+        self._since = 0.0
+        self._generation = 0
 
-    def run(self, seconds, action, *args, urgent=False):
-        if self.idle:
-            self.idle -= 1
-            self._start(seconds, action, args)
-        else:
-            self.queues[0 if urgent else 1].append((seconds, action, args))
+    def process(self):
+        return _Process(self)
 
-    def _start(self, seconds, action, args):
-        self.busy += seconds
-        self.clock.after(seconds, self._done, action, args)
+    def _rate(self):
+        return min(1.0, self.cores / len(self.running))
 
-    def _done(self, action, args):
-        waiting = self.queues[0] or self.queues[1]
-        if waiting:
-            self._start(*waiting.popleft())
-        else:
-            self.idle += 1
-        action(*args)
+    def _advance(self):
+        now = self.clock.now
+        if self.running and now > self._since:
+            done = (now - self._since) * self._rate()
+            for process in self.running:
+                process.left -= done
+        self._since = now
+
+    def _schedule(self):
+        self._generation += 1
+        if self.running:
+            soonest = max(0.0, min(p.left for p in self.running))
+            self.clock.after(soonest / self._rate(), self._tick,
+                             self._generation)
+
+    def _start(self, process):
+        self._advance()
+        self.running.append(process)
+        self._schedule()
+
+    def _tick(self, generation):
+        if generation != self._generation:
+            return      # The shares changed since: a later tick counts.
+        self._advance()
+        finished = []
+        for process in list(self.running):
+            if process.left <= 1e-12:
+                finished.append(process.queue.popleft())
+                if process.queue:
+                    process.left = process.queue[0][0]
+                else:
+                    self.running.remove(process)
+        self._schedule()
+        for _, action, args in finished:
+            action(*args)
+
+
+class _Process:
+    """One process's work on :class:`_Cores`, a piece at a time."""
+
+    def __init__(self, cores):
+        self.cores = cores
+        self.queue = collections.deque()
+        self.left = 0.0
+
+    def run(self, seconds, action, *args):
+        """``action(*args)`` once ``seconds`` of CPU after what is queued."""
+        self.queue.append((seconds, action, args))
+        if len(self.queue) == 1:
+            self.left = seconds
+            self.cores._start(self)
 
 
 class _Port:
@@ -186,19 +244,20 @@ class _Cache:
     """A proxy with a cache: a host's, or a LAN proxy.
 
     ``upstream(block, back)`` asks the next hop for a block; ``back()``
-    is called when it arrived here.  ``cost`` is this tier's CPU per block,
-    charged when the block is stored (a host's) or sent (a LAN
-    proxy's).
+    is called when it arrived here.  What asks for a block on its way
+    waits for it (collapsed forwarding).  Blocks go a block at a time,
+    not a READV at a time: a proxy answers a READV once it has all of
+    it, but in a storm its prefetch has them well before, and the
+    model fits the lab better so.
     """
 
-    def __init__(self, clock, cpu, profile, window, upstream, up_delay,
-                 profile_round_trips):
+    def __init__(self, clock, profile, window, upstream, up_delay,
+                 profile_wait):
         self.clock = clock
-        self.cpu = cpu
         self.profile = profile
         self.upstream = upstream
         self.up_delay = up_delay
-        self.profile_wait = profile_round_trips * 2 * up_delay
+        self.profile_wait = profile_wait
         self.have = set()
         self.waiting = {}
         self.started = False
@@ -251,11 +310,14 @@ class _Cache:
 class _Host(_Cache):
     """A host's proxy and mount; its guest replays the trace."""
 
-    def __init__(self, clock, cpu, costs, trace, window, upstream,
-                 up_delay, profile_round_trips):
-        super().__init__(clock, cpu, [b for b, _ in trace], window,
-                         upstream, up_delay, profile_round_trips)
-        self.cost = costs.host
+    def __init__(self, clock, cores, costs, trace, window, upstream,
+                 up_delay, profile_wait, across_wan):
+        super().__init__(clock, [b for b, _ in trace], window,
+                         upstream, up_delay, profile_wait)
+        #: The client proxy stores what arrives; the mount answers reads.
+        self.proxy = cores.process()
+        self.mount = cores.process()
+        self.cost = costs.host + (costs.wan_fetch if across_wan else 0.0)
         self.read_cost = costs.read
         self.trace = trace
         self.done_at = None
@@ -264,7 +326,7 @@ class _Host(_Cache):
 
     def _arrived(self, block, prefetch):
         # The proxy stores it, the mount takes it: this host's CPU.
-        self.cpu.run(self.cost, super()._arrived, block, prefetch)
+        self.proxy.run(self.cost, super()._arrived, block, prefetch)
 
     def boot(self):
         self._step()
@@ -280,32 +342,39 @@ class _Host(_Cache):
         self.clock.after(think, self.want, block, self._read_done)
 
     def _read_done(self):
-        self.cpu.run(self.read_cost, self._step, urgent=True)
+        self.mount.run(self.read_cost, self._step)
 
 
 class _Lan(_Cache):
     """A LAN proxy: one fetch per block across the WAN, sent to each."""
 
-    def __init__(self, clock, cpu, costs, port, profile, window, upstream,
-                 up_delay, profile_round_trips):
-        super().__init__(clock, cpu, profile, window, upstream, up_delay,
-                         profile_round_trips)
+    def __init__(self, clock, cores, workers, costs, port, profile,
+                 window, upstream, up_delay, profile_wait, across_wan):
+        super().__init__(clock, profile, window, upstream, up_delay,
+                         profile_wait)
+        self.processes = itertools.cycle(
+            [cores.process() for _ in range(workers)])
         self.cost = costs.lan
-        self.fetch_cost = costs.lan_fetch
+        self.fetch_cost = costs.lan_fetch + (
+            costs.wan_fetch if across_wan else 0.0)
         self.port = port
 
     def _arrived(self, block, prefetch):
-        self.cpu.run(self.fetch_cost, super()._arrived, block, prefetch)
+        next(self.processes).run(self.fetch_cost, super()._arrived, block,
+                                 prefetch)
 
     def serve(self, block, back, down):
         """A host's request arrived: send the block through ``down``."""
-        self.want(block, lambda: self.cpu.run(
+        self.want(block, lambda: next(self.processes).run(
             self.cost, _through, [self.port] + down, back))
 
 
 class _Dtn:
-    def __init__(self, cpu, cost, wan_port):
-        self.cpu = cpu
+    """A DTN's server proxy: ``workers`` processes, calls dealt in turn."""
+
+    def __init__(self, cores, workers, cost, wan_port):
+        self.workers = itertools.cycle(
+            [cores.process() for _ in range(workers)])
         self.cost = cost
         self.wan_port = wan_port
         self.served = 0
@@ -313,7 +382,8 @@ class _Dtn:
     def serve(self, block, back, down):
         """Send the block across the WAN, then through ``down``."""
         self.served += 1
-        self.cpu.run(self.cost, _through, [self.wan_port] + down, back)
+        next(self.workers).run(self.cost, _through, [self.wan_port] + down,
+                               back)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -337,13 +407,15 @@ def simulate(tree, costs, trace):
     read)`` pairs; every host starts it at time 0.
     """
     clock = _Clock()
-    shared = _Cpu(clock, tree.shared_cores) if tree.shared_cores else None
+    shared = _Cores(clock, tree.shared_cores) if tree.shared_cores \
+        else None
 
     def cpu(cores):
-        return shared or _Cpu(clock, cores)
+        return shared or _Cores(clock, cores)
 
     profile = [b for b, _ in trace]
-    dtns = [_Dtn(cpu(tree.dtn_cores), costs.dtn,
+    # The server proxy runs a worker per core (``[proxy] workers``).
+    dtns = [_Dtn(cpu(tree.dtn_cores), tree.dtn_cores, costs.dtn,
                  _Port(clock, tree.wan_mbit, tree.wan_rtt / 2,
                        costs.wan_ratio))
             for _ in range(tree.dtns)]
@@ -352,25 +424,34 @@ def simulate(tree, costs, trace):
     # segment's gateway forwards from the WAN) shares its port.
     segment_ports = [_Port(clock, tree.lan_mbit, tree.lan_delay)
                      for _ in range(segments)]
+
+    # A proxy reads the profile (and the image's other sidecars) from the
+    # DTN, through every tier between, before it prefetches.
+    def profile_wait(to_dtn):
+        return tree.profile_round_trips * 2 * to_dtn
+
     # What sends a LAN proxy its blocks: a site proxy per DTN, or the
-    # DTN itself; and the one-way delay to it.
+    # DTN itself; the one-way delay to it, and to the DTN.
     fronts = [(lambda block, back, dtn=dtn: dtn.serve(block, back, []),
-               tree.wan_rtt / 2) for dtn in dtns]
-    if tree.site_proxy and tree.lan_proxies > 1:
-        sites = [_Lan(clock, cpu(tree.lan_cores), costs,
+               tree.wan_rtt / 2, tree.wan_rtt / 2) for dtn in dtns]
+    behind_site = tree.site_proxy and tree.lan_proxies > 1
+    if behind_site:
+        sites = [_Lan(clock, cpu(tree.lan_cores), tree.lan_workers, costs,
                       _Port(clock, tree.site_mbit, tree.lan_delay),
                       profile, tree.window_blocks, upstream, delay,
-                      tree.profile_round_trips)
-                 for upstream, delay in fronts]
+                      profile_wait(to_dtn), True)
+                 for upstream, delay, to_dtn in fronts]
         fronts = [(lambda block, back, site=site: site.serve(
-            block, back, []), tree.lan_delay) for site in sites]
+            block, back, []), tree.lan_delay,
+            tree.lan_delay + tree.wan_rtt / 2) for site in sites]
     lans = []
     for index in range(tree.lan_proxies):
-        upstream, delay = fronts[index % len(fronts)]
-        lans.append(_Lan(
-            clock, cpu(tree.lan_cores), costs, segment_ports[index],
+        upstream, delay, to_dtn = fronts[index % len(fronts)]
+        lans.append((_Lan(
+            clock, cpu(tree.lan_cores), tree.lan_workers, costs,
+            segment_ports[index],
             profile, tree.window_blocks, upstream, delay,
-            tree.profile_round_trips))
+            profile_wait(to_dtn), not behind_site), to_dtn))
     hosts = []
     # On shared cores each host's processes slow the others'.
     host_costs = dataclasses.replace(costs, host=costs.host + (
@@ -379,19 +460,20 @@ def simulate(tree, costs, trace):
         port = _Port(clock, tree.host_mbit, tree.lan_delay)
         segment = index % segments
         if lans:
-            lan = lans[segment]
+            lan, to_dtn = lans[segment]
             upstream = (lambda block, back, lan=lan, port=port:
                         lan.serve(block, back, [port]))
             delay = tree.lan_delay
+            to_dtn += delay
         else:
             dtn = dtns[index % len(dtns)]
             upstream = (lambda block, back, dtn=dtn, port=port,
                         seg=segment_ports[segment]:
                         dtn.serve(block, back, [seg, port]))
-            delay = tree.wan_rtt / 2
+            delay = to_dtn = tree.wan_rtt / 2
         host = _Host(clock, cpu(tree.host_cores), host_costs, trace,
                      tree.window_blocks, upstream, delay,
-                     tree.profile_round_trips)
+                     profile_wait(to_dtn), not lans)
         hosts.append(host)
         clock.at(0.0, host.boot)
     clock.run()
@@ -399,35 +481,56 @@ def simulate(tree, costs, trace):
                  sum(dtn.served for dtn in dtns))
 
 
+def _dtn_cpu(case):
+    """The DTN's CPU in ``case``: its server proxy and its NFS server."""
+    return case["cpu"]["server"] + case["cpu"].get("nfs", 0.0)
+
+
 def _host_cpu_per_block(case, trace_blocks):
     """Host-tier CPU per block of ``case``: what no other tier was charged."""
-    return (case["machine_cpu"] - case["cpu"]["lan"] -
-            case["cpu"]["server"]) / (case["hosts"] * trace_blocks)
+    return (case["machine_cpu"] - case["cpu"]["lan"] - _dtn_cpu(case)) / (
+        case["hosts"] * trace_blocks)
 
 
 def _line(xs, ys):
-    """``(intercept, slope)`` of the least-squares line through points."""
+    """``(intercept, slope)`` of the least-squares line through points.
+
+    The slope is at least zero (a cost does not shrink with load): where
+    the points fall, the best such line is flat, through their mean.
+    """
     n = len(xs)
     mean_x, mean_y = sum(xs) / n, sum(ys) / n
     spread = sum((x - mean_x) ** 2 for x in xs)
-    if not spread:
-        return mean_y, 0.0
     slope = sum((x - mean_x) * (y - mean_y)
-                for x, y in zip(xs, ys)) / spread
+                for x, y in zip(xs, ys)) / spread if spread else 0.0
+    slope = max(0.0, slope)
     return mean_y - slope * mean_x, slope
 
 
 def _two(us, vs, ys):
-    """``(a, b)`` minimising the squares of ``y - a u - b v``."""
+    """``(a, b)``, neither below zero, minimising ``y - a u - b v`` squared.
+
+    Where the unconstrained best has one below zero, the best with it
+    at zero is the other alone (the squares are convex).
+    """
     uu = sum(u * u for u in us)
     vv = sum(v * v for v in vs)
     uv = sum(u * v for u, v in zip(us, vs))
     uy = sum(u * y for u, y in zip(us, ys))
     vy = sum(v * y for v, y in zip(vs, ys))
     det = uu * vv - uv * uv
-    if not det:
-        return (uy / uu if uu else 0.0), 0.0
-    return (uy * vv - vy * uv) / det, (vy * uu - uy * uv) / det
+    if det:
+        a, b = (uy * vv - vy * uv) / det, (vy * uu - uy * uv) / det
+        if a >= 0 and b >= 0:
+            return a, b
+    alone_u = max(0.0, uy / uu) if uu else 0.0
+    alone_v = max(0.0, vy / vv) if vv else 0.0
+
+    def squares(a, b):
+        return sum((y - a * u - b * v) ** 2 for u, v, y in zip(us, vs, ys))
+
+    return min((alone_u, 0.0), (0.0, alone_v),
+               key=lambda ab: squares(*ab))
 
 
 def _fetching_proxies(case):
@@ -441,35 +544,46 @@ def calibrate(single, storms, trace_blocks):
 
     ``single``: one host alone behind one LAN proxy, whose reads found
     their blocks there (the profile's prefetch ran ahead): what a read
-    costs.  ``storms``: those behind LAN proxies, whose CPU gives, by
-    least squares over all of them (no case's congestion decides alone):
+    costs.  ``storms``: the others, whose CPU gives, by least squares
+    over them all (no case's congestion decides alone):
 
-    * the host tier's CPU per block, and how it grows with the hosts
-      sharing the cores (the machine's CPU not charged to the LAN or DTN
-      tier -- the hosts' processes, the replays, the kernel, the NFS
-      server, the WAN's emulation -- is the host tier's);
+    * the host tier's CPU per block behind LAN proxies, and how it grows
+      with the hosts sharing the cores (the machine's CPU not charged to
+      the LAN or DTN tier -- the hosts' processes, the replays, the
+      kernel, the WAN's emulation -- is the host tier's);
+    * what a host with no LAN proxy spends more per block, fetching it
+      across the WAN itself (``wan_fetch``);
     * a LAN proxy's CPU per block it sends a host, and per block it (or
-      the site proxy) fetches;
-    * the DTN's per block it serves, from the storm that served most.
+      the site proxy) fetches, the one in front of the WAN fetching
+      across it;
+    * the DTN's (server proxy and NFS server) per block it serves, and
+      how much the WAN carried of each.
     """
     blocks = trace_blocks
     read = single["read_seconds"] / blocks
+    behind = [c for c in storms if c["lan_proxies"]]
+    direct = [c for c in storms if not c["lan_proxies"]]
     host, per_peer = _line(
-        [c["hosts"] - 1 for c in storms],
-        [_host_cpu_per_block(c, blocks) - read for c in storms])
+        [c["hosts"] - 1 for c in behind],
+        [_host_cpu_per_block(c, blocks) - read for c in behind])
+    wan_fetch = 0.0
+    if direct:
+        # What those hosts spent more, over all the blocks they fetched.
+        wan_fetch = max(0.0, sum(
+            (_host_cpu_per_block(c, blocks) - read - host -
+             per_peer * (c["hosts"] - 1)) * c["hosts"]
+            for c in direct) / sum(c["hosts"] for c in direct))
     lan, lan_fetch = _two(
-        [c["hosts"] * blocks for c in [single] + storms],
-        [_fetching_proxies(c) * blocks for c in [single] + storms],
-        [c["cpu"]["lan"] for c in [single] + storms])
-    most = max(storms, key=lambda c: c["cpu"]["server"])
-    # What the DTN served, raw: its CPU is per block read and sent.
-    raw = most.get("wan_raw_bytes", most["wan_bytes"])
-    wan_blocks = max(1.0, raw / BLOCK)
-    return Costs(host=max(0.0, host), lan=max(0.0, lan),
-                 dtn=most["cpu"]["server"] / wan_blocks, read=read,
-                 lan_fetch=max(0.0, lan_fetch),
-                 host_per_peer=max(0.0, per_peer),
-                 wan_ratio=most["wan_bytes"] / raw if raw else 1.0)
+        [c["hosts"] * blocks for c in [single] + behind],
+        [_fetching_proxies(c) * blocks for c in [single] + behind],
+        [c["cpu"]["lan"] - wan_fetch * blocks for c in [single] + behind])
+    raw = sum(c.get("wan_raw_bytes", c["wan_bytes"]) for c in storms)
+    return Costs(host=max(0.0, host), lan=lan,
+                 dtn=sum(_dtn_cpu(c) for c in storms) / max(1.0, raw / BLOCK),
+                 read=read, lan_fetch=lan_fetch,
+                 host_per_peer=per_peer, wan_fetch=wan_fetch,
+                 wan_ratio=sum(c["wan_bytes"] for c in storms) / raw
+                 if raw else 1.0)
 
 
 def lab_tree(case, metrics):
@@ -487,13 +601,11 @@ def lab_tree(case, metrics):
 def validate(metrics, trace):
     """Costs, and ``(case, modelled last, measured last)`` of each case.
 
-    The costs come from the CPU the single host and the storms behind
-    LAN proxies spent (:func:`calibrate`); every case's time is then
-    predicted, those included.
+    The costs come from the CPU the single host and the storms spent
+    (:func:`calibrate`); every case's time is then predicted, those
+    included.
     """
-    single = metrics["singles"][-1]
-    behind = [c for c in metrics["storms"] if c["lan_proxies"]]
-    costs = calibrate(single, behind, len(trace))
+    costs = calibrate(metrics["singles"][-1], metrics["storms"], len(trace))
     rows = []
     for case in metrics["singles"][-1:] + metrics["storms"]:
         modelled = simulate(lab_tree(case, metrics), costs, trace).last
@@ -552,14 +664,16 @@ def _before_growth(costs, trace, tree_of, growth, most):
     return count, single, rows
 
 
-def hosts_per_lan_proxy(costs, trace, growth=1.25, most=1024):
+def hosts_per_lan_proxy(costs, trace, growth=1.25, most=1024, **setup):
     """Hosts one LAN proxy serves before the last boot grows by ``growth``.
 
     ``(hosts, single boot, rows)``; rows are ``(hosts, last boot)``.
+    ``setup``: :class:`Tree` fields other than :data:`CLOUD`'s.
     """
     return _before_growth(
-        costs, trace, lambda hosts: dict(hosts=hosts, lan_proxies=1),
-        growth, most)
+        costs, trace,
+        lambda hosts: dict(setup, hosts=hosts, lan_proxies=1), growth,
+        most)
 
 
 def lan_proxies_per_dtn_worker(costs, trace, growth=1.25, most=4096):
@@ -586,7 +700,7 @@ def thousand_host_cloud(costs, trace, booting=500, lan_proxies=10, dtns=2,
     within ``within`` times a single boot on the same setup.
     """
     rows = []
-    for lan_mbit, lan_cores in ((1000, 1), (10000, 1), (25000, 2)):
+    for lan_mbit, lan_cores in ((1000, 1), (10000, 1)):
         setup = dict(lan_mbit=lan_mbit, lan_cores=lan_cores, dtns=dtns,
                      site_proxy=False)
         single = _last(costs, trace, hosts=1, lan_proxies=1, **setup)
