@@ -8,6 +8,7 @@ an NFS server); the real chain is in
 """
 
 import hashlib
+import types
 
 import pytest
 
@@ -184,3 +185,21 @@ async def test_zeros_by_the_zero_map_never_go_in_a_readv(tmp_path):
              for e in a.extents]
     assert asked == [(19 * big, big + BS), (40 * big, big)]
     assert cache_counters.cache_bytes_fetched == 2 * big + BS
+
+
+def test_runs_are_grouped_into_fetches_of_one_call_each(tmp_path):
+    # max_fetch is 4 blocks; the file has 64 blocks and 100 bytes.
+    cached = make(tmp_path, golden())
+    state = types.SimpleNamespace(fattr=types.SimpleNamespace(
+        size=64 * BS + 100))
+    runs = [(9, 1), (3, 1), (20, 2), (40, 4), (50, 1), (64, 1)]
+    assert list(cached.batches(state, runs)) == [
+        ([(9, 1), (3, 1), (20, 2)], 4 * BS),
+        ([(40, 4)], 4 * BS),
+        ([(50, 1), (64, 1)], BS + 100)]
+    many = [(2 * i, 1) for i in range(bulk.MAX_EXTENTS + 1)]
+    wide = make(tmp_path / "wide", golden(blocks=600),
+                max_fetch=1024 * BS)
+    state.fattr.size = 600 * BS
+    assert [len(batch) for batch, _ in wide.batches(state, many)] == \
+        [bulk.MAX_EXTENTS, 1]

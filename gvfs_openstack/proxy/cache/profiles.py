@@ -300,12 +300,9 @@ class BootProfiles:
         finally:
             self.counters.prefetch_bytes += window.arrived
             window.arrived = 0
-        runs = [run for first, count in batch
-                for run in reads.wanted_runs(state, first, count)]
-        still = sum(count for _, count in runs)
-        if runs:
-            window.add(reads.fetch_runs(call, state, runs),
-                       sum(reads.run_bytes(state, *run) for run in runs))
+        futures, fetch_bytes, still = reads.fetch_wanted(call, state, batch)
+        if futures is not None:
+            window.add(futures, fetch_bytes)
         self.counters.prefetch_blocks_present += \
             sum(count for _, count in batch) - still
         self.counters.prefetch_blocks += still

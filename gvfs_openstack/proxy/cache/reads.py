@@ -737,6 +737,42 @@ class CachedReads:
         bs = self.block_size
         return min(count * bs, state.fattr.size - first * bs)
 
+    def batches(self, state, runs):
+        """``runs`` in groups that one upstream call each can fetch.
+
+        ``(runs, bytes)`` pairs in order, each at most one fetch's bytes
+        (``max_fetch``) and
+        :data:`bulk.MAX_EXTENTS` runs: :meth:`fetch_wanted` brings each
+        in one READV, where a READ per run would cost every hop a call
+        for nearly every block of a boot set.
+        """
+        limit = self.max_fetch_blocks * self.block_size
+        batch, size = [], 0
+        for first, count in runs:
+            run_bytes = self.run_bytes(state, first, count)
+            if batch and (size + run_bytes > limit or
+                          len(batch) >= bulk.MAX_EXTENTS):
+                yield batch, size
+                batch, size = [], 0
+            batch.append((first, count))
+            size += run_bytes
+        if batch:
+            yield batch, size
+
+    def fetch_wanted(self, call, state, batch):
+        """Fetch what the runs of ``batch`` still want, in one call.
+
+        ``(futures, bytes, blocks)`` of that fetch, ``futures`` None if a
+        reader's misses fetched every block while the caller waited.
+        """
+        runs = [run for first, count in batch
+                for run in self.wanted_runs(state, first, count)]
+        if not runs:
+            return None, 0, 0
+        return (self.fetch_runs(call, state, runs),
+                sum(self.run_bytes(state, *run) for run in runs),
+                sum(count for _, count in runs))
+
     def wanted_runs(self, state, first, count):
         """Runs of ``[first, first + count)`` that still need a fetch.
 

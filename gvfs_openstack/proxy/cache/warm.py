@@ -113,19 +113,19 @@ class Warmer:
         start = time.monotonic()
         window = FetchWindow(self.window)
         try:
-            for first, count in reads.runs(missing):
-                run_bytes = reads.run_bytes(state, first, count)
-                await window.make_room(run_bytes)
+            # The boot set's runs are scattered: many go in one READV.
+            for batch, batch_bytes in reads.batches(
+                    state, reads.runs(missing)):
+                await window.make_room(batch_bytes)
                 # Keep the average under the cap.
-                ahead = (window.arrived + window.in_flight + run_bytes) / \
+                ahead = (window.arrived + window.in_flight + batch_bytes) / \
                     rate - (time.monotonic() - start)
                 if ahead > 0:
                     await asyncio.sleep(ahead)
-                for run_first, run_count in reads.wanted_runs(
-                        state, first, count):
-                    window.add(reads.fetch(call, state, run_first,
-                                           run_count),
-                               reads.run_bytes(state, run_first, run_count))
+                futures, fetch_bytes, _ = reads.fetch_wanted(call, state,
+                                                             batch)
+                if futures is not None:
+                    window.add(futures, fetch_bytes)
             await window.drain()
         except FetchError as e:
             raise WarmError(path=path, reason=str(e)) from e
