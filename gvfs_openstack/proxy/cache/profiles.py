@@ -43,7 +43,6 @@ import uuid
 
 from oslo_log import log as logging
 
-from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
@@ -232,54 +231,18 @@ class BootProfiles:
     async def _fetch_in_order(self, call, state, key, found):
         """Fetch the profile's blocks in its order, a window in flight.
 
-        Runs of blocks next in the profile that are also next on disk,
-        up to a fetch's size of them in one READV (:meth:`CachedReads.
-        fetch_runs`): a boot's blocks are scattered, and one call per
-        run would cost every hop a call per 64 KiB.
+        Up to a fetch's size of its runs in one READV (:meth:`CachedReads.
+        batches`): a boot's blocks are scattered, and one call per run
+        would cost every hop a call per 64 KiB.
         """
         reads = self.reads
-        budget = self.max_bytes
         window = FetchWindow(self.window, fits=True)
-        order = self.cache_blocks(found)
-        batch_limit = reads.max_fetch_blocks * reads.block_size
-        batch, batch_bytes = [], 0
         fetched = 0
-        i = 0
         try:
-            while i < len(order):
-                if not self.reads.is_version(state, key):
-                    self.counters.prefetch_stopped += 1
-                    batch = []
-                    break
-                # A run: blocks next in the profile that are also next on
-                # disk, none of them cached or on their way already.
-                first = order[i]
-                i += 1
-                if not reads.wanted(state, first):
-                    self.counters.prefetch_blocks_present += 1
-                    continue
-                count = 1
-                while i < len(order) and order[i] == first + count and \
-                        count < reads.max_fetch_blocks and \
-                        reads.wanted(state, order[i]):
-                    count += 1
-                    i += 1
-                run_bytes = reads.run_bytes(state, first, count)
-                if budget is not None:
-                    if budget < run_bytes:
-                        self.counters.prefetch_stopped += 1
-                        LOG.info("boot prefetch stopped at its share of the "
-                                 "cache")
-                        break
-                    budget -= run_bytes
-                batch.append((first, count))
-                batch_bytes += run_bytes
-                if batch_bytes >= batch_limit or \
-                        len(batch) >= bulk.MAX_EXTENTS:
-                    fetched += await self._send(call, state, window, batch,
-                                                batch_bytes)
-                    batch, batch_bytes = [], 0
-            if batch:
+            for batch, batch_bytes in reads.batches(
+                    state, self._runs(state, key, found)):
+                if not reads.is_version(state, key):
+                    break       # What is left was chosen for another one.
                 fetched += await self._send(call, state, window, batch,
                                             batch_bytes)
             await window.drain()
@@ -287,6 +250,42 @@ class BootProfiles:
             self.counters.prefetch_bytes += window.arrived
             window.cancel()
         return fetched
+
+    def _runs(self, state, key, found):
+        """The profile's runs still to fetch, in its order.
+
+        A run is blocks next in the profile that are also next on disk,
+        none of them cached or on their way already.  Ends when the file
+        changes, or at the prefetch's share of the cache.
+        """
+        reads = self.reads
+        budget = self.max_bytes
+        order = self.cache_blocks(found)
+        i = 0
+        while i < len(order):
+            if not reads.is_version(state, key):
+                self.counters.prefetch_stopped += 1
+                return
+            first = order[i]
+            i += 1
+            if not reads.wanted(state, first):
+                self.counters.prefetch_blocks_present += 1
+                continue
+            count = 1
+            while i < len(order) and order[i] == first + count and \
+                    count < reads.max_fetch_blocks and \
+                    reads.wanted(state, order[i]):
+                count += 1
+                i += 1
+            run_bytes = reads.run_bytes(state, first, count)
+            if budget is not None:
+                if budget < run_bytes:
+                    self.counters.prefetch_stopped += 1
+                    LOG.info("boot prefetch stopped at its share of the "
+                             "cache")
+                    return
+                budget -= run_bytes
+            yield first, count
 
     async def _send(self, call, state, window, batch, batch_bytes):
         """Fetch the runs of ``batch`` still wanted once there is room.

@@ -738,24 +738,22 @@ class CachedReads:
         return min(count * bs, state.fattr.size - first * bs)
 
     def batches(self, state, runs):
-        """``runs`` in groups that one upstream call each can fetch.
+        """``runs`` in groups that one upstream call each fetches.
 
-        ``(runs, bytes)`` pairs in order, each at most one fetch's bytes
-        (``max_fetch``) and
-        :data:`bulk.MAX_EXTENTS` runs: :meth:`fetch_wanted` brings each
-        in one READV, where a READ per run would cost every hop a call
-        for nearly every block of a boot set.
+        ``(runs, bytes)`` pairs in order, each closed once it holds one
+        fetch's bytes (``max_fetch``) or :data:`bulk.MAX_EXTENTS` runs:
+        :meth:`fetch_wanted` brings each in one READV, where a READ per
+        run would cost every hop a call for nearly every block of a
+        boot set.  ``runs`` is read lazily, a group at a time.
         """
         limit = self.max_fetch_blocks * self.block_size
         batch, size = [], 0
         for first, count in runs:
-            run_bytes = self.run_bytes(state, first, count)
-            if batch and (size + run_bytes > limit or
-                          len(batch) >= bulk.MAX_EXTENTS):
+            batch.append((first, count))
+            size += self.run_bytes(state, first, count)
+            if size >= limit or len(batch) >= bulk.MAX_EXTENTS:
                 yield batch, size
                 batch, size = [], 0
-            batch.append((first, count))
-            size += run_bytes
         if batch:
             yield batch, size
 
