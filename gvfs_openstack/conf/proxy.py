@@ -190,13 +190,16 @@ Absolute paths on the NFS server, each inside one of ``exports``: the
 compute nodes (Glance's node reaches the DTN through another server
 proxy, without this option, to upload and delete images).  A call that
 would write, truncate, chmod, remove, rename, link or replace a file
-directly in one of them, or create a file there, is answered
-NFS3ERR_ROFS.  Compute nodes still write what their work needs: boot
-profiles (``.gvfs-meta.<name>.profile``) and anything in subdirectories
-(golden references live in ``.gvfs-refs/``).  Until the proxy has walked
-its exports once after a start, the first change of a file waits for
-that walk.  A hard link to an image from outside these directories, or a
-symbolic link to one of them inside an export, is not covered: keep none.
+directly in one of them, or create a file or directory there, is
+answered NFS3ERR_ROFS; so is a change of any name on the way down to
+them (renaming, removing or replacing ``images`` or a parent of it) and
+of their and their parents' attributes.  Compute nodes still write what
+their work needs: boot profiles (``.gvfs-meta.<name>.profile``), the
+``.gvfs-refs`` directory and anything in subdirectories (golden
+references).  Until the proxy has walked its exports once after a start,
+the first change of a file waits for that walk.  A hard link to an image
+from outside these directories, or a symbolic link to one of them inside
+an export, is not covered: keep none.
 """),
     cfg.IntOpt("squash_uid", default=65534, min=0, max=2 ** 32 - 1,
                help="""uid of the file account on the export.

@@ -11,7 +11,19 @@ NFS3ERR_ROFS.  Two kinds of file stay writable in those directories,
 because compute nodes make them: boot profiles
 (``.gvfs-meta.<name>.profile`` and the temporary names they are written
 under), and anything in a subdirectory (golden references live in
-``.gvfs-refs/``).
+``.gvfs-refs/``, the one directory a compute node may make or remove
+there).
+
+Protecting the files is not enough: whoever may rename, remove or replace
+a directory on the way down to a read-only directory (``images`` in the
+export's root, or the directory itself) puts a directory of its own in
+its place, and every node and Glance then read its files as the golden
+images.  So every name on that way is fixed too -- no RENAME from or to
+it, no REMOVE, RMDIR, LINK, SYMLINK, MKDIR, MKNOD or CREATE of it in its
+parent -- and so are the read-only directories' and their parents' own
+attributes (a SETATTR ``mode=000`` would hide every image).  Giving the
+images an export of their own instead would leave this to each
+deployment's configuration; the check holds whatever is exported.
 
 This is bookkeeping without I/O, beside :mod:`handles`: which directory
 handles are those directories (learned from MNT and LOOKUP replies on
@@ -24,6 +36,7 @@ waits for that walk (:meth:`ReadOnlyDirs.needs_walk`).
 
 import posixpath
 
+from gvfs_openstack.images import golden
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
@@ -36,12 +49,18 @@ _CHANGING_A_FILE = frozenset({Nfs3Proc.WRITE, Nfs3Proc.SETATTR})
 
 #: Calls that make or remove a name in a directory (their first argument).
 _NAMING = frozenset({Nfs3Proc.CREATE, Nfs3Proc.SYMLINK, Nfs3Proc.MKNOD,
-                     Nfs3Proc.REMOVE})
+                     Nfs3Proc.REMOVE, Nfs3Proc.MKDIR, Nfs3Proc.RMDIR})
 
 #: The field of each call's arguments that names its file or directory.
 _FIRST = {Nfs3Proc.WRITE: "file", Nfs3Proc.SETATTR: "object",
           Nfs3Proc.CREATE: "where", Nfs3Proc.SYMLINK: "where",
-          Nfs3Proc.MKNOD: "where", Nfs3Proc.REMOVE: "object"}
+          Nfs3Proc.MKNOD: "where", Nfs3Proc.REMOVE: "object",
+          Nfs3Proc.MKDIR: "where", Nfs3Proc.RMDIR: "object"}
+
+#: Directories compute nodes make and remove in a read-only directory:
+#: the golden references' (:func:`gvfs_openstack.images.golden.hold`
+#: makes it, its ``_prune`` removes it once empty).
+_DIRS_MADE_THERE = frozenset({golden.REFS_DIR})
 
 #: Calls :meth:`ReadOnlyDirs.refuses` looks at.
 CHECKED = _CHANGING_A_FILE | _NAMING | {Nfs3Proc.RENAME, Nfs3Proc.LINK}
@@ -77,11 +96,14 @@ class ReadOnlyDirs:
 
     def __init__(self, paths):
         self.paths = frozenset(posixpath.normpath(p) for p in paths)
-        self._above = set()
+        #: Path of a directory above one of them -> the names in it that
+        #: lead down to one.
+        self._leading = {}
         for path in self.paths:
             while path not in ("/", ""):
-                path = posixpath.dirname(path)
-                self._above.add(path)
+                parent, name = posixpath.split(path)
+                self._leading.setdefault(parent, set()).add(name)
+                path = parent
         #: Handle -> path of a directory on the way down to one of them.
         self._on_the_way = {}
         self._dirs = set()
@@ -107,9 +129,10 @@ class ReadOnlyDirs:
         self._place(bytes(fh), path)
 
     def _place(self, fh, path):
+        # Both, for a read-only directory inside another.
         if path in self.paths:
             self._dirs.add(fh)
-        elif path in self._above:
+        if path in self._leading:
             self._on_the_way[fh] = path
 
     def learn_entry(self, entry):
@@ -120,16 +143,34 @@ class ReadOnlyDirs:
         above = self._on_the_way.get(directory)
         if above is not None:
             self._place(bytes(entry.fh), posixpath.join(above, entry.name))
-        elif directory in self._dirs and not names_a_profile(entry.name) \
+        if directory in self._dirs and not names_a_profile(entry.name) \
                 and (entry.attrs is None or
                      entry.attrs.type != const.FileType.NF3DIR):
             self._files.add(bytes(entry.fh))
 
     # --- the check -----------------------------------------------------------
 
-    def _protected_name(self, where):
-        return bytes(where.dir) in self._dirs and \
-            not names_a_profile(where.name)
+    def _protected_name(self, where, proc=None):
+        """Why ``proc`` of the name ``where`` would change a protected name.
+
+        None if it would not: a name off the way down to a read-only
+        directory, a profile in one, or the MKDIR or RMDIR of a directory
+        compute nodes make there.
+        """
+        directory = bytes(where.dir)
+        above = self._on_the_way.get(directory)
+        if above is not None and where.name in self._leading[above]:
+            return "%r on the way down to a read-only directory" % (
+                where.name)
+        if directory in self._dirs and not names_a_profile(where.name) \
+                and not (proc in (Nfs3Proc.MKDIR, Nfs3Proc.RMDIR) and
+                         where.name in _DIRS_MADE_THERE):
+            return "%r in a read-only directory" % where.name
+        return None
+
+    def _protected_dir(self, fh):
+        """Whether ``fh`` is a read-only directory or one above it."""
+        return fh in self._dirs or fh in self._on_the_way
 
     def needs_walk(self, proc):
         """Whether ``proc`` must wait for the guard's first walk."""
@@ -145,22 +186,27 @@ class ReadOnlyDirs:
             fh = bytes(_first(proc, args))
             if fh in self._files:
                 return "a change of a read-only image"
+            if proc == Nfs3Proc.SETATTR and self._protected_dir(fh):
+                return "a change of the attributes of a read-only " \
+                    "directory or of one above it"
         elif proc in _NAMING:
             where = _first(proc, args)
-            if self._protected_name(where):
-                return "%s of %r in a read-only directory" % (
-                    Nfs3Proc(proc).name, where.name)
+            why = self._protected_name(where, proc)
+            if why is not None:
+                return "%s of %s" % (Nfs3Proc(proc).name, why)
         elif proc == Nfs3Proc.RENAME:
             parsed = nfs3.decode_args(proc, args)
             for where in (parsed.from_, parsed.to):
-                if self._protected_name(where):
-                    return "RENAME of %r in a read-only directory" % (
-                        where.name)
+                why = self._protected_name(where)
+                if why is not None:
+                    return "RENAME of %s" % why
         elif proc == Nfs3Proc.LINK:
             parsed = nfs3.decode_args(proc, args)
-            if bytes(parsed.file) in self._files or \
-                    self._protected_name(parsed.link):
+            if bytes(parsed.file) in self._files:
                 return "LINK of a read-only image"
+            why = self._protected_name(parsed.link)
+            if why is not None:
+                return "LINK as %s" % why
         return None
 
     def refuses_bulk_write(self, args):

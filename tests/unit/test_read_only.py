@@ -88,6 +88,82 @@ PASSED = [
 ]
 
 
+#: Changes of the way down to the read-only directory, or of its own
+#: attributes: each puts another directory's files where the images were.
+REFUSED_ON_THE_WAY = [
+    # ``images`` renamed away, and a directory of one's own renamed,
+    # linked or symlinked in as ``images``.
+    _args(P.RENAME, nfs3.RenameArgs(_where(SRV, "images"),
+                                    _where(OTHER, "old-images"))),
+    _args(P.RENAME, nfs3.RenameArgs(_where(OTHER, "mine"),
+                                    _where(SRV, "images"))),
+    _args(P.SYMLINK, nfs3.SymlinkArgs(_where(SRV, "images"), nfs3.Sattr(),
+                                      "../elsewhere")),
+    _args(P.LINK, nfs3.LinkArgs(OTHER, _where(SRV, "images"))),
+    _args(P.MKDIR, nfs3.MkdirArgs(_where(SRV, "images"), nfs3.Sattr())),
+    _args(P.MKNOD, nfs3.MknodArgs(_where(SRV, "images"), nfs3.MknodData(
+        const.FileType.NF3FIFO, nfs3.Sattr()))),
+    _args(P.CREATE, nfs3.CreateArgs(_where(SRV, "images"), CREATE_HOW)),
+    _args(P.REMOVE, nfs3.RemoveArgs(_where(SRV, "images"))),
+    _args(P.RMDIR, nfs3.RemoveArgs(_where(SRV, "images"))),
+    # The same one level up: ``srv`` leads down to it too.
+    _args(P.RENAME, nfs3.RenameArgs(_where(ROOT, "srv"),
+                                    _where(ROOT, "old-srv"))),
+    _args(P.RMDIR, nfs3.RemoveArgs(_where(ROOT, "srv"))),
+    _args(P.SYMLINK, nfs3.SymlinkArgs(_where(ROOT, "srv"), nfs3.Sattr(),
+                                      "elsewhere")),
+    # Its attributes, and its parents' (mode=000 hides every image).
+    _args(P.SETATTR, nfs3.SetattrArgs(IMAGES, nfs3.Sattr(mode=0))),
+    _args(P.SETATTR, nfs3.SetattrArgs(SRV, nfs3.Sattr(mode=0))),
+    _args(P.SETATTR, nfs3.SetattrArgs(ROOT, nfs3.Sattr(mode=0))),
+    # Directories in it, but the references' own.
+    _args(P.MKDIR, nfs3.MkdirArgs(_where(IMAGES, "new-image"),
+                                  nfs3.Sattr())),
+    _args(P.RMDIR, nfs3.RemoveArgs(_where(IMAGES, "golden"))),
+    _args(P.RENAME, nfs3.RenameArgs(_where(IMAGES, ".gvfs-refs"),
+                                    _where(OTHER, "refs"))),
+]
+
+PASSED_ON_THE_WAY = [
+    # Other names beside the way down, and the references' directory.
+    _args(P.MKDIR, nfs3.MkdirArgs(_where(SRV, "instances"), nfs3.Sattr())),
+    _args(P.RMDIR, nfs3.RemoveArgs(_where(SRV, "instances"))),
+    _args(P.RENAME, nfs3.RenameArgs(_where(ROOT, "a"), _where(SRV, "b"))),
+    _args(P.CREATE, nfs3.CreateArgs(_where(ROOT, "images"), CREATE_HOW)),
+    _args(P.SYMLINK, nfs3.SymlinkArgs(_where(OTHER, "images"),
+                                      nfs3.Sattr(), "x")),
+    _args(P.SETATTR, nfs3.SetattrArgs(OTHER, nfs3.Sattr(mode=0o700))),
+    _args(P.RMDIR, nfs3.RemoveArgs(_where(IMAGES, ".gvfs-refs"))),
+    _args(P.MKDIR, nfs3.MkdirArgs(_where(REFS, "image-id"), nfs3.Sattr())),
+    _args(P.RMDIR, nfs3.RemoveArgs(_where(REFS, "image-id"))),
+]
+
+
+@pytest.mark.parametrize("proc,args", REFUSED_ON_THE_WAY)
+def test_a_change_of_the_way_down_is_refused(proc, args):
+    assert _learned().refuses(proc, args)
+
+
+@pytest.mark.parametrize("proc,args", PASSED_ON_THE_WAY)
+def test_other_names_beside_the_way_down_pass(proc, args):
+    assert _learned().refuses(proc, args) is None
+
+
+def test_a_read_only_directory_inside_another_is_followed():
+    """Its parent is read-only and on the way down at once."""
+    dirs = read_only.ReadOnlyDirs(["/export/images",
+                                   "/export/images/archive"])
+    dirs.learn_root("/export", ROOT)
+    dirs.learn_entry(Entry(ROOT, "images", IMAGES, DIR))
+    dirs.learn_entry(Entry(IMAGES, "archive", SRV, DIR))
+    dirs.learn_entry(Entry(SRV, "golden", GOLDEN, FILE))
+    assert dirs.refuses(*REFUSED[0])
+    assert dirs.refuses(*_args(P.RMDIR, nfs3.RemoveArgs(
+        _where(IMAGES, "archive"))))
+    assert dirs.refuses(*_args(P.SETATTR, nfs3.SetattrArgs(
+        SRV, nfs3.Sattr(mode=0))))
+
+
 @pytest.mark.parametrize("proc,args", REFUSED)
 def test_a_change_of_a_read_only_image_is_refused(proc, args):
     assert _learned().refuses(proc, args)
