@@ -54,14 +54,22 @@ def remove_source_file(ctx, image_id):
 
 
 def _remove_destination(ctx):
+    """The job's staging directory at the destination, over SSH.
+
+    Export clients write there and in the export's root through the
+    proxies: it is removed on the DTN without following a link
+    (:meth:`dtnssh.DtnSession.remove_tree`), so a ``staging/<job> ->
+    ../images`` planted there loses the link, not the images.  A link
+    above it (the staging directory itself a link) fails the removal.
+    """
     site = ctx.destination
     directory = site.export_path(site.staging_dir(ctx.job_id))
     with dtnssh.connect(site, "-", "cleanup") as session:
-        if not session.exists(directory):
-            return
-        for name in session.listdir(directory):
-            session.remove_quietly("%s/%s" % (directory, name))
-        session.rmdir(directory)
+        links = session.remove_tree(directory)
+    for link in links:
+        LOG.warning("job %s: %s at site %s was a symbolic link, planted "
+                    "in its staging directory: removed, not followed",
+                    ctx.job_id, link, site.name)
 
 
 def staging_dirs(ctx):

@@ -3,14 +3,19 @@
 
 SFTP for files, and commands run on the DTN for what SFTP cannot do:
 ``ln`` (hard links), a coreutils ``*sum`` (hashing a file where it is,
-without moving its bytes), ``sync`` (making a file durable) and
-``gvfs-meta`` (sidecars and deltas).  Key authentication only, and the
-DTN's host key must already be in the configured known_hosts file: an
-unknown host key is refused, never trusted on first use.
+without moving its bytes), ``sync`` (making a file durable),
+``gvfs-meta`` (sidecars and deltas) and ``python3`` running
+:mod:`gvfs_openstack.files.dtn_paths` (removing and making names without
+following a link planted in the export, which SFTP cannot promise).
+Key authentication only, and the DTN's host key must already be in the
+configured known_hosts file: an unknown host key is refused, never
+trusted on first use.
 """
 
 import contextlib
 import errno
+import inspect
+import json
 import posixpath
 import shlex
 import socket
@@ -20,6 +25,7 @@ import paramiko
 
 from gvfs_openstack.delta import blocks
 from gvfs_openstack import exceptions
+from gvfs_openstack.files import dtn_paths
 from gvfs_openstack.sidecar import profile
 
 _READ_AHEAD = 1024 * 1024
@@ -92,11 +98,21 @@ class RemoteCommand:
         return out
 
 
-class DtnSession:
-    """Files and commands on one DTN over one SSH connection."""
+#: What runs :mod:`dtn_paths` on the DTN: its own source, fixed, with
+#: ``-I`` (no user site, no PYTHON* variables, no current directory).
+_PATHS_ARGV = ("python3", "-I", "-c", inspect.getsource(dtn_paths))
 
-    def __init__(self, client):
+
+class DtnSession:
+    """Files and commands on one DTN over one SSH connection.
+
+    ``root`` is the export: names below it are removed and made by
+    :mod:`dtn_paths`, which follows no link below it.
+    """
+
+    def __init__(self, client, root="/"):
         self.client = client
+        self.root = root
         self.sftp = client.open_sftp()
 
     def close(self):
@@ -131,9 +147,6 @@ class DtnSession:
         if mode & ~_PRIVATE_MODE:
             self.sftp.chmod(path, mode & _PRIVATE_MODE)
 
-    def listdir(self, path):
-        return self.sftp.listdir(path)
-
     def makedirs(self, path):
         parent = posixpath.dirname(path)
         if parent and parent != path and not self.exists(parent):
@@ -150,45 +163,47 @@ class DtnSession:
 
         For a directory another account writes in: a job's staging
         directory at the destination, which GridFTP would have made as
-        its own account, made here first.  Where this account may not
-        give it to the parent's owner, it is not made (OSError).  Nothing
-        is done if it exists.
+        its own account, made here first.  Made on the DTN relative to
+        descriptors, no link followed: an existing ``path`` is accepted
+        only if it is a real directory of the parent's owner, and a link
+        anywhere below the export is refused (OSError).  Where this
+        account may not give it to the parent's owner, it is not made
+        (OSError).
         """
-        if self.exists(path):
-            return
-        parent = self.sftp.stat(posixpath.dirname(path))
-        try:
-            self.sftp.mkdir(path, parent.st_mode & 0o7777)
-        except OSError:
-            if self.exists(path):
-                return      # Made meanwhile, by GridFTP or another image.
-            raise
-        try:
-            made = self.sftp.stat(path)
-            if (made.st_uid, made.st_gid) != (parent.st_uid, parent.st_gid):
-                self.sftp.chown(path, parent.st_uid, parent.st_gid)
-            self.sftp.chmod(path, parent.st_mode & 0o7777)
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                self.sftp.rmdir(path)
-            raise OSError(errno.EPERM, "cannot make %s as its parent is "
-                          "made: %s" % (path, e)) from e
+        self._paths("mkdir", [path])
+
+    def remove_tree(self, path):
+        """Remove ``path`` and all in it, never following a link.
+
+        A link found on the way is removed itself, and what it names is
+        left; a link at a component above ``path`` (below the export) is
+        refused: CommandFailed, nothing removed.  Returns the links
+        removed, for the caller to report.
+        """
+        [done] = self._paths("remove", [path])
+        return done["links"]
 
     def remove_quietly(self, path):
-        """Remove ``path`` if it is there; a missing file is no error."""
-        try:
-            self.sftp.remove(path)
-        except FileNotFoundError:
-            pass
+        """Remove ``path`` if it is there; a missing file is no error.
+
+        As :meth:`remove_tree`: a link is removed, never followed.
+        """
+        self._paths("remove", [path])
 
     def remove_image(self, path):
         """Remove an image file and the signature and profile beside it."""
-        self.remove_quietly(path)
-        self.remove_quietly(blocks.signature_path(path))
-        self.remove_quietly(profile.profile_path(path))
+        self._paths("remove", [path, blocks.signature_path(path),
+                               profile.profile_path(path)])
 
-    def rmdir(self, path):
-        self.sftp.rmdir(path)
+    def _paths(self, verb, paths):
+        """Run :mod:`dtn_paths` ``verb`` on ``paths``; what it printed."""
+        relative = [posixpath.relpath(posixpath.normpath(p), self.root)
+                    for p in paths]
+        for path, name in zip(paths, relative):
+            if name == ".." or name.startswith("../") or name == ".":
+                raise ValueError("%s is not below %s" % (path, self.root))
+        out = self.run(list(_PATHS_ARGV) + [verb, self.root] + relative)
+        return [json.loads(line) for line in out.splitlines()]
 
     def read_chunks(self, path, chunk):
         """Yield the file's bytes, ``chunk`` at a time, read ahead."""
@@ -297,7 +312,7 @@ def open_session(site, image_id, stage):
                        key_filename=site.ssh_key_file, look_for_keys=False,
                        allow_agent=False, timeout=30, banner_timeout=30,
                        auth_timeout=30, sock=sock)
-        return DtnSession(client)
+        return DtnSession(client, site.dtn_export)
     except (OSError, paramiko.SSHException) as e:
         client.close()
         if sock is not None:

@@ -31,7 +31,8 @@ def _site(sshd, **changes):
     return types.SimpleNamespace(**dict({
         "name": "west", "ssh_host": "127.0.0.1", "ssh_port": sshd.port,
         "ssh_user": sshd.user, "ssh_key_file": sshd.key,
-        "ssh_known_hosts": sshd.known_hosts}, **changes))
+        "ssh_known_hosts": sshd.known_hosts, "dtn_export": "/"},
+        **changes))
 
 
 def test_a_session_runs_commands_on_a_socket_without_nagle(sshd):
