@@ -19,7 +19,9 @@ many hosts must never see:
   on a thread of its own (:class:`ParallelHashes`);
 * locations are ``gvfs://<store id>/<image id>``; an image id that could
   name anything but a plain file in the store's directory (``..``, ``/``,
-  dot files, symlinks leading out) is refused.
+  dot files, symlinks leading out) is refused, and a read opens only
+  the file checked, never a link swapped in after the check
+  (:mod:`checked_open`).
 """
 
 import collections
@@ -40,6 +42,7 @@ from gvfs_openstack.conf import glance as glance_conf
 from gvfs_openstack.delta import blocks
 from gvfs_openstack import exceptions as gvfs_exceptions
 from gvfs_openstack.files import durable
+from gvfs_openstack.glance import checked_open
 from gvfs_openstack.images import golden
 from gvfs_openstack.images import locations
 from gvfs_openstack.mount import configured
@@ -244,7 +247,7 @@ class Store(driver.Store):
                                      % offset)
         length = st.st_size - offset if chunk_size is None else \
             min(chunk_size, st.st_size - offset)
-        fd = os.open(path, os.O_RDONLY)
+        fd = checked_open.open_image(path, st)
         return (_ChunkedFile(fd, offset, length, self.chunk_size), length)
 
     def get_size(self, location, context=None):
