@@ -237,7 +237,8 @@ class GvfsFuse(pyfuse3.Operations):
         #: inode, name), for the profile beside it.
         self._names = {}
         self.prefill = prefill.Prefill(
-            self._lookup_handle, self._read_small, self._fetch_extents,
+            self._lookup_entry, self._getattr_of, self._read_small,
+            self._fetch_extents,
             self.read_cache.holds, self.read_cache.block_size,
             session.client.rsize, self.read_cache.capacity // 2) \
             if self.read_cache is not None and \
@@ -586,16 +587,19 @@ class GvfsFuse(pyfuse3.Operations):
         except inodes.StaleInode:
             return
         self.prefill.opened(inode, (fattr.size, fattr.mtime.nanoseconds),
-                            directory, where[1])
+                            directory, where[1], fattr.uid)
 
-    async def _lookup_handle(self, dir_fh, name):
-        """The handle of ``name`` in ``dir_fh``, or None if not there."""
+    async def _lookup_entry(self, dir_fh, name):
+        """The LOOKUP reply of ``name`` in ``dir_fh``, None if not there."""
         try:
-            return (await self.session.call("lookup", dir_fh, name)).object
+            return await self.session.call("lookup", dir_fh, name)
         except nfs_session.OperationFailed as e:
             if e.errno == errno.ENOENT:
                 return None
             raise
+
+    async def _getattr_of(self, fh):
+        return await self.session.call("getattr", fh)
 
     async def _read_small(self, fh, limit):
         """A file of at most ``limit`` bytes, whole; more: ValueError."""

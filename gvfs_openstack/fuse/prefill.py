@@ -22,8 +22,14 @@ the other has on its way.
 
 A profile only decides what is read early.  The bytes come from the
 proxy like any read's, kept under the attributes they were read with,
-so a profile made up by someone else costs at most its bound in reads
-and half the cache, never a wrong byte.
+so a profile made up by someone else could never cost a wrong byte; but
+it would choose what fills half the cache and what the proxies fetch.
+So it is believed only as the caching proxy believes one
+(:mod:`gvfs_openstack.sidecar.trust`: root's, the image's owner's or
+its directory's owner's, others not allowed to write it), and only if
+it is at most :data:`profile_format.MAX_BYTES`, both known from its
+attributes before a byte of it is read; it is parsed off the event
+loop, which every guest's reads wait on.
 
 :func:`runs` and :func:`batches` are the plan, without I/O;
 :class:`Prefill` runs it.
@@ -35,6 +41,7 @@ from oslo_log import log as logging
 
 from gvfs_openstack.nfs import bulk
 from gvfs_openstack.sidecar import profile as profile_format
+from gvfs_openstack.sidecar import trust
 
 LOG = logging.getLogger(__name__)
 
@@ -105,15 +112,18 @@ class Prefill:
     """One prefill per image version a mount opens.
 
     ``read_file`` reads a small file by NFS handle (the profile),
-    ``lookup`` looks a name up in a directory handle,
+    ``lookup`` looks a name up in a directory handle (its LOOKUP reply,
+    None if not there), ``attributes_of`` asks for a handle's
+    attributes,
     ``fetch_extents(inode, extents)`` reads ``(offset, length)`` extents
     into the RAM cache and returns the bytes it read, ``cached(inode,
     offset, length)`` says whether those bytes are there already.
     """
 
-    def __init__(self, lookup, read_file, fetch_extents, cached,
-                 cache_block, max_read, budget):
+    def __init__(self, lookup, attributes_of, read_file, fetch_extents,
+                 cached, cache_block, max_read, budget):
         self.lookup = lookup
+        self.attributes_of = attributes_of
         self.read_file = read_file
         self.fetch_extents = fetch_extents
         self.cached = cached
@@ -128,17 +138,18 @@ class Prefill:
         #: Bytes prefilled, for the mount's log.
         self.bytes_read = 0
 
-    def opened(self, inode, version, dir_fh, name):
+    def opened(self, inode, version, dir_fh, name, owner):
         """``inode`` (``name`` in ``dir_fh``) was opened at ``version``.
 
-        ``version`` is the file's ``(size, mtime_ns)``.  Starts its
-        prefill, once per version, in the background.
+        ``version`` is the file's ``(size, mtime_ns)``, ``owner`` its
+        uid.  Starts its prefill, once per version, in the background.
         """
         if self._done.get(inode) == version or \
                 name.startswith(profile_format.meta_format.PREFIX):
             return
         self._done[inode] = version
-        task = asyncio.ensure_future(self._run(inode, version, dir_fh, name))
+        task = asyncio.ensure_future(
+            self._run(inode, version, dir_fh, name, owner))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -155,14 +166,28 @@ class Prefill:
         if waits:
             await asyncio.wait(waits)
 
-    async def _run(self, inode, version, dir_fh, name):
+    async def _profile(self, dir_fh, name, owner):
+        """The profile beside ``name`` if it is believed; None if none.
+
+        SidecarError if there is one not to believe.
+        """
+        found = await self.lookup(dir_fh, profile_format.profile_name(name))
+        if found is None:
+            return None
+        attrs = found.obj_attributes or \
+            await self.attributes_of(found.object)
+        trust.check_file(attrs, profile_format.MAX_BYTES)
+        if trust.needs_directory(attrs, owner):
+            directory = found.dir_attributes or \
+                await self.attributes_of(dir_fh)
+            trust.check_owner(attrs, owner, directory.uid)
+        data = await self.read_file(found.object, profile_format.MAX_BYTES)
+        return await asyncio.to_thread(profile_format.parse, data)
+
+    async def _run(self, inode, version, dir_fh, name, owner):
         try:
-            fh = await self.lookup(dir_fh, profile_format.profile_name(name))
-            if fh is None:
-                return
-            profile = profile_format.parse(
-                await self.read_file(fh, profile_format.MAX_BYTES))
-            if not profile.matches(*version):
+            profile = await self._profile(dir_fh, name, owner)
+            if profile is None or not profile.matches(*version):
                 return
             plan = [[span for span in batch
                      if not self.cached(inode, *span)]
@@ -190,8 +215,8 @@ class Prefill:
             LOG.debug("prefilled %r from its boot profile", name)
         except asyncio.CancelledError:
             raise
-        except profile_format.ProfileError as e:
-            LOG.debug("not prefilling %r: its boot profile: %s", name, e)
+        except profile_format.meta_format.SidecarError as e:
+            LOG.warning("ignoring the boot profile of %r: %s", name, e)
         except Exception as e:  # A prefill is only ever an optimisation.
             LOG.debug("prefill of %r stopped: %s", name, e)
 

@@ -25,7 +25,7 @@ rest hashes to it, without hashing gigabytes of zeros.
 A sidecar is trusted only for the file it was made for: if the size or
 mtime differ it is stale and ignored.  A proxy also ignores one that an
 account other than root or the owner of the file or its directory owns,
-or that others may write (``gvfs_openstack/proxy/cache/sidecars.py``).
+or that others may write (:mod:`gvfs_openstack.sidecar.trust`).
 Parsing never raises anything but :class:`SidecarError`, whatever the
 bytes.
 """

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Whose sidecars a caching proxy believes: the file's owners' only."""
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -122,3 +123,84 @@ async def test_a_sidecar_without_attributes_is_asked_for_them():
     upstream.nfs = no_attributes
     with pytest.raises(meta_format.SidecarError, match="owned by uid 2003"):
         await _read(upstream)
+
+
+@pytest.mark.asyncio
+async def test_an_oversized_sidecar_is_refused_before_it_is_read():
+    upstream = Upstream(IMAGE_OWNER)
+    upstream.sidecar = attrs(IMAGE_OWNER, size=meta_format.MAX_BYTES + 1)
+    with pytest.raises(meta_format.SidecarError,
+                       match="not a regular file of at most %d bytes"
+                             % meta_format.MAX_BYTES):
+        await _read(upstream)
+    assert Nfs3Proc.READ not in upstream.calls
+
+
+def _sidecar_of_a_file(extents):
+    """An image of ``extents`` 8 KiB pieces and its sidecar.
+
+    Each piece is half zeros: one zero extent a piece, 17 to 20 bytes
+    of JSON.
+    """
+    size = extents * 8192
+    image = attrs(IMAGE_OWNER, size=size)
+    return image, meta_format.Sidecar(
+        size, image.mtime.nanoseconds, "sha256-nonzero", "0" * 64,
+        meta_format.ZeroMap.from_extents(
+            [(i * 8192, 4096) for i in range(extents)])).to_bytes()
+
+
+class _Directory:
+    """Images and their sidecars, by name, all of the images' owner."""
+
+    def __init__(self, sidecars):
+        self.sidecars = sidecars
+
+    async def nfs(self, proc, args, cred, verf=rpc.AUTH_NONE):
+        if proc == Nfs3Proc.LOOKUP:
+            name = args.what.name
+            return nfs3.Result(0, nfs3.LookupOk(
+                b"fh:" + name.encode(), attrs(IMAGE_OWNER, size=len(
+                    self.sidecars[name])), attrs(DIR_OWNER, 0o755,
+                                                 kind=const.FileType.NF3DIR)))
+        if proc == Nfs3Proc.READ:
+            data = self.sidecars[bytes(args.file)[3:].decode()]
+            piece = data[args.offset:args.offset + args.count]
+            return nfs3.Result(0, nfs3.ReadOk(
+                None, len(piece), args.offset + len(piece) >= len(data),
+                piece))
+        raise AssertionError("unexpected call %s" % proc)
+
+
+@dataclasses.dataclass
+class _State:
+    fh: bytes
+    fattr: nfs3.Fattr
+
+
+@pytest.mark.asyncio
+@pytest.mark.timeout(60)
+async def test_other_readers_are_answered_while_a_large_sidecar_is_parsed():
+    """Off the event loop, another file gets its sidecar meanwhile.
+
+    The largest sidecar a proxy takes is some 2 s of parsing; a third of
+    it is enough to tell.
+    """
+    large_image, large = _sidecar_of_a_file(300 * 1024)
+    small_image, small = _sidecar_of_a_file(4)
+    side = sidecars.Sidecars(_Directory({".gvfs-meta.large": large,
+                                         ".gvfs-meta.small": small}),
+                             counters.SidecarCounters(),
+                             max_read=meta_format.MAX_BYTES)
+    side.learn(b"dir", "large", b"fh-large")
+    side.learn(b"dir", "small", b"fh-small")
+    loading = asyncio.ensure_future(side.sidecar_of(
+        CALL, _State(b"fh-large", large_image)))
+    await asyncio.sleep(0.05)  # Read, and being parsed.
+    assert not loading.done()
+    found = await side.sidecar_of(CALL, _State(b"fh-small", small_image))
+    assert found is not None and found.size == 4 * 8192
+    assert not loading.done(), "the small one waited for the large one"
+    found = await loading
+    assert found is not None and found.size == 300 * 1024 * 8192
+    assert side.counters.sidecars_loaded == 2

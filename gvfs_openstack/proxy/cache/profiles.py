@@ -151,7 +151,8 @@ class BootProfiles:
                 call, dir_fh, profile_format.profile_name(name),
                 profile_format.MAX_BYTES, state.fattr)
             if data is not None:
-                loaded = profile_format.parse(data)
+                # Off the loop: every client of the proxy waits on it.
+                loaded = await asyncio.to_thread(profile_format.parse, data)
         except profile_format.meta_format.SidecarError as e:
             self.counters.profiles_invalid += 1
             LOG.warning("ignoring the boot profile of %r: %s", name, e)

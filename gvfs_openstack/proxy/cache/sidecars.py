@@ -28,6 +28,7 @@ from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.proxy.cache.freshness import version_key
 from gvfs_openstack.proxy.upstream_calls import ReplyError
 from gvfs_openstack.sidecar import format as meta_format
+from gvfs_openstack.sidecar import trust
 
 LOG = logging.getLogger(__name__)
 
@@ -107,7 +108,9 @@ class Sidecars:
                                           meta_format.MAX_BYTES, fattr)
             if data is None:
                 return None
-            sidecar = meta_format.parse(data)
+            # Up to MAX_BYTES of JSON, about 2 s of CPU: on the loop it
+            # would stall every client of the proxy meanwhile.
+            sidecar = await asyncio.to_thread(meta_format.parse, data)
         except meta_format.SidecarError as e:
             self.counters.sidecars_invalid += 1
             LOG.warning("ignoring the metadata sidecar of %r: %s", name, e)
@@ -129,8 +132,9 @@ class Sidecars:
         With the reader's credential: a sidecar is read only by those
         who may read its directory.  ``described`` is the attributes of
         the file it describes.  A file that is not regular, is larger
-        than ``max_bytes`` or is not :meth:`_written_by_an_owner`
-        raises SidecarError.
+        than ``max_bytes``, others may write or is not
+        :meth:`_written_by_an_owner` raises SidecarError, before a byte
+        of it is read.
         """
         res = await self.upstream.nfs(
             Nfs3Proc.LOOKUP, nfs3.LookupArgs(nfs3.DirOpArgs(
@@ -139,9 +143,7 @@ class Sidecars:
             return None  # None there (NOENT), or not for this reader.
         fh = res.body.object
         attrs = res.body.obj_attributes or await self._getattr(call, fh)
-        if attrs.type != const.FileType.NF3REG or attrs.size > max_bytes:
-            raise meta_format.SidecarError(
-                "not a regular file of at most %d bytes" % max_bytes)
+        trust.check_file(attrs, max_bytes)
         await self._written_by_an_owner(call, dir_fh, res.body, attrs,
                                         described)
         data = bytearray()
@@ -160,29 +162,13 @@ class Sidecars:
                                    described):
         """SidecarError unless only the file's owners can write the sidecar.
 
-        A sidecar makes proxies serve zeros they never read, and a
-        profile decides what they fetch: believed from anyone, it would
-        let whoever may create a file beside an image (in a shared,
-        sticky directory, say) change what guests read, by planting
-        ``.gvfs-meta.<name>`` before the real one is made.  So it must
-        belong to root, to the described file's owner or to the owner of
-        their directory -- accounts that could change the file itself --
-        and others may not write it.  (Its group may: on an export the
-        server proxy squashes to the file account, files are made in
-        that account's group, some clients' with group write.)
+        :mod:`gvfs_openstack.sidecar.trust` says why; the directory's
+        attributes are asked for only when they decide.
         """
-        if attrs.mode & 0o002:
-            raise meta_format.SidecarError(
-                "writable by others (mode %04o)" % (attrs.mode & 0o7777))
-        if attrs.uid in (0, described.uid):
-            return
-        directory = lookup.dir_attributes or \
-            await self._getattr(call, dir_fh)
-        if attrs.uid != directory.uid:
-            raise meta_format.SidecarError(
-                "owned by uid %d: not root, nor the owner of the file (%d) "
-                "or of its directory (%d)"
-                % (attrs.uid, described.uid, directory.uid))
+        if trust.needs_directory(attrs, described.uid):
+            directory = lookup.dir_attributes or \
+                await self._getattr(call, dir_fh)
+            trust.check_owner(attrs, described.uid, directory.uid)
 
     async def _getattr(self, call, fh):
         res = await self.upstream.nfs(
