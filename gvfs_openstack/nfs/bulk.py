@@ -144,6 +144,41 @@ def plan(extents: Sequence[Extent], limit: int,
     return spans
 
 
+#: Bytes between two extents a server still reads in one READ: a READ of
+#: a few KiB more costs the NFS server about what one of a byte does,
+#: and far less than a call of its own.
+COALESCE_GAP = 64 * 1024
+
+
+def coalesce(spans: Sequence[tuple[int, int]], max_read: int,
+             gap: int = COALESCE_GAP
+             ) -> tuple[list[tuple[int, int]], list[int | None]]:
+    """The upstream READs that answer ``spans`` (:func:`plan`'s).
+
+    ``(reads, where)``: ``reads`` are ``(start, end)`` in offset order,
+    each joining spans that overlap, touch or lie within ``gap`` bytes
+    of each other while it stays within ``max_read`` bytes (a span
+    larger than that is one READ of its own); ``where[i]`` is the index
+    of the READ holding span ``i``, None for an empty span.  Without
+    it, a READV of 256 extents a byte each is 256 READs upstream for
+    one call.
+    """
+    order = sorted((start, end, i) for i, (start, end) in enumerate(spans)
+                   if end > start)
+    reads: list[tuple[int, int]] = []
+    where: list[int | None] = [None] * len(spans)
+    for start, end, i in order:
+        if reads:
+            first, last = reads[-1]
+            if start <= last + gap and max(end, last) - first <= max_read:
+                reads[-1] = (first, max(end, last))
+                where[i] = len(reads) - 1
+                continue
+        reads.append((start, end))
+        where[i] = len(reads) - 1
+    return reads, where
+
+
 def split(asked: Sequence[int], counts: Sequence[int],
           data: bytes) -> list[memoryview]:
     """The bytes of each answered extent of a READV, as views.

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What one READV costs the NFS server behind a server proxy.
+
+A READV names up to 256 extents.  Served a READ each, 256 extents of a
+byte were 256 READs upstream for one small call; extents near each
+other are now read together.  The upstream here serves a real file and
+counts the READs it is sent.
+"""
+
+import os
+
+import pytest
+
+from gvfs_openstack.nfs import bulk
+from gvfs_openstack.nfs.bulk import BulkProc
+from gvfs_openstack.nfs import const
+from gvfs_openstack.nfs.const import Nfs3Proc
+from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import bulk_server
+from gvfs_openstack.proxy import counters
+
+KIB = 1024
+MIB = 1024 * KIB
+T = nfs3.NfsTime(100, 0)
+
+
+class _FileServer:
+    """An NFS server's READs of one real file, counted."""
+
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_RDONLY)
+        self.size = os.fstat(self.fd).st_size
+        self.reads = []
+
+    async def nfs(self, proc, args, cred, verf=rpc.AUTH_NONE):
+        assert proc == Nfs3Proc.READ
+        self.reads.append((args.offset, args.count))
+        data = os.pread(self.fd, min(args.count, MIB), args.offset)
+        fattr = nfs3.Fattr(const.FileType.NF3REG, 0o644, 1, 0, 0,
+                           self.size, self.size, nfs3.SpecData(), 1, 2,
+                           T, T, T)
+        return nfs3.Result(0, nfs3.ReadOk(
+            fattr, len(data), args.offset + len(data) >= self.size, data))
+
+
+@pytest.fixture
+def image(tmp_path):
+    data = os.urandom(8 * MIB)
+    path = tmp_path / "image"
+    path.write_bytes(data)
+    upstream = _FileServer(str(path))
+    yield data, upstream
+    os.close(upstream.fd)
+
+
+async def _readv(upstream, extents):
+    """The pieces a server proxy answers for ``extents``."""
+    server = bulk_server.BulkServer(upstream, counters.BulkServerCounters())
+    args = bulk.ReadvArgs(b"fh", tuple(bulk.Extent(offset, count)
+                                       for offset, count in extents),
+                          bulk.Codec.NONE)
+    call = rpc.Call(7, bulk.BULK_PROGRAM, bulk.BULK_VERSION,
+                    BulkProc.READV, rpc.AUTH_NONE,
+                    args=bulk.encode_args(BulkProc.READV, args))
+    reply = rpc.decode_message(await server.serve(call, rpc.AUTH_NONE))
+    res = bulk.decode_res(BulkProc.READV, reply.results)
+    assert res.ok
+    return bulk.split([count for _, count in extents], res.body.counts,
+                      res.body.data)
+
+
+@pytest.mark.asyncio
+async def test_256_scattered_bytes_cost_a_few_reads_upstream(image):
+    """The attack: a byte every 4 KiB, in a shuffled order."""
+    data, upstream = image
+    offsets = [i * 4 * KIB + i for i in range(bulk.MAX_EXTENTS)][::-1]
+    pieces = await _readv(upstream, [(offset, 1) for offset in offsets])
+    assert [bytes(p) for p in pieces] == \
+        [data[offset:offset + 1] for offset in offsets]
+    assert len(upstream.reads) == 1
+
+
+@pytest.mark.asyncio
+async def test_adjacent_and_overlapping_extents_are_one_read(image):
+    data, upstream = image
+    extents = [(64 * KIB, 64 * KIB), (0, 64 * KIB), (100 * KIB, 50 * KIB),
+               (128 * KIB, 10)]
+    pieces = await _readv(upstream, extents)
+    assert [bytes(p) for p in pieces] == \
+        [data[offset:offset + count] for offset, count in extents]
+    assert upstream.reads == [(0, 150 * KIB)]
+
+
+@pytest.mark.asyncio
+async def test_far_apart_extents_are_read_each_and_reads_stay_bounded(
+        image):
+    """Neighbours: no READ spans a large gap, nor grows past read_size."""
+    data, upstream = image
+    extents = [(0, 4 * KIB), (2 * MIB, 4 * KIB), (4 * MIB, 600 * KIB),
+               (4 * MIB + 600 * KIB, 600 * KIB)]
+    pieces = await _readv(upstream, extents)
+    assert [bytes(p) for p in pieces] == \
+        [data[offset:offset + count] for offset, count in extents]
+    assert sorted(upstream.reads) == [
+        (0, 4 * KIB), (2 * MIB, 4 * KIB), (4 * MIB, 600 * KIB),
+        (4 * MIB + 600 * KIB, 600 * KIB)]
+
+
+@pytest.mark.asyncio
+async def test_extents_past_the_end_get_what_there_is(image):
+    """The control of the old semantics: short at EOF, none past it."""
+    data, upstream = image
+    size = len(data)
+    extents = [(size - 10, 100), (size + 5, 10), (0, 10)]
+    pieces = await _readv(upstream, extents)
+    assert [bytes(p) for p in pieces] == [data[-10:], b"", data[:10]]
+
+
+def test_coalesce_says_which_read_holds_each_span():
+    reads, where = bulk.coalesce([(200, 300), (0, 10), (5, 5), (250, 260)],
+                                 max_read=1000, gap=100)
+    assert reads == [(0, 10), (200, 300)]
+    assert where == [1, 0, None, 1]
