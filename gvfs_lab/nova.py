@@ -26,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import sqlalchemy
 
@@ -360,7 +359,6 @@ class Nova:
     def _wait_for_compute_host(self, host=HOST, label="nova-compute",
                                timeout=240.0):
         """nova-compute ``label`` reported ``host``, mapped into cell1."""
-        deadline = time.monotonic() + timeout
         api_database = sqlalchemy.create_engine(
             self._config_args[0]["nova_api"],
             poolclass=sqlalchemy.pool.NullPool)
@@ -376,8 +374,7 @@ class Nova:
                     {"host": host}).first() is not None
 
         try:
-            process.wait_until(mapped, "%s in cell1" % host,
-                               max(1.0, deadline - time.monotonic()),
+            process.wait_until(mapped, "%s in cell1" % host, timeout,
                                interval=0.5)
         except process.LabError as e:
             # nova-compute may hang on after a fatal error: say which.

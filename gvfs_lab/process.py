@@ -15,6 +15,8 @@ import subprocess
 import threading
 import time
 
+from gvfs_lab import slowness
+
 
 #: The checkout the lab runs from.  The lab is not installed with the
 #: package: its Python children (the compute process, glance-api's paste
@@ -160,24 +162,46 @@ def free_port_range(count, host="127.0.0.1"):
     raise LabError("no %d consecutive free ports" % count)
 
 
+#: What a check raises when it cannot be evaluated yet: a series not yet
+#: exported (KeyError), a file not yet written (FileNotFoundError), a
+#: server not yet listening (ConnectionError), half a JSON document
+#: (ValueError).  Such a check counts as "not yet", not as a failure.
+NOT_YET = (LookupError, OSError, ValueError)
+
+
 def wait_until(ready, what, timeout=30.0, process=None, interval=0.05):
     """Poll ``ready()`` until it is true.
 
+    ``timeout`` is in seconds of a fast machine: the deadline is
+    :func:`slowness.scaled`, so a slower or CPU-capped machine waits
+    longer, and a fast one returns as soon as ``ready()`` holds.  A
+    ``ready()`` that raises one of :data:`NOT_YET` is asked again; the
+    last such error is in the message if the deadline passes.
+
     LabError if ``process`` (a :class:`ManagedProcess`) exits first, or
-    after ``timeout`` seconds; ``what`` says what was waited for.
+    after the deadline; ``what`` says what was waited for.
     """
+    timeout = slowness.scaled(timeout)
     deadline = time.monotonic() + timeout
+    last_error = None
     while True:
         if process is not None and process.poll() is not None:
             raise LabError("%s exited with status %s before %s (log: %s)"
                            % (process.name, process.returncode, what,
                               process.log_path))
-        if ready():
-            return
+        try:
+            if ready():
+                return
+        except NOT_YET as e:
+            last_error = e
         if time.monotonic() >= deadline:
-            raise LabError("not %s after %.0fs%s" % (
-                what, timeout, "" if process is None else
-                " (log: %s)" % process.log_path))
+            raise LabError("not %s after %.0fs%s%s" % (
+                what, timeout,
+                "" if last_error is None else
+                " (last check: %s: %s)" % (type(last_error).__name__,
+                                           last_error),
+                "" if process is None else
+                " (log: %s)" % process.log_path)) from last_error
         time.sleep(interval)
 
 

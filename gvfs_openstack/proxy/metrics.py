@@ -74,9 +74,11 @@ def families(snapshot):
         "Bytes through the proxy, by hop (downstream: its NFS clients; "
         "upstream: the next proxy or NFS server) and direction.",
         labels=["hop", "direction"])
+    # Every hop's series from the start, at 0 until bytes move: a
+    # scrape taken before the first snapshot (the supervisor of several
+    # workers reads theirs a moment after it starts) finds the series.
     for field, labels in HOPS.items():
-        if field in snapshot:
-            moved.add_metric(list(labels), snapshot[field])
+        moved.add_metric(list(labels), snapshot.get(field, 0))
     yield moved
     calls = core.CounterMetricFamily(
         PREFIX + "calls", "Calls answered, by RPC program and procedure.",

@@ -114,6 +114,33 @@ def merged(snapshots):
     return total
 
 
+def counted(snapshot):
+    """What of a worker's snapshot keeps counting after the worker is gone.
+
+    Its counters (bytes, calls, per-export counts, histograms), without
+    its gauges (cache size, dirty bytes, memory) and the fields that are
+    not added up: what the supervisor carries forward from a worker that
+    exited, so that the sum it exports never falls.
+    """
+    kept = {}
+    for key, value in snapshot.items():
+        if key in metrics.GAUGES or key in _HIGHEST | _LOWEST | _SAME:
+            continue
+        if key == "cache_exports" and isinstance(value, dict):
+            kept[key] = {export: {field: count
+                                  for field, count in fields.items()
+                                  if field != metrics.EXPORT_GAUGE}
+                         for export, fields in value.items()}
+        elif isinstance(value, dict) or _number(value) or (
+                isinstance(value, list) and all(map(_number, value))):
+            kept[key] = _copy(value)
+    return kept
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _copy(value):
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}
@@ -166,6 +193,13 @@ class Supervisor:
         self._control = None
         self._metrics = None
         self._snapshot = {}
+        #: Each worker's last answer to ``stats``, by index: a worker
+        #: slow to answer one scrape counts as it last did, so the sum
+        #: does not fall (Prometheus would read a fall as a reset).
+        self._last = {}
+        #: The counters of workers that exited (:func:`counted`), added
+        #: to the live workers' so that a restart is no reset either.
+        self._retired = {}
         self._tasks = set()
 
     # --- starting and keeping workers ------------------------------------
@@ -203,6 +237,7 @@ class Supervisor:
             return
         LOG.error("worker %d (pid %d) exited with status %s; starting it "
                   "again", worker.index, process.pid, status)
+        self._retire(worker)
         self._drop_channel(worker)
         # A worker that dies at once (a bad file, a port it cannot use)
         # is not restarted in a tight loop.
@@ -210,6 +245,12 @@ class Supervisor:
             0.0, 1.0 - (time.monotonic() - worker.started)))
         if not self._stopping.is_set():
             await self._start_worker(worker)
+
+    def _retire(self, worker):
+        """Carry an exited worker's counters into the sum from now on."""
+        last = self._last.pop(worker.index, None)
+        if last is not None:
+            self._retired = merged([self._retired, counted(last)])
 
     def _drop_channel(self, worker):
         if worker.channel is not None:
@@ -264,13 +305,22 @@ class Supervisor:
         path = self.conf.proxy.control_socket
         snapshots, served = [], []
         for worker in self.workers:
+            asked = worker.process
             try:
                 snapshot = await asyncio.to_thread(
                     control.request, worker_socket(path, worker.index),
                     "stats", 5.0)
             except control.ControlError as e:
                 LOG.debug("worker %d: %s", worker.index, e)
-                continue
+                snapshot = self._last.get(worker.index)
+                if snapshot is None:
+                    continue
+            else:
+                # Unless it exited meanwhile: _watch has then retired
+                # its last snapshot, and this one would count it twice.
+                if worker.process is asked and asked is not None and \
+                        asked.returncode is None:
+                    self._last[worker.index] = snapshot
             snapshots.append(snapshot)
             served.append({
                 "worker": worker.index,
@@ -282,6 +332,8 @@ class Supervisor:
                     "downstream_bytes_in", 0)})
         # The port the supervisor bound: the workers know the configured
         # one, which is 0 when the supervisor picked a free port.
+        if self._retired:
+            snapshots.append(self._retired)
         return dict(merged(snapshots), workers=served, port=self.port)
 
     async def _stats(self, request):

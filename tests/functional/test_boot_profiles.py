@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from gvfs_lab import slowness
 from gvfs_lab.topology import FILE_GID
 from gvfs_lab.topology import FILE_UID
 from gvfs_openstack.client.nfs import NfsClient
@@ -69,7 +70,7 @@ def expected(data, blocks):
 
 
 def wait_for(condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slowness.scaled(timeout)
     while time.monotonic() < deadline:
         found = condition()
         if found:

@@ -21,6 +21,7 @@ import time
 import pytest
 
 from gvfs_lab import process
+from gvfs_lab import slowness
 from gvfs_openstack.mount import fusectl
 from gvfs_openstack.mount import mountinfo
 from gvfs_openstack.sidecar import profile as profile_format
@@ -385,6 +386,50 @@ def test_an_images_boot_profile_fills_the_ram_cache_at_its_open(
     assert _client_reads(lab) > before
 
 
+def test_a_profile_another_account_planted_is_not_prefilled(
+        workdir, lab, mnt, cached_mnt):
+    """On the all-squash export any writer may plant an image's profile.
+
+    Planted by another account than the image's and its directory's,
+    the mount's prefill does not believe it (nor does the proxy): no
+    READV at the open, and the mount's log says why.  The lawful
+    profile's prefill is the test above.
+    """
+    name = "planted-profile.raw"
+    data = os.urandom(64 * 64 * 1024)
+    with open(os.path.join(workdir, name), "wb") as f:
+        f.write(data)
+    on_export = os.path.join(lab.export, os.path.relpath(workdir, mnt))
+    stored = os.stat(os.path.join(on_export, name))
+    stranger = 2003
+    assert stranger not in (stored.st_uid, os.stat(on_export).st_uid)
+    planted = os.path.join(on_export, profile_format.profile_name(name))
+    with open(planted, "wb") as f:
+        f.write(profile_format.Profile(
+            stored.st_size, stored.st_mtime_ns, 64 * 1024, 1,
+            tuple((block, 0) for block in range(0, 64, 2))).to_bytes())
+    os.chown(planted, stranger, stored.st_gid)
+    os.chmod(planted, 0o644)
+    log = os.path.join(lab.workdir, "cached-mount.log")
+    readvs = _client_readvs(lab)
+    here = os.path.join(cached_mnt, os.path.relpath(workdir, mnt))
+    refusal = "ignoring the boot profile of %r: owned by uid %d" % (
+        name, stranger)
+
+    def refused():
+        with open(log) as f:
+            return refusal in f.read()
+
+    with open(os.path.join(here, name), "rb") as opened:
+        process.wait_until(
+            lambda: refused() or _client_readvs(lab) > readvs,
+            "the mount's prefill to begin or be refused", timeout=30)
+        time.sleep(0.5)
+        assert _client_readvs(lab) == readvs, "the planted profile was used"
+        assert refused()
+        assert os.pread(opened.fileno(), 100, 65536) == data[65536:65636]
+
+
 def _mount_samples(port):
     samples = metrics_samples.scrape(port)
 
@@ -670,7 +715,7 @@ def _gone_from_export(lab, timeout=10):
     The kernel sends RELEASE after close() has returned, so the daemon's
     REMOVE comes a little later.
     """
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slowness.scaled(timeout)
     while _hidden_on_export(lab) and time.monotonic() < deadline:
         time.sleep(0.05)
     return _hidden_on_export(lab) == []

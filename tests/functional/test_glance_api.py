@@ -21,6 +21,7 @@ import openstack
 import pytest
 import requests
 
+from gvfs_lab import slowness
 from gvfs_lab import topology
 from tests.functional.conftest import glance_on
 
@@ -94,7 +95,7 @@ def details(glance, image_id):
 
 
 def wait_for(glance, image_id, predicate, timeout=180):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slowness.scaled(timeout)
     while True:
         image = details(glance, image_id)
         if predicate(image):
@@ -306,7 +307,7 @@ def test_a_tunnel_cut_mid_upload_fails_cleanly(wan, tmp_path):
     upload = threading.Thread(target=lambda: outcome.append(
         glance.upload(image.id, source)))
     upload.start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + slowness.scaled(60)
     while not any(os.path.getsize(os.path.join(images, name)) > 4 * MIB
                   for name in os.listdir(images)
                   if name.startswith(".gvfs-upload.")):

@@ -23,6 +23,7 @@ import pytest
 
 from gvfs_lab import certs
 from gvfs_lab import drlab
+from gvfs_lab import slowness
 from gvfs_openstack.client import nfs as nfs_client
 from gvfs_openstack.client import tls as client_tls
 from gvfs_openstack.cmd import meta as meta_cmd
@@ -78,7 +79,7 @@ def _wait(manager, job_id, timeout=300, resume_every=None):
     Every ``resume_every`` seconds, do what the conductor's periodic task
     does: start runners for orphaned jobs.
     """
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slowness.scaled(timeout)
     resumed = 0
     while time.monotonic() < deadline:
         job = manager.show(job_id)
@@ -411,7 +412,7 @@ def test_an_unreachable_destination_dtn_is_retried(dr, tmp_path):
     dr.west.gridftp.stop()
     try:
         job_id = manager.migrate([image["id"]], "west")["id"]
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + slowness.scaled(120)
         while not any(run["stage"] == states.TRANSFER and
                       run["outcome"] == states.FAILED
                       for run in manager.store.runs(job_id)):
@@ -436,7 +437,7 @@ def test_a_killed_runner_is_resumed_from_its_last_committed_byte(
     manager = _manager(dr, tmp_path, lease_seconds=3,
                        east={"nfs_commit_mib": 4, "nfs_window": 2})
     job_id = manager.migrate([image["id"]], "west")["id"]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + slowness.scaled(120)
     while manager.store.image(job_id, 0)["stage_bytes"] < 16 * MIB:
         assert time.monotonic() < deadline, manager.show(job_id)
         assert manager.store.image(job_id, 0)["stage"] == states.LOCAL_COPY
@@ -468,7 +469,7 @@ def test_cancel_leaves_no_partial_files_and_no_queued_images(dr, tmp_path):
                                            "nfs_window": 2})
     job_id = manager.migrate([i["id"] for i in images], "west",
                              images_in_flight=1)["id"]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + slowness.scaled(120)
     while manager.store.image(job_id, 1)["stage_bytes"] == 0:
         assert time.monotonic() < deadline, manager.show(job_id)
         time.sleep(0.02)
@@ -535,7 +536,7 @@ def test_a_reset_dtn_link_mid_transfer_is_survived(linked_dr, tmp_path):
     image = dr.east.glance.add_image("long", path, drlab.GVFS_STORE)
     manager = _manager(dr, tmp_path, retries=4, retry_backoff=0.5)
     job_id = manager.migrate([image["id"]], "west")["id"]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + slowness.scaled(120)
     while not [r for r in manager.store.runs(job_id)
                if r["stage"] == states.TRANSFER]:
         assert time.monotonic() < deadline, manager.show(job_id)
@@ -580,7 +581,7 @@ def test_a_killed_runner_goes_on_from_the_last_whole_segment(linked_dr,
     east = {"gridftp_segment_mib": 8}
     manager = _manager(dr, tmp_path, lease_seconds=3, east=east)
     job_id = manager.migrate([image["id"]], "west")["id"]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + slowness.scaled(120)
     while (manager.store.image(job_id, 0)["transfer_done"] or 0) < 16 * MIB:
         assert time.monotonic() < deadline, manager.show(job_id)
         time.sleep(0.02)
@@ -682,7 +683,7 @@ def test_jobs_beyond_a_projects_cap_wait_queued_then_run(dr, tmp_path):
     beta = manager.migrate([made[2]["id"]], "west",
                            project_id=dr.keystone.project_id("beta"))["id"]
     assert manager._running(beta)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + slowness.scaled(300)
     while time.monotonic() < deadline:
         assert sum(manager._running(j) for j in theirs) <= 1
         job_states = [manager.show(j)["state"] for j in theirs + [beta]]

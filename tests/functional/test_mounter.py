@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from gvfs_lab import slowness
 from gvfs_openstack import exceptions
 from gvfs_openstack.mount import mounter
 
@@ -83,7 +84,7 @@ def test_a_mount_killed_as_it_starts_exits(lab, tmp_path):
                                  stderr=subprocess.DEVNULL)
         made.processes[path] = child
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + slowness.scaled(30)
             while not mounter.is_mounted(path):
                 assert child.poll() is None and time.monotonic() < deadline
             lab.client_proxy.process.signal(signal.SIGSTOP)

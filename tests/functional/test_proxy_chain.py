@@ -16,6 +16,7 @@ import pytest
 
 from gvfs_lab import certs
 from gvfs_lab import process
+from gvfs_lab import slowness
 from gvfs_lab.topology import FILE_GID
 from gvfs_lab.topology import FILE_UID
 from gvfs_lab.topology import Proxy
@@ -258,7 +259,7 @@ def _cut_while_copying(lab, cmd, cut):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     stats = lab.client_proxy.stats
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + slowness.scaled(60)
     # Cut once a quarter of the data has crossed the tunnel.
     while stats()["upstream_bytes_in"] + stats()["upstream_bytes_out"] < \
             64 * MIB and proc.poll() is None and time.monotonic() < deadline:
@@ -382,7 +383,7 @@ def test_a_cut_inside_a_relayed_reply_is_invisible_to_the_reader(
                             text=True)
     stats = lab.client_proxy.stats
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + slowness.scaled(60)
         while stats()["upstream_relays_cut"] == 0 and proc.poll() is None \
                 and time.monotonic() < deadline:
             time.sleep(0.7)

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from gvfs_lab import process
+from gvfs_lab import slowness
 from gvfs_lab.topology import Proxy
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.sidecar import format as meta_format
@@ -119,7 +120,7 @@ def test_a_tunnel_reset_mid_transfer_still_ends_verified(lab_factory,
     cut = threading.Event()
 
     def cut_midway():
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + slowness.scaled(60)
         while time.monotonic() < deadline:
             if lab.client_proxy.stats()["wholefile_chunks"] >= 2:
                 lab.cut_tunnel()

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from gvfs_lab import slowness
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import NfsError
@@ -298,7 +299,7 @@ def _write(lab, name, seed):
 
 
 def _reaches_export(lab, name, seed, timeout=30):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slowness.scaled(timeout)
     while time.monotonic() < deadline:
         with open(on_export(lab, name), "rb") as f:
             if f.read() == chunk(seed):
@@ -340,7 +341,7 @@ def _set_options(proxy, section, **values):
 
 def _logged(proxy, text, times=1, timeout=30):
     """Whether the proxy's log says ``text`` ``times`` times, soon."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slowness.scaled(timeout)
     while time.monotonic() < deadline:
         with open(proxy.process.log_path, errors="replace") as f:
             if f.read().count(text) >= times:

@@ -182,3 +182,18 @@ def test_the_grafana_dashboard_names_only_exported_metrics():
                for target in panel["targets"]
                for name in re.findall(r"gvfs_proxy_\w+", target["expr"])}
     assert queried and queried <= exported, queried - exported
+
+
+def test_every_hop_is_exported_at_zero_before_any_snapshot():
+    """A scrape before the first snapshot finds every hop's series at 0.
+
+    The supervisor of several workers reads theirs a moment after it
+    starts; a scrape meanwhile found no series at all.
+    """
+    from prometheus_client import exposition
+    registry = metrics_server.registry_of(lambda: metrics.families({}))
+    found = metrics_samples.samples(
+        exposition.generate_latest(registry).decode())
+    for hop, direction in metrics.HOPS.values():
+        assert found[("gvfs_proxy_transferred_bytes_total", (
+            ("direction", direction), ("hop", hop)))] == 0

@@ -8,6 +8,7 @@ import pytest
 
 from gvfs_openstack.cmd import proxy as proxy_cmd
 from gvfs_openstack import exceptions
+from gvfs_openstack.proxy import control
 from gvfs_openstack.proxy import counters
 from gvfs_openstack.proxy import workers
 
@@ -85,3 +86,74 @@ def test_the_workers_split_the_nfs_servers_connections():
     assert [workers.Worker(0, None, count).share(total)
             for count, total in ((2, 2), (2, 5), (4, 1), (1, 3))] \
         == [1, 3, 1, 3]
+
+
+def test_a_retired_workers_counters_keep_counting_without_its_gauges():
+    last = _snapshot({"nfs_read": 3}, 300, [0.001], 100.0, 4)
+    last["cache_capacity"] = 1 << 20
+    last["cache_exports"] = {"/export": {"hits": 2, "dirty_bytes": 9}}
+    kept = workers.counted(last)
+    assert kept["downstream_bytes_out"] == 300
+    assert kept["calls"] == {"nfs_read": 3}
+    assert kept["cache_exports"] == {"/export": {"hits": 2}}
+    assert sum(kept["upstream_call_seconds"]["counts"]) == 1
+    for gone in ("cache_capacity", "max_inflight_seen", "started_at",
+                 "port", "role", "upstream"):
+        assert gone not in kept, gone
+
+
+class _Process:
+    """What the supervisor reads of a worker's process."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.returncode = None
+
+
+@pytest.mark.asyncio
+async def test_the_supervisors_sum_never_falls(tmp_path):
+    """The sum a supervisor exports never falls.
+
+    A worker slow to answer counts as it last did; one that exited and
+    was started again adds to what it had counted, so Prometheus never
+    sees a fall (it would read a reset).  Real control sockets answer
+    for the workers.
+    """
+    conf = _conf(tmp_path, "[proxy]\nrole = server\nworkers = 2\n"
+                 "control_socket = %s\n" % (tmp_path / "control"))
+    supervisor = workers.Supervisor(conf, 2, argv=["unused"])
+    answers = {0: 100, 1: 10}
+    servers = []
+    for index in (0, 1):
+        async def stats(request, index=index):
+            if answers[index] is None:
+                raise OSError("not answering")
+            return {"downstream_bytes_out": answers[index],
+                    "cache_capacity": 5}
+        server = control.ControlServer(
+            workers.worker_socket(str(tmp_path / "control"), index),
+            {"stats": stats})
+        await server.start()
+        servers.append(server)
+        supervisor.workers[index].process = _Process(1000 + index)
+    try:
+        first = await supervisor._worker_stats()
+        assert first["downstream_bytes_out"] == 110
+        # Worker 1's socket gone (slow or dying): its last answer counts.
+        await servers[1].close()
+        assert (await supervisor._worker_stats())[
+            "downstream_bytes_out"] == 110
+        # Worker 1 exited, its counters retired; its successor starts
+        # at 0 and counts on from the sum.
+        supervisor.workers[1].process.returncode = -9
+        supervisor._retire(supervisor.workers[1])
+        answers[1] = 3
+        await servers[1].start()
+        supervisor.workers[1].process = _Process(2001)
+        after = await supervisor._worker_stats()
+        assert after["downstream_bytes_out"] == 113
+        # Gauges are the live workers' only.
+        assert after["cache_capacity"] == 10
+    finally:
+        for server in servers:
+            await server.close()
