@@ -47,6 +47,10 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         self.busy = False
         self.backlogged = False
         self.peer = None
+        #: The check of who owns the peer's socket (a task), and whether
+        #: it passed: no call is taken before.
+        self.admitting = None
+        self.admitted = False
 
     def connection_made(self, transport):
         self.transport = transport
@@ -61,20 +65,41 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         if not self.listener.peers.allows(peer[0]):
             self._refuse_peer("not an allowed tunnel endpoint")
             return
-        why = self.listener.local_peers.refusal(
-            peer[:2], transport.get_extra_info("sockname")[:2])
+        # Nothing is read until the kernel has said whose socket this is.
+        transport.pause_reading()
+        self.admitting = asyncio.get_running_loop().create_task(
+            self._admit(peer[:2], transport.get_extra_info("sockname")[:2]))
+
+    async def _admit(self, peer, local):
+        """Serve the connection if its local owner (if any) may be served.
+
+        The kernel is asked in a thread: each lookup blocks, and the
+        event loop serves every other client meanwhile.  A lookup that
+        fails refuses the connection.
+        """
+        try:
+            why = await asyncio.get_running_loop().run_in_executor(
+                None, self.listener.local_peers.refusal, peer, local)
+        except Exception as e:
+            # A check that breaks must not let the peer in: refuse it,
+            # saying why, and go on serving the others.
+            why = "its owner could not be checked: %s" % e
+        if self.transport.is_closing():
+            return
         if why is not None:
             self._refuse_peer(why)
             return
         if self.listener.ssl_context is not None and \
                 not client_tls.certificate_allows(
-                    transport.get_extra_info("ssl_object"),
+                    self.transport.get_extra_info("ssl_object"),
                     ExtendedKeyUsageOID.CLIENT_AUTH):
             self._refuse_peer("its certificate is not issued for TLS "
                               "clients (extended key usage clientAuth)")
             return
         self.counters.connections += 1
         self.listener.connections.add(self)
+        self.admitted = True
+        self._take_calls()
 
     def _refuse_peer(self, why):
         self.counters.peers_refused += 1
@@ -100,6 +125,8 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
         proxy hold is bounded, and a client that floods it slows only
         itself.
         """
+        if not self.admitted:
+            return
         try:
             while not (self.busy or self.backlogged) and (
                     event := self.rpc.next_event()) is not \
@@ -182,6 +209,8 @@ class _DownstreamProtocol(asyncio.BufferedProtocol):
                                      else (reply,))
 
     def connection_lost(self, exc):
+        if self.admitting is not None:
+            self.admitting.cancel()
         self.listener.connections.discard(self)
         self.listener.ended()
         if self.relaying is not None and self.relaying[1] is not None:

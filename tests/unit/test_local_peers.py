@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Who may connect to a proxy from this host: socket owners in /proc/net."""
 
+import ipaddress
 import os
 import socket
 import sys
@@ -61,15 +62,97 @@ def test_another_accounts_socket_is_refused_naming_its_uid():
         {1234}, read=lambda path: table).refusal(peer, local) is None
 
 
-def test_the_row_must_match_both_ends_and_be_established():
+def test_the_row_must_match_both_ends():
     peer, local = ("127.0.0.1", 40000), ("127.0.0.1", 2049)
     other_listener = _row(_hex4(*peer), _hex4("127.0.0.1", 2050), 0)
-    closing = _row(_hex4(*peer), _hex4(*local), 0, state="08")
-    table = _HEADER + other_listener + closing
+    table = _HEADER + other_listener
     assert local_peers.socket_owner(table, peer, local) is None
     why = local_peers.LocalPeers(read=lambda path: table).refusal(
         peer, local)
     assert "owner is not known" in why
+
+
+#: Every TCP state of a client's socket but LISTEN (tcp_states.h).
+_STATES = ["01", "02", "03", "04", "05", "06", "07", "08", "09", "0B", "0C"]
+
+
+@pytest.mark.parametrize("state", _STATES)
+def test_a_socket_in_any_state_is_found_by_its_exact_tuple(state):
+    """Issue 61: a client that half-closed (FIN_WAIT2) was not found."""
+    peer, local = ("192.0.2.9", 40000), ("127.0.0.1", 2049)
+    table = _HEADER + _row(_hex4(*peer), _hex4(*local), 1234, state)
+    found = local_peers.table_socket(table, peer, local)
+    assert (found.state, found.uid, found.inode) == (int(state, 16), 1234,
+                                                     4242)
+    why = local_peers.LocalPeers(
+        read=lambda path: table, addresses=lambda: ()).refusal(peer, local)
+    assert "uid 1234" in why
+    # The tuple must match exactly: another port or address is not it.
+    for other in ((peer[0], 40001), ("192.0.2.10", 40000)):
+        assert local_peers.table_socket(table, other, local) is None
+    assert local_peers.table_socket(
+        table, peer, ("127.0.0.1", 2050)) is None
+
+
+def test_a_listening_socket_is_not_a_peer():
+    peer, local = ("127.0.0.1", 40000), ("0.0.0.0", 0)
+    table = _HEADER + _row(_hex4(*peer), _hex4(*local), 1234, "0A")
+    assert local_peers.table_socket(table, peer, local) is None
+
+
+@pytest.mark.parametrize("state", ["05", "06"])
+def test_a_closed_clients_remnant_has_no_owner(state):
+    """The kernel shows a socket no process holds as root's, inode 0."""
+    peer, local = ("192.0.2.2", 40000), ("127.0.0.1", 2049)
+    row = _row(_hex4(*peer), _hex4(*local), 0, state).replace(
+        " 4242 ", "    0 ")
+    table = _HEADER + row
+    assert local_peers.table_socket(table, peer, local).inode == 0
+    assert local_peers.socket_owner(table, peer, local) is None
+    why = local_peers.LocalPeers(
+        read=lambda path: table, addresses=lambda: ()).refusal(peer, local)
+    assert "owner is not known: its socket is closed" in why
+
+
+def test_a_peer_from_this_hosts_own_address_is_local():
+    """Not found, from the host's LAN address: refused, not left alone."""
+    peer, local = ("192.0.2.2", 40000), ("192.0.2.2", 2049)
+    for listener in (local, ("127.0.0.1", 2049)):
+        peers = local_peers.LocalPeers(
+            read=lambda path: _HEADER,
+            addresses=lambda: {ipaddress.ip_address("192.0.2.2")})
+        why = peers.refusal(peer, listener)
+        assert "a peer of this host (192.0.2.2)" in why
+        assert "not found" in why
+    assert local_peers.LocalPeers(
+        read=lambda path: _HEADER,
+        addresses=lambda: {ipaddress.ip_address("::ffff:192.0.2.2")}
+    ).refusal(peer, ("192.0.2.1", 2049)) is not None
+
+
+def test_a_privileged_port_of_this_hosts_address_is_served():
+    peers = local_peers.LocalPeers(
+        read=lambda path: _HEADER,
+        addresses=lambda: {ipaddress.ip_address("192.0.2.2")})
+    assert peers.refusal(("192.0.2.2", 801), ("192.0.2.2", 2049)) is None
+
+
+def test_a_found_socket_decides_whatever_its_address():
+    """A socket bound to an address not the host's (ip_nonlocal_bind)."""
+    peer, local = ("198.51.100.7", 40000), ("127.0.0.1", 2049)
+    table = _HEADER + _row(_hex4(*peer), _hex4(*local), 1234)
+    why = local_peers.LocalPeers(
+        read=lambda path: table, addresses=lambda: ()).refusal(peer, local)
+    assert "uid 1234" in why
+
+
+def test_addresses_that_cannot_be_listed_count_as_this_hosts():
+    def broken():
+        raise OSError("no netlink here")
+    peers = local_peers.LocalPeers(read=lambda path: _HEADER,
+                                   addresses=broken)
+    assert "owner is not known" in peers.refusal(
+        ("198.51.100.7", 40000), ("192.0.2.1", 2049))
 
 
 def test_a_privileged_source_port_on_loopback_is_served_without_a_row():
@@ -79,7 +162,8 @@ def test_a_privileged_source_port_on_loopback_is_served_without_a_row():
 
 
 def test_a_peer_of_another_host_is_left_to_allowed_peers():
-    peers = local_peers.LocalPeers(read=lambda path: _HEADER)
+    peers = local_peers.LocalPeers(read=lambda path: _HEADER,
+                                   addresses=lambda: ())
     assert peers.refusal(("192.0.2.7", 40000), ("192.0.2.1", 2049)) is None
 
 
