@@ -49,12 +49,20 @@ EXPORT {{
     Transports = TCP;
     SecType = sys;
     Access_Type = RW;
-    Squash = No_Root_Squash;
+    {squash}
     FSAL {{ Name = VFS; }}
 }}
 """
 
 RPCBIND_SOCKET = "/run/rpcbind.sock"
+
+
+def _squash(owner, squash_all):
+    """The export's ``Squash`` lines: all to ``owner``, else none."""
+    if owner is None or not squash_all:
+        return "Squash = No_Root_Squash;"
+    return ("Squash = All_Squash; Anonymous_Uid = %d; Anonymous_Gid = %d;"
+            % owner)
 
 
 def _rpcbind_alive():
@@ -89,9 +97,17 @@ class Rpcbind:
 
 
 class Ganesha:
-    """One ganesha.nfsd exporting ``export`` on free loopback ports."""
+    """One ganesha.nfsd exporting ``export`` on free loopback ports.
 
-    def __init__(self, workdir, export, owner=None):
+    With an ``owner`` ``(uid, gid)`` every caller is squashed to it, as
+    the deployment guide exports a DTN's images: whatever reaches the NFS
+    server (the server proxy, or anything else on the DTN) is the file
+    account, never root.  ``squash_all=False``, or no ``owner`` (the DR
+    lab's sites, whose GridFTP account is known only later), passes every
+    identity through, root's too.
+    """
+
+    def __init__(self, workdir, export, owner=None, squash_all=True):
         self.workdir = workdir
         self.export = export
         os.makedirs(os.path.join(workdir, "recovery"), exist_ok=True)
@@ -105,7 +121,8 @@ class Ganesha:
         with open(self.config, "w") as f:
             f.write(_CONFIG.format(nfs_port=self.nfs_port,
                                    mount_port=self.mount_port,
-                                   workdir=workdir, export=export))
+                                   workdir=workdir, export=export,
+                                   squash=_squash(owner, squash_all)))
         self._start()
 
     def _start(self):

@@ -105,6 +105,10 @@ class Lab(process.Part):
     :attr:`toxiproxy` is then the link's, for faults.
     """
 
+    #: Ganesha squashes every caller to the file account, as a DTN's
+    #: export does (deployment guide); False passes identities through.
+    squash_all = True
+
     def __init__(self, workdir, tunnel="tcp", link=False,
                  upstream_connections=2, cache=None, wan=None,
                  write_behind_mb=0, metrics=False, server_workers=1):
@@ -143,7 +147,7 @@ class Lab(process.Part):
         self._keep(ganesha.Rpcbind(self.workdir))
         self.ganesha = self._keep(ganesha.Ganesha(
             os.path.join(self.workdir, "ganesha"), self.export,
-            owner=(FILE_UID, FILE_GID)))
+            owner=(FILE_UID, FILE_GID), squash_all=self.squash_all))
         if self.wan is not None:
             rtt_ms, rate_mbit = self.wan
             self.shared_link = self._keep(wan_link.SharedLink(

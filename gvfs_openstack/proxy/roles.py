@@ -10,8 +10,9 @@ below after a tunnel failure is executed once.
   replaces every AUTH_SYS credential with the mapped file account, refuses
   MOUNT of paths outside the allowlist and hides them from EXPORT lists,
   and refuses file handles that are not of an allowed export (see
-  :mod:`exportguard`).  It also serves the bulk channel (compressed
-  whole-file chunks) from its NFS server.
+  :mod:`exportguard`); it clears set-user-ID and set-group-ID from every
+  mode a client sets (see :mod:`set_id`).  It also serves the bulk
+  channel (compressed whole-file chunks) from its NFS server.
 * The **client role** sits on a controller or compute node and forwards
   calls unchanged to the next proxy (a server proxy or a LAN proxy).
 """
@@ -34,6 +35,7 @@ from gvfs_openstack.proxy import drc as drc_mod
 from gvfs_openstack.proxy import handles
 from gvfs_openstack.proxy import limits as hop_limits
 from gvfs_openstack.proxy import read_only as read_only_mod
+from gvfs_openstack.proxy import set_id
 from gvfs_openstack.proxy import streams
 from gvfs_openstack.proxy.upstream import UpstreamError
 from gvfs_openstack.proxy import write_behind
@@ -465,10 +467,14 @@ class ServerRole(Role):
             self.counters.auth_refused = self.counters.auth_refused + 1
             return refusal
 
+        # Read when the call is sent: clearing set-ID bits (below) may
+        # replace them.
+        args = call.args
+
         def build(xid):
             header = rpc.encode_message(rpc.Call(
                 xid, call.prog, call.vers, call.proc, cred, rpc.AUTH_NONE))
-            return header, call.args
+            return header, args
 
         if call.prog == const.MOUNT_PROGRAM:
             return await self._mount(call, build)
@@ -479,6 +485,9 @@ class ServerRole(Role):
             return refused
         if call.prog == bulk.BULK_PROGRAM:
             return await self.bulk.serve(call, cred)
+        args = self._without_set_id(call)
+        if args is None:
+            return rpc.accepted(call.xid, AcceptStat.GARBAGE_ARGS)
         replayable = call.proc not in const.NON_IDEMPOTENT
         # A reply that hands out handles is read here, so not relayed.
         handing_out = call.proc in handles.HANDING_OUT
@@ -487,6 +496,24 @@ class ServerRole(Role):
         if handing_out:
             self.guard.learn(call.proc, call.args, reply)
         return reply
+
+    def _without_set_id(self, call):
+        """The arguments to forward: set-ID bits cleared from any mode.
+
+        ``call.args`` itself if no bit was set, None if they are
+        garbled.  See :mod:`set_id` for why the bits are cleared and not
+        refused.
+        """
+        try:
+            result = set_id.cleared(call.proc, call.args)
+        except ProtocolError:
+            return None
+        if result is None:
+            return call.args
+        args, asked = result
+        LOG.info("%s asked for mode %#o: set-user-ID and set-group-ID "
+                 "cleared", proc_name(call.prog, call.proc), asked)
+        return args
 
     async def _check_handles(self, call):
         """None if the call's handles are of allowed exports, else a reply.

@@ -4,7 +4,8 @@
 Issue 43, item 2: ``[site] nfs_uid`` defaulted to 0, so on a DTN whose
 NFS server does not squash root every file a migration wrote was root's.
 Unset, the conductor now acts as the owner of the images directory.
-Against the lab's NFS-Ganesha, which squashes nothing, directly.
+Against an NFS-Ganesha of the lab that squashes nothing, directly (the
+lab's own exports squash every caller, as the deployment guide does).
 """
 
 import asyncio
@@ -13,6 +14,7 @@ import os
 
 from gvfs_lab.topology import FILE_GID
 from gvfs_lab.topology import FILE_UID
+from gvfs_lab.topology import Lab
 from gvfs_openstack.migration import localcopy
 from gvfs_openstack.migration import sites
 
@@ -35,8 +37,18 @@ def _create(site, name):
     return os.stat(os.path.join(site.dtn_export, "images", "staging", name))
 
 
-def test_files_are_the_images_owners_by_default(lab_factory):
-    lab = lab_factory("tcp")
+class _UnsquashedLab(Lab):
+    """The lab with a Ganesha that passes every identity through."""
+
+    squash_all = False
+
+
+def test_files_are_the_images_owners_by_default(tmp_path):
+    with _UnsquashedLab(str(tmp_path / "lab"), tunnel="tcp") as lab:
+        _check_owners(lab)
+
+
+def _check_owners(lab):
     images = os.path.join(lab.export, "images")
     os.makedirs(images, exist_ok=True)
     os.chown(images, FILE_UID, FILE_GID)

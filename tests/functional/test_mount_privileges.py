@@ -9,6 +9,10 @@ account on the DTN, and identity-preserving, where the kernel asks the
 mount to clear the bits as the writer, whom the NFS server does not let
 change another user's mode.  The writers are other local accounts,
 switched to in a child process.
+
+No client sets the bits through the server proxy any more (it clears
+them: ``test_set_id_files.py``), so each program gets them on the DTN's
+disk, as a file restored there or made by other means would have them.
 """
 
 import os
@@ -18,6 +22,8 @@ import tempfile
 
 import pytest
 
+from gvfs_lab.topology import FILE_GID
+from gvfs_lab.topology import FILE_UID
 from tests.functional.test_pjdfstest import CONFIGURATIONS
 
 OWNER = 2001
@@ -48,7 +54,7 @@ def mounted(request, tmp_path_factory):
         where = os.path.join(mount.mountpoint, "programs")
         os.mkdir(where)
         os.chmod(where, 0o777)
-        yield request.param, where
+        yield request.param, where, os.path.join(lab.export, "programs")
     os.rmdir(mountpoint)
 
 
@@ -56,15 +62,19 @@ def _program(mounted, name):
     """A set-user-ID, set-group-ID program that anyone may write.
 
     Owned by :data:`OWNER` where identities pass; with all-squash every
-    file is the file account's (chown is refused there).
+    file is the file account's (chown is refused there).  Made on the
+    DTN's disk, as the server proxy lets no client set the bits.
     """
-    configuration, where = mounted
-    path = os.path.join(where, name)
-    with open(path, "wb") as f:
+    configuration, where, on_disk = mounted
+    made = os.path.join(on_disk, name)
+    with open(made, "wb") as f:
         f.write(b"#!/bin/sh\necho privileged\n")
-    if configuration != "all-squash":
-        os.chown(path, OWNER, OWNER)
-    os.chmod(path, PRIVILEGED)
+    owner = (FILE_UID, FILE_GID) if configuration == "all-squash" \
+        else (OWNER, OWNER)
+    os.chown(made, *owner)
+    os.chmod(made, PRIVILEGED)     # After the chown, which clears them.
+    # Looked up through the mount for the first time only now.
+    path = os.path.join(where, name)
     st = os.stat(path)
     assert stat.S_IMODE(st.st_mode) == PRIVILEGED
     assert st.st_uid != WRITER

@@ -26,7 +26,13 @@ RUN_TIMEOUT = 600
 
 
 class IdentityPreservingLab(topology.Lab):
-    """The lab with a server proxy that passes uids and gids through."""
+    """The lab with a server proxy that passes uids and gids through.
+
+    And a Ganesha that does too (root's included): pjdfstest checks the
+    mount's own POSIX semantics, chown and root's rights among them.
+    """
+
+    squash_all = False
 
     def _server_sections(self):
         sections = super()._server_sections()
