@@ -10,9 +10,13 @@ users; a deployment with many runs the same application under a WSGI
 server (:mod:`gvfs_openstack.wsgi.api`).
 """
 
+import collections
+import io
+import ipaddress
 import socketserver
 import sys
 import threading
+import time
 from wsgiref import simple_server
 
 from oslo_log import log as logging
@@ -27,33 +31,148 @@ from gvfs_openstack import metrics_server
 LOG = logging.getLogger(__name__)
 
 
+_BUSY_BODY = b"Too many connections from your address.\r\n"
+#: What a connection beyond ``max_connections_per_source`` is answered.
+_BUSY = (b"HTTP/1.0 503 Service Unavailable\r\n"
+         b"Content-Type: text/plain\r\nContent-Length: %d\r\n"
+         b"Retry-After: 10\r\nConnection: close\r\n\r\n%s"
+         % (len(_BUSY_BODY), _BUSY_BODY))
+
+#: Seconds between two warnings of refused connections.
+_WARN_EVERY = 60.0
+
+
+def _source(host):
+    """Whom a connection from ``host`` counts against: IPv6 by its /64.
+
+    One IPv6 host may use any address of its /64, so counting each
+    address alone would limit nothing.
+    """
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if address.version == 4:
+        return str(address)
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.ip_network((address, 64), strict=False))
+
+
+class RequestTimeout(TimeoutError):
+    """The client did not send its whole request within request_timeout."""
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A connection's bytes, readable until the request's deadline.
+
+    Every read waits at most ``per_read`` seconds (``client_timeout``)
+    and never past ``deadline`` (monotonic), after which reading raises
+    :class:`RequestTimeout`: a client sending a byte now and then keeps
+    each read short but cannot make the request last.  The socket's own
+    timeout is put back after each read, so that the reply's writes get
+    the whole ``per_read``.
+    """
+
+    def __init__(self, sock, deadline, per_read):
+        super().__init__()
+        self._sock = sock
+        self._deadline = deadline
+        self._per_read = per_read
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise RequestTimeout("request not received within its deadline")
+        self._sock.settimeout(min(self._per_read, left))
+        try:
+            return self._sock.recv_into(buffer)
+        except TimeoutError as e:
+            if time.monotonic() >= self._deadline:
+                raise RequestTimeout(
+                    "request not received within its deadline") from e
+            raise
+        finally:
+            self._sock.settimeout(self._per_read)
+
+
 class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
     """A thread per connection, at most ``max_connections`` of them.
 
     The accepting thread waits for a free slot before it accepts more:
     the connections beyond wait in the kernel's listen queue, and no
-    number of clients makes the process start more threads.
+    number of clients makes the process start more threads.  One source
+    address holds at most ``max_per_source`` of them: the excess is
+    answered 503 at once, without waiting for a slot, so that one host
+    cannot take them all (and the handler's request deadline frees the
+    slots of those it holds).
     """
 
     daemon_threads = False      # A stop waits for requests in progress.
     block_on_close = True
     allow_reuse_address = True
+    #: The listen queue (socketserver's is 5): a burst of connections
+    #: waits there to be accepted (or refused, past its source's share)
+    #: instead of having its SYNs dropped and retried seconds later.
+    request_queue_size = 128
     max_connections = 64
     #: Seconds an accepted connection waits for a slot before it is
     #: closed (so a stop is never held up for longer).
     slot_wait = 60.0
+    max_per_source = 16
 
     def server_activate(self):
         super().server_activate()
         self.slots = threading.BoundedSemaphore(self.max_connections)
+        self._sources = collections.Counter()
+        self._sources_lock = threading.Lock()
+        self._refused = 0
+        self._warned_at = None
 
     def verify_request(self, request, client_address):
+        source = _source(client_address[0])
+        if not self._enter(source):
+            self._refuse(request, source)
+            return False
         if self.slots.acquire(timeout=self.slot_wait):
             return True
+        self._leave(source)
         LOG.warning("closing a connection from %s: %d connections are "
                     "being served ([api] max_connections)",
                     client_address[0], self.max_connections)
         return False
+
+    def _enter(self, source):
+        """Count a connection of ``source``; False if it has its share."""
+        with self._sources_lock:
+            if self._sources[source] >= self.max_per_source:
+                self._refused += 1
+                return False
+            self._sources[source] += 1
+            return True
+
+    def _leave(self, source):
+        with self._sources_lock:
+            self._sources[source] -= 1
+            if not self._sources[source]:
+                del self._sources[source]
+
+    def _refuse(self, request, source):
+        """Answer 503 without waiting on the client, warn now and then."""
+        try:
+            request.setblocking(False)
+            request.send(_BUSY)
+        except OSError:
+            pass    # Its buffer is full or it left: it is closed anyway.
+        now = time.monotonic()
+        if self._warned_at is None or now - self._warned_at >= _WARN_EVERY:
+            self._warned_at = now
+            LOG.warning("refusing connections from %s: it holds %d "
+                        "([api] max_connections_per_source); %d refused "
+                        "so far", source, self.max_per_source, self._refused)
 
     def process_request(self, request, client_address):
         try:
@@ -62,6 +181,7 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
             # No thread started (none left to start): no thread will
             # release the slot, so this does.
             self.slots.release()
+            self._leave(_source(client_address[0]))
             raise
 
     def process_request_thread(self, request, client_address):
@@ -69,6 +189,7 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+            self._leave(_source(client_address[0]))
 
     def handle_error(self, request, client_address):
         LOG.debug("connection from %s ended: %s", client_address,
@@ -78,18 +199,41 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
 class _Handler(simple_server.WSGIRequestHandler):
     #: Seconds a client may take to send or read (socket timeout).
     timeout = 60.0
+    #: Seconds from the start of the connection's service to the last
+    #: byte of its request (see :class:`_DeadlineReader`).
+    request_timeout = 60.0
+
+    def setup(self):
+        super().setup()
+        # One request per connection (wsgiref's handler serves one), so
+        # the deadline is the request's, head and body.
+        self.rfile.close()      # The socket's plain reader, unused.
+        self.rfile = io.BufferedReader(_DeadlineReader(
+            self.connection, time.monotonic() + self.request_timeout,
+            self.timeout))
+
+    def handle(self):
+        try:
+            super().handle()
+        except RequestTimeout:
+            LOG.info("%s: request not received within %.0f s "
+                     "([api] request_timeout), connection closed",
+                     self.client_address[0], self.request_timeout)
 
     def log_message(self, format, *args):  # noqa: A002 (the base's name)
         LOG.info("%s %s", self.address_string(), format % args)
 
 
-def make_server(host, port, application, max_connections, client_timeout):
+def make_server(host, port, application, max_connections, client_timeout,
+                request_timeout=60.0, max_per_source=16):
     """gvfs-api's HTTP server, bound and listening."""
     server_class = type("Server", (_Server,),
                         {"max_connections": max_connections,
-                         "slot_wait": client_timeout})
+                         "slot_wait": client_timeout,
+                         "max_per_source": max_per_source})
     handler_class = type("Handler", (_Handler,),
-                         {"timeout": client_timeout})
+                         {"timeout": client_timeout,
+                          "request_timeout": request_timeout})
     return simple_server.make_server(host, port, application,
                                      server_class=server_class,
                                      handler_class=handler_class)
@@ -116,7 +260,9 @@ class ApiService(base.ServiceBase):
             self._metrics.start()
         self.server = make_server(
             self.conf.api.host_ip, self.conf.api.port, application,
-            self.conf.api.max_connections, self.conf.api.client_timeout)
+            self.conf.api.max_connections, self.conf.api.client_timeout,
+            self.conf.api.request_timeout,
+            self.conf.api.max_connections_per_source)
         self._serving = threading.Thread(target=self.server.serve_forever,
                                          name="gvfs-api-http")
         self._serving.start()

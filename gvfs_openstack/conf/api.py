@@ -27,14 +27,52 @@ API_OPTS = [
 
 One thread each; a connection beyond waits in the listen queue until one
 ends. Only for the ``gvfs-api`` program (a WSGI server has its own
-worker settings). Related options: client_timeout.
+worker settings). Related options: client_timeout, request_timeout,
+max_connections_per_source.
 """),
     cfg.FloatOpt("client_timeout", default=60.0, min=1.0,
                  help="""Seconds ``gvfs-api`` waits on a client's socket.
 
-A client that sends its request (or reads its reply) no faster loses its
-connection, so idle or slow clients cannot hold every thread. Only for
-the ``gvfs-api`` program. Related options: max_connections.
+Each read and each write of a connection's socket: a client that sends
+nothing (or reads nothing of its reply) for that long loses its
+connection. It bounds one wait, not a request: a byte every few seconds
+keeps a connection open, which ``request_timeout`` ends. Only for the
+``gvfs-api`` program. Related options: max_connections, request_timeout.
+"""),
+    cfg.FloatOpt("request_timeout", default=60.0, min=1.0,
+                 help="""Seconds a client has to send a whole request.
+
+Counted from the start of a connection's service to the last byte of the
+request's head and body. A client still sending then loses its
+connection, however steadily it trickles, so that unauthenticated
+clients sending a byte at a time cannot keep the threads of
+``max_connections`` from honest requests. The time the API then takes
+to answer is not counted. Only for the ``gvfs-api`` program: a WSGI
+server runs behind a web server whose own request timeouts do this
+(Apache ``mod_reqtimeout``, nginx ``client_header_timeout`` and
+``client_body_timeout``), with uWSGI ``harakiri`` or gunicorn
+``timeout`` bounding each request.
+
+Possible values: seconds, at least 1; at least what the slowest lawful
+client needs for a request body (at most 256 KiB).
+
+Related options: client_timeout, max_connections,
+max_connections_per_source.
+"""),
+    cfg.IntOpt("max_connections_per_source", default=16, min=1, max=4096,
+               help="""Connections one client address may hold at once.
+
+A connection beyond it is answered 503 at once and closed, so that one
+host cannot take every one of ``max_connections``. An IPv6 client counts
+by its /64 network (one host may hold many addresses of its /64). A
+reverse proxy in front of ``gvfs-api`` is one source: raise this option
+to ``max_connections`` there and limit clients in the proxy. Only for
+the ``gvfs-api`` program.
+
+Possible values: 1 to 4096; at most ``max_connections`` to mean
+anything.
+
+Related options: max_connections, request_timeout.
 """),
     cfg.IntOpt("max_limit", default=1000, min=1, mutable=True,
                help="""The most migrations one list request returns.

@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """gvfs-api's own HTTP server: bounded threads, slow clients let go.
 
+Slow clients are let go by a deadline on the whole request, not only on
+each read, and one address holds at most its share of the threads.
+
 The real server of ``gvfs-api`` (:func:`gvfs_openstack.cmd.api.
 make_server`) on loopback, with a WSGI application that holds each
 request until the test lets it go; the clients are raw sockets.
@@ -13,6 +16,7 @@ import time
 import pytest
 
 from gvfs_openstack.cmd import api as api_cmd
+from tests import slow_clients
 
 
 class _Holding:
@@ -41,9 +45,10 @@ class _Holding:
 def served():
     started = []
 
-    def serve(application, max_connections, client_timeout):
+    def serve(application, max_connections, client_timeout, **limits):
         server = api_cmd.make_server("127.0.0.1", 0, application,
-                                     max_connections, client_timeout)
+                                     max_connections, client_timeout,
+                                     **limits)
         thread = threading.Thread(target=server.serve_forever)
         thread.start()
         started.append((server, thread))
@@ -121,3 +126,113 @@ def test_a_thread_that_cannot_start_gives_its_slot_back(served, monkeypatch):
     assert failures
     with _get(port) as conn:
         assert conn.recv(4096).startswith(b"HTTP/1.0 200")
+
+
+# --- slow clients: the request deadline and the per-source cap -------------
+
+class _Echo:
+    """A WSGI application that reads the whole body and says its size."""
+
+    def __call__(self, environ, start_response):
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"read %d" % len(body)]
+
+
+#: The test's request deadline, in seconds.
+DEADLINE = 4.0
+
+
+def test_trickling_clients_cannot_keep_an_honest_request_waiting(served):
+    """64 clients from 4 addresses trickle a byte a second (issue 61).
+
+    Each of their reads is short (``client_timeout`` never passes), but
+    their requests never end: the deadline cuts every one, so the honest
+    request is answered once their slots are free, while they would
+    still be trickling.
+    """
+    port = served(_Echo(), max_connections=64, client_timeout=30.0,
+                  request_timeout=DEADLINE, max_per_source=16)
+    tricklers = slow_clients.start_tricklers(
+        port, ["127.0.0.%d" % n for n in range(2, 6)], 16, 1.0, 25.0)
+    time.sleep(1.0)
+    started = time.monotonic()
+    assert slow_clients.request(port).startswith(b"HTTP/1.0 200")
+    assert time.monotonic() - started < DEADLINE + 5
+    for trickler in tricklers:
+        trickler.join(30)
+    ended = [t.ended_after for t in tricklers]
+    assert None not in ended, "%d never cut" % ended.count(None)
+    ended.sort()
+    # Cut at the deadline (counted from when the server took each one
+    # up), long before they would have stopped trickling.
+    assert DEADLINE - 0.5 < ended[0], ended
+    assert ended[len(ended) // 2] < DEADLINE + 2 and ended[-1] < 15, ended
+
+
+def test_one_address_holds_at_most_its_share(served):
+    """The connections beyond the cap are answered 503 at once."""
+    port = served(_Echo(), max_connections=64, client_timeout=30.0,
+                  request_timeout=DEADLINE, max_per_source=16)
+    held = slow_clients.start_tricklers(port, ["127.0.0.2"], 16, 1.0, 3.0)
+    time.sleep(0.5)
+    for _ in range(4):
+        started = time.monotonic()
+        answer = slow_clients.request(port, source="127.0.0.2")
+        assert answer.startswith(b"HTTP/1.0 503") or answer == b"reset"
+        assert time.monotonic() - started < 2.0
+    # Another address is served meanwhile.
+    assert slow_clients.request(port, source="127.0.0.3").startswith(
+        b"HTTP/1.0 200")
+    for trickler in held:
+        trickler.join(30)
+    # The address's share is back once its connections ended.
+    assert slow_clients.request(port, source="127.0.0.2").startswith(
+        b"HTTP/1.0 200")
+
+
+def test_a_slow_upload_within_the_deadline_is_served(served):
+    port = served(_Echo(), max_connections=4, client_timeout=30.0,
+                  request_timeout=DEADLINE, max_per_source=16)
+    body = b"x" * 200 * 1024
+    started = time.monotonic()
+    answer = slow_clients.request(port, body=body, pieces=5, every=0.5)
+    assert answer.startswith(b"HTTP/1.0 200"), answer
+    assert answer.endswith(b"read %d" % len(body))
+    assert time.monotonic() - started > 2.0
+
+
+def test_an_ipv6_host_counts_by_its_64():
+    """Else one host would take every slot with addresses of its /64."""
+    source = api_cmd._source
+    assert source("2001:db8:1:2::1") == source("2001:db8:1:2:ffff::9")
+    assert source("2001:db8:1:2::1") != source("2001:db8:1:3::1")
+    assert source("::ffff:192.0.2.7") == source("192.0.2.7") == "192.0.2.7"
+
+
+def test_a_body_trickled_past_the_deadline_is_cut(served):
+    """The deadline covers the body the application reads, not the head."""
+    port = served(_Echo(), max_connections=4, client_timeout=30.0,
+                  request_timeout=2.0, max_per_source=16)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(b"POST / HTTP/1.0\r\nHost: x\r\n"
+                     b"Content-Length: 100\r\n\r\n")
+        started, answer = time.monotonic(), b""
+        for _ in range(20):
+            try:
+                conn.sendall(b"x")
+            except OSError:
+                break
+            conn.settimeout(0.5)
+            try:
+                data = conn.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            answer += data
+            if not data:
+                break
+        assert time.monotonic() - started < 6
+    assert not answer.startswith(b"HTTP/1.0 200"), answer
