@@ -31,16 +31,16 @@ it is at most :data:`profile_format.MAX_BYTES`, both known from its
 attributes before a byte of it is read; it is parsed off the event
 loop, which every guest's reads wait on.
 
-:func:`runs` and :func:`batches` are the plan, without I/O;
-:class:`Prefill` runs it.
+:func:`batches` is the plan (:mod:`gvfs_openstack.sidecar.profile_plan`,
+as the proxy's prefetch plans), without I/O; :class:`Prefill` runs it.
 """
 
 import asyncio
 
 from oslo_log import log as logging
 
-from gvfs_openstack.nfs import bulk
 from gvfs_openstack.sidecar import profile as profile_format
+from gvfs_openstack.sidecar import profile_plan
 from gvfs_openstack.sidecar import trust
 
 LOG = logging.getLogger(__name__)
@@ -50,62 +50,16 @@ LOG = logging.getLogger(__name__)
 WINDOW = 2
 
 
-def runs(profile, cache_block, max_read, budget):
-    """``(offset, length)`` READs that bring the profile's blocks in.
-
-    In first-touch order of each run's first block; a run is consecutive
-    cache blocks, at most ``max_read`` bytes, within the file.  At most
-    ``budget`` bytes in all: the cache keeps its other files too.
-    """
-    wanted = []
-    seen = set()
-    for block, _ in profile.blocks:
-        start = block * profile.block_size
-        end = min(start + profile.block_size, profile.size)
-        for index in range(start // cache_block, -(-end // cache_block)):
-            if index not in seen:
-                seen.add(index)
-                wanted.append(index)
-    per_read = max(1, max_read // cache_block)
-    planned, done, spent = [], set(), 0
-    for index in wanted:
-        if index in done:
-            continue
-        first = index
-        while first - 1 in seen and first - 1 not in done and \
-                index - first + 1 < per_read:
-            first -= 1
-        last = index
-        while last + 1 in seen and last + 1 not in done and \
-                last - first + 1 < per_read:
-            last += 1
-        offset = first * cache_block
-        length = min((last + 1) * cache_block, profile.size) - offset
-        if spent + length > budget:
-            break
-        planned.append((offset, length))
-        done.update(range(first, last + 1))
-        spent += length
-    return planned
-
-
 def batches(profile, cache_block, max_read, budget):
-    """The READVs of a prefill: lists of ``(offset, length)`` of :func:`runs`.
+    """The READVs of a prefill: lists of ``(offset, length)`` reads.
 
-    In the runs' order, each at most ``max_read`` bytes and
-    :data:`bulk.MAX_EXTENTS` runs.
+    The reads of :func:`profile_plan.read_spans`, in their order, each
+    READV at most ``max_read`` bytes (the proxy answers no more) and
+    :data:`bulk.MAX_EXTENTS` reads.
     """
-    planned, batch, size = [], [], 0
-    for offset, length in runs(profile, cache_block, max_read, budget):
-        if batch and (size + length > max_read or
-                      len(batch) >= bulk.MAX_EXTENTS):
-            planned.append(batch)
-            batch, size = [], 0
-        batch.append((offset, length))
-        size += length
-    if batch:
-        planned.append(batch)
-    return planned
+    return [batch for batch, _ in profile_plan.batches(
+        profile_plan.read_spans(profile, cache_block, max_read, budget),
+        lambda span: span[1], max_read, spill=False)]
 
 
 class Prefill:

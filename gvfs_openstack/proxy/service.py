@@ -22,6 +22,7 @@ from gvfs_openstack.proxy import access
 from gvfs_openstack.proxy import bulk_server
 from gvfs_openstack.proxy.cache import bulk_fetch
 from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import fetch
 from gvfs_openstack.proxy.cache import freshness
 from gvfs_openstack.proxy.cache import journal
 from gvfs_openstack.proxy.cache import profiles
@@ -99,9 +100,11 @@ class _Cache:
     """The client proxy's cache: its parts, each handed to its users."""
 
     store: store.BlockStore
+    files: freshness.FileStates
     upstream: UpstreamCalls
     policies: exports.ExportPolicies
     sidecars: sidecars.Sidecars
+    fetcher: fetch.Fetcher
     reads: reads.CachedReads
     observer: updates.ReplyObserver
     #: :class:`profiles.BootProfiles`, or None without sidecars.
@@ -208,12 +211,9 @@ class ProxyService:
                 self.counters.part(counters.WholeFileCounters),
                 min(opts.whole_file_chunk_mb * mib, max_read),
                 opts.whole_file_window)
-        cached_reads = reads.CachedReads(
-            block_store, files, upstream, cache_counters, policies, side,
-            whole_files, reads.ReadSizes(
-                readahead=opts.readahead_kb * 1024,
-                max_fetch=self.conf.proxy.max_record_size // 4,
-                max_read=max_read))
+        fetcher = fetch.Fetcher(
+            block_store, files, upstream, cache_counters, policies,
+            max_fetch=self.conf.proxy.max_record_size // 4)
         boot_profiles = None
         if side is not None and (opts.boot_profiles or opts.stream_images):
             # A profile's prefetch and the stream after it may take half
@@ -222,23 +222,29 @@ class ProxyService:
             image_stream = None
             if opts.stream_images:
                 image_stream = stream.ImageStreams(
-                    cached_reads, upstream,
+                    fetcher, upstream,
                     self.counters.part(counters.StreamCounters),
                     chunk_size=opts.stream_chunk_kb * 1024,
                     window=opts.stream_window_kb * 1024, max_bytes=share,
                     max_wait=opts.profile_max_seconds,
                     quiet_seconds=opts.profile_quiet_seconds)
-            boot_profiles = cached_reads.profiles = profiles.BootProfiles(
-                cached_reads, side, upstream,
+            boot_profiles = profiles.BootProfiles(
+                fetcher, side, upstream,
                 self.counters.part(counters.ProfileCounters),
                 record=opts.boot_profiles, prefetch=opts.boot_profiles,
                 quiet_seconds=opts.profile_quiet_seconds,
                 max_seconds=opts.profile_max_seconds,
                 window=opts.prefetch_window_kb * 1024,
                 max_bytes=share, max_write=max_read, stream=image_stream)
-        return _Cache(block_store, upstream, policies, side, cached_reads,
-                      updates.ReplyObserver(cached_reads, files, policies,
-                                            side), boot_profiles)
+        cached_reads = reads.CachedReads(
+            fetcher, files, cache_counters, policies, side, whole_files,
+            reads.ReadSizes(readahead=opts.readahead_kb * 1024,
+                            max_read=max_read),
+            on_read=() if boot_profiles is None else (boot_profiles.on_read,))
+        return _Cache(block_store, files, upstream, policies, side, fetcher,
+                      cached_reads,
+                      updates.ReplyObserver(fetcher, files, policies, side),
+                      boot_profiles)
 
     def _build_writeback(self, cache):
         opts = self.conf.cache
@@ -251,8 +257,8 @@ class ProxyService:
                                                            "journal")
         _private(directory, "[cache] journal_directory")
         return writeback.WriteBack(
-            journal.Journal(directory), cache.reads, cache.upstream,
-            cache.policies, cache.observer,
+            journal.Journal(directory), cache.fetcher, cache.files,
+            cache.upstream, cache.policies, cache.observer,
             self.counters.part(counters.WritebackCounters),
             writeback.WriteBackLimits(
                 opts.writeback_max_mb * mib, opts.writeback_flush_mb * mib,
@@ -368,7 +374,7 @@ class ProxyService:
         if self.cache is None:
             return {"dropped": False, "reason": "no cache configured"}
         flushed = await self._flush(request)
-        self.cache.reads.drop()
+        self.cache.fetcher.drop()
         return dict(flushed, dropped=True)
 
     async def _warm(self, request):
@@ -380,7 +386,7 @@ class ProxyService:
             raise ValueError("warm needs a path")
         cache = self.cache
         warmer = warm.Warmer(
-            cache.reads, cache.upstream, cache.policies, cache.sidecars,
+            cache.fetcher, cache.upstream, cache.policies, cache.sidecars,
             cache.store.geometry.block_size,
             self._warm_rate, cache.profiles,
             self.conf.cache.prefetch_window_kb * 1024)

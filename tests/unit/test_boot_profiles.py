@@ -9,6 +9,7 @@ arrives; the real chain against NFS-Ganesha is in
 """
 
 import asyncio
+import dataclasses
 import json
 
 import pytest
@@ -19,6 +20,7 @@ from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import fetch
 from gvfs_openstack.proxy.cache import freshness
 from gvfs_openstack.proxy.cache import profiles
 from gvfs_openstack.proxy.cache import reads
@@ -222,19 +224,49 @@ CALL = rpc.Call(1, const.NFS_PROGRAM, 3, Nfs3Proc.READ,
                 rpc.AuthSys(0, 0, (), "test").to_opaque())
 
 
-def make(tmp_path, directory, blocks=64, max_fetch=4 * BS, **options):
-    store = BlockStore(str(tmp_path), Geometry(BS, 4, 64, 64))
+@dataclasses.dataclass
+class Cache:
+    """A client proxy's cache parts, built as ``proxy/service.py`` does."""
+
+    store: object
+    files: object
+    counters: object
+    sidecars: object
+    fetcher: object
+    reads: object = None
+    #: None without boot profiles.
+    profiles: object = None
+
+
+def assemble(store, directory, max_fetch, max_read, **options):
+    """A :class:`Cache` on ``store`` in front of ``directory``.
+
+    With ``options`` (those of :class:`profiles.BootProfiles`), boot
+    profiles told of every READ.
+    """
     cache_counters = counters.CacheCounters()
     files = freshness.FileStates(cache_counters)
     side = sidecars.Sidecars(directory, counters.SidecarCounters())
-    cached = reads.CachedReads(store, files, directory, cache_counters,
-                               exports.ExportPolicies(3.0), side,
-                               sizes=reads.ReadSizes(max_fetch=max_fetch,
-                                                     max_read=64 * BS))
+    policies = exports.ExportPolicies(3.0)
+    cache = Cache(store, files, cache_counters, side, fetch.Fetcher(
+        store, files, directory, cache_counters, policies,
+        max_fetch=max_fetch))
+    on_read = ()
+    if options:
+        cache.profiles = profiles.BootProfiles(
+            cache.fetcher, side, directory, counters.ProfileCounters(),
+            **options)
+        on_read = (cache.profiles.on_read,)
+    cache.reads = reads.CachedReads(
+        cache.fetcher, files, cache_counters, policies, side,
+        sizes=reads.ReadSizes(max_read=max_read), on_read=on_read)
+    return cache
+
+
+def make(tmp_path, directory, blocks=64, max_fetch=4 * BS, **options):
     options.setdefault("quiet_seconds", 0.05)
-    cached.profiles = profiles.BootProfiles(
-        cached, side, directory, counters.ProfileCounters(), **options)
-    return cached
+    return assemble(BlockStore(str(tmp_path), Geometry(BS, 4, 64, 64)),
+                    directory, max_fetch, 64 * BS, **options)
 
 
 def read_call(name, offset, count):
@@ -276,7 +308,7 @@ async def test_a_boot_is_recorded_beside_the_image_and_refined_later(tmp_path):
     cached = make(tmp_path, d)
     await open_file(cached, d, "golden")
     for block in (9, 2, 30, 2):
-        assert await cached.read(read_call("golden", block * BS, BS))
+        assert await cached.reads.read(read_call("golden", block * BS, BS))
     await until(lambda: cached.profiles.counters.profiles_recorded)
     written = profile.parse(bytes(d.files[profile.profile_name(
         "golden")]))
@@ -285,11 +317,11 @@ async def test_a_boot_is_recorded_beside_the_image_and_refined_later(tmp_path):
     assert not [n for n in d.files if n.endswith(".tmp")]
     # The same reads again add nothing: nothing is written.
     for block in (9, 2):
-        await cached.read(read_call("golden", block * BS, BS))
+        await cached.reads.read(read_call("golden", block * BS, BS))
     await asyncio.sleep(0.2)
     assert cached.profiles.counters.profiles_recorded == 1
     # A new block refines it: the union, from two boots.
-    await cached.read(read_call("golden", 5 * BS, BS))
+    await cached.reads.read(read_call("golden", 5 * BS, BS))
     await until(lambda: cached.profiles.counters.profiles_recorded == 2)
     written = profile.parse(bytes(d.files[profile.profile_name(
         "golden")]))
@@ -315,10 +347,10 @@ async def _all_prefetched(cached):
     await until(lambda: cached.profiles.counters.prefetch_bytes ==
                 8 * BS)
     state = cached.files.get(b"fh:golden")
-    assert all(cached.present(state, b, BS) for b in ORDER)
+    assert all(cached.fetcher.present(state, b, BS) for b in ORDER)
     hits = cached.counters.cache_hits
     for b in ORDER:
-        await cached.read(read_call("golden", b * BS, BS))
+        await cached.reads.read(read_call("golden", b * BS, BS))
     assert cached.counters.cache_hits == hits + len(ORDER)
     await cached.profiles.stop()
 
@@ -335,7 +367,7 @@ async def test_a_profile_is_fetched_ahead_in_its_order_with_a_window(tmp_path):
     await open_file(cached, d, "golden")
     d.gate = asyncio.Event()
     # Not at offset 0: no read-ahead, only the prefetch reads ahead.
-    first = asyncio.ensure_future(cached.read(read_call(
+    first = asyncio.ensure_future(cached.reads.read(read_call(
         "golden", 50 * BS, BS)))
     await until(lambda: cached.profiles.counters.prefetches)
     await asyncio.sleep(0.05)
@@ -359,7 +391,7 @@ async def test_a_next_hop_without_readv_gets_a_read_per_run(tmp_path):
     d.readv = False
     cached = make(tmp_path, d, window=2 * BS)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 50 * BS, BS))
+    await cached.reads.read(read_call("golden", 50 * BS, BS))
     await until(lambda: cached.profiles.counters.prefetch_blocks == 8)
     fetches = [(a.offset // BS, a.count // BS) for p, a in d.calls
                if p == Nfs3Proc.READ and bytes(a.file) == b"fh:golden"
@@ -377,10 +409,10 @@ async def test_a_demand_miss_goes_out_beside_the_prefetch(tmp_path):
     cached = make(tmp_path, d, window=4 * BS)
     await open_file(cached, d, "golden")
     d.gate = asyncio.Event()
-    asyncio.ensure_future(cached.read(read_call("golden", 0, BS)))
+    asyncio.ensure_future(cached.reads.read(read_call("golden", 0, BS)))
     await until(lambda: cached.profiles.counters.prefetch_blocks)
     demand = asyncio.ensure_future(
-        cached.read(read_call("golden", 62 * BS, BS)))
+        cached.reads.read(read_call("golden", 62 * BS, BS)))
     await asyncio.sleep(0.05)
     offsets = [a.offset // BS for p, a in d.calls
                if p == Nfs3Proc.READ and bytes(a.file) == b"fh:golden"]
@@ -401,12 +433,12 @@ async def test_a_block_a_reader_fetched_meanwhile_is_not_prefetched(
     cached = make(tmp_path, d, max_fetch=BS, window=BS)
     await open_file(cached, d, "golden")
     d.gate = asyncio.Event()
-    asyncio.ensure_future(cached.read(read_call("golden", 50 * BS, BS)))
+    asyncio.ensure_future(cached.reads.read(read_call("golden", 50 * BS, BS)))
     # The prefetch sent block 10 and waits for room to send block 20.
     await until(lambda: cached.profiles.counters.prefetch_blocks == 1)
     await asyncio.sleep(0.05)
     demand = asyncio.ensure_future(
-        cached.read(read_call("golden", 20 * BS, BS)))
+        cached.reads.read(read_call("golden", 20 * BS, BS)))
     await asyncio.sleep(0.05)
     d.gate.set()
     assert bytes((await demand)[1]) == bytes([20 % 251 + 1]) * BS
@@ -434,7 +466,7 @@ async def test_stale_and_hostile_profiles_are_ignored_and_reads_go_on(
         d.add(profile.profile_name("golden"), body)
         cached = make(tmp_path / counter, d, record=False)
         await open_file(cached, d, "golden")
-        reply = await cached.read(read_call("golden", 5 * BS, BS))
+        reply = await cached.reads.read(read_call("golden", 5 * BS, BS))
         assert bytes(reply[1]) == bytes([5 % 251 + 1]) * BS
         await until(lambda: getattr(cached.profiles.counters, counter))
         assert cached.profiles.counters.prefetch_blocks == 0
@@ -446,7 +478,7 @@ async def test_a_prefetch_stops_at_its_share_of_the_cache(tmp_path):
     d = golden_with_profile(tuple((b, 0) for b in range(0, 64, 2)))
     cached = make(tmp_path, d, max_bytes=5 * BS, record=False)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", BS, 10))
+    await cached.reads.read(read_call("golden", BS, 10))
     await until(lambda: cached.profiles.counters.prefetch_stopped)
     # What it took before the share ran out is still fetched; no more.
     await until(lambda: cached.profiles.counters.prefetch_blocks == 5)
@@ -461,7 +493,7 @@ async def test_a_prefetch_stops_when_the_image_is_deleted(tmp_path):
     cached = make(tmp_path, d, window=BS, record=False)
     await open_file(cached, d, "golden")
     d.gate = asyncio.Event()
-    asyncio.ensure_future(cached.read(read_call("golden", 0, BS)))
+    asyncio.ensure_future(cached.reads.read(read_call("golden", 0, BS)))
     await until(lambda: cached.profiles.counters.prefetch_blocks)
     del d.files["golden"]
     d.gate.set()
@@ -492,7 +524,7 @@ async def test_a_snapshot_read_after_a_boot_does_not_join_its_profile(
     d.add("golden", bytes(size))
     cached = make(tmp_path, d, prefetch=False)
     await open_file(cached, d, "golden")
-    state = await cached.state_of(CALL, b"fh:golden")
+    state = await cached.fetcher.state_of(CALL, b"fh:golden")
     for block in (700, 3, 9000):
         cached.profiles.on_read(CALL, state, block * BS,
                                 (block + 1) * BS)
@@ -514,7 +546,7 @@ async def test_a_copy_of_the_whole_file_is_not_a_profile(tmp_path):
     cached = make(tmp_path, d, prefetch=False)
     await open_file(cached, d, "big")
     for offset in range(0, (profile.MAX_BLOCKS + 2) * BS, 64 * BS):
-        cached.profiles.on_read(CALL, await cached.state_of(
+        cached.profiles.on_read(CALL, await cached.fetcher.state_of(
             CALL, b"fh:big"), offset, offset + 64 * BS)
     await asyncio.sleep(0.3)
     assert profile.profile_name("big") not in d.files

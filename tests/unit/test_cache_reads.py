@@ -11,6 +11,7 @@ from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import fetch
 from gvfs_openstack.proxy.cache import freshness
 from gvfs_openstack.proxy.cache import reads
 from gvfs_openstack.proxy.cache.store import BlockStore
@@ -33,23 +34,25 @@ def wcc(before, after):
 
 
 def make(tmp_path, policies=None, clock=None, **sizes):
-    """CachedReads on a real block store, with no next hop."""
+    """CachedReads and its Fetcher on a real block store, no next hop."""
     store = BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16))
     cache_counters = counters.CacheCounters()
     clock = clock or time.monotonic
-    return reads.CachedReads(
-        store, freshness.FileStates(cache_counters, clock), upstream=None,
-        counters=cache_counters,
-        policies=policies or exports.ExportPolicies(3.0), clock=clock,
-        sizes=reads.ReadSizes(**sizes))
+    files = freshness.FileStates(cache_counters, clock)
+    policies = policies or exports.ExportPolicies(3.0)
+    fetcher = fetch.Fetcher(store, files, None, cache_counters, policies,
+                            clock=clock)
+    return reads.CachedReads(fetcher, files, cache_counters, policies,
+                             clock=clock, sizes=reads.ReadSizes(**sizes))
 
 
 def observer(cache):
-    return updates.ReplyObserver(cache, cache.files, cache.policies)
+    return updates.ReplyObserver(cache.fetcher, cache.files, cache.policies)
 
 
 def cached_block(cache, state, block, expected_len):
-    return freshness.cached_block(cache.store, state, block, expected_len)
+    return freshness.cached_block(cache.fetcher.store, state, block,
+                                  expected_len)
 
 
 def test_export_policies_follow_mounts_and_lookups():
@@ -122,7 +125,7 @@ def test_a_create_that_truncates_a_cached_file_invalidates_it(tmp_path):
     cache = make(tmp_path)
     v1 = fattr(1, 1)
     state = cache.files.observe(b"fh", v1)
-    cache.store.put(state.digest, 0, b"x", freshness.attrs_of(v1))
+    cache.fetcher.store.put(state.digest, 0, b"x", freshness.attrs_of(v1))
     assert cached_block(cache, state, 0, 1) == b"x"
     # Truncated within the same tick of the server's clock: by ctime
     # and size alone it would look older than what the proxy had.
@@ -149,13 +152,15 @@ def test_a_truncation_answered_with_the_old_attributes_drops_the_bytes(
     v1 = fattr(4097, 1)
     state = cache.files.observe(b"fh", v1)
     for block, data in enumerate((b"x" * 4096, b"y")):
-        cache.store.put(state.digest, block, data, freshness.attrs_of(v1))
+        cache.fetcher.store.put(
+            state.digest, block, data, freshness.attrs_of(v1))
     create(cache, "a", b"fh", v1, size=4095)
     assert state.current == [freshness.attrs_of(v1)]
     assert cached_block(cache, state, 0, 4096) is None
     assert cached_block(cache, state, 1, 1) is None
     # A SETATTR of the size answered the same way.
-    cache.store.put(state.digest, 0, b"x" * 4096, freshness.attrs_of(v1))
+    cache.fetcher.store.put(
+        state.digest, 0, b"x" * 4096, freshness.attrs_of(v1))
     call = rpc.Call(8, const.NFS_PROGRAM, 3, Nfs3Proc.SETATTR,
                     args=nfs3.encode_args(Nfs3Proc.SETATTR, nfs3.SetattrArgs(
                         b"fh", nfs3.Sattr(size=0))))
@@ -165,7 +170,8 @@ def test_a_truncation_answered_with_the_old_attributes_drops_the_bytes(
     observer(cache).reply(call, reply)
     assert cached_block(cache, state, 0, 4096) is None
     # A CREATE that sets no size leaves the bytes alone.
-    cache.store.put(state.digest, 0, b"x" * 4096, freshness.attrs_of(v1))
+    cache.fetcher.store.put(
+        state.digest, 0, b"x" * 4096, freshness.attrs_of(v1))
     create(cache, "a", b"fh", v1, size=None)
     assert cached_block(cache, state, 0, 4096) == b"x" * 4096
 
@@ -174,7 +180,8 @@ def test_blocks_fetched_under_old_attributes_are_misses(tmp_path):
     cache = make(tmp_path)
     v1 = fattr(8192, 1)
     state = cache.files.observe(b"fh", v1)
-    cache.store.put(state.digest, 0, b"a" * 4096, freshness.attrs_of(v1))
+    cache.fetcher.store.put(
+        state.digest, 0, b"a" * 4096, freshness.attrs_of(v1))
     assert cached_block(cache, state, 0, 4096) == b"a" * 4096
     cache.files.observe(b"fh", fattr(8192, 2))
     assert cached_block(cache, state, 0, 4096) is None
@@ -184,15 +191,10 @@ def test_a_short_block_is_not_served_once_the_file_grew(tmp_path):
     cache = make(tmp_path)
     v1 = fattr(100, 1)
     state = cache.files.observe(b"fh", v1)
-    cache.store.put(state.digest, 0, b"x" * 100, freshness.attrs_of(v1))
+    cache.fetcher.store.put(
+        state.digest, 0, b"x" * 100, freshness.attrs_of(v1))
     assert cached_block(cache, state, 0, 100) == b"x" * 100
     assert cached_block(cache, state, 0, 4096) is None
-
-
-def test_runs_are_contiguous_and_bounded():
-    assert list(reads._runs([1, 2, 3, 7, 8, 20], 2)) == [
-        (1, 2), (3, 1), (7, 2), (20, 1)]
-    assert list(reads._runs([], 4)) == []
 
 
 def test_read_ahead_waits_for_a_run_of_three_reads(tmp_path):
@@ -309,7 +311,7 @@ def test_a_lookup_reply_is_as_fresh_as_a_getattr(tmp_path):
     # A later LOOKUP that finds the file changed invalidates like a
     # GETATTR would, and is what the proxy answers from then on.
     state = cache.files.observe(b"img", fattr(4096, 1))
-    cache.store.put(state.digest, 0, b"a" * 4096, freshness.attrs_of(
+    cache.fetcher.store.put(state.digest, 0, b"a" * 4096, freshness.attrs_of(
         fattr(4096, 1)))
     now[0] += 10.0
     lookup(cache, b"root-g", "img", b"img", fattr(4096, 2))
@@ -361,8 +363,8 @@ async def fill(cache, state):
 
     async def read_range(call, fh, start, end):
         return await answer
-    cache._read_range = read_range
-    futures = cache.fetch(None, state, 0, 1)
+    cache.fetcher._read_range = read_range
+    futures = cache.fetcher.fetch(None, state, 0, 1)
     await asyncio.sleep(0)
     return answer, futures[0]
 
@@ -373,7 +375,7 @@ async def test_a_read_answered_from_before_a_write_is_not_kept(tmp_path):
     old, new = sized(4096, 1), sized(4096, 2)
     state = cache.files.observe(b"fh", old)
     answer, block = await fill(cache, state)
-    cache.discard_range(b"fh", 0, 10)
+    cache.fetcher.discard_range(b"fh", 0, 10)
     cache.files.observe_own_change(b"fh", wcc(old, new))
     answer.set_result((b"o" * 4096, old, True))
     chunk, _ = await block
@@ -389,7 +391,7 @@ async def test_a_read_overtaken_by_a_write_of_its_block_is_not_kept(tmp_path):
     attrs = sized(8192, 1)
     state = cache.files.observe(b"fh", attrs)
     answer, block = await fill(cache, state)
-    cache.discard_range(b"fh", 0, 10)
+    cache.fetcher.discard_range(b"fh", 0, 10)
     answer.set_result((b"o" * 4096, attrs, False))
     await block
     assert cached_block(cache, state, 0, 4096) is None

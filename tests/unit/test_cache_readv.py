@@ -17,15 +17,11 @@ from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
-from gvfs_openstack.proxy.cache import exports
-from gvfs_openstack.proxy.cache import freshness
-from gvfs_openstack.proxy.cache import reads
 from gvfs_openstack.proxy.cache import readv
-from gvfs_openstack.proxy.cache import sidecars
 from gvfs_openstack.proxy.cache.store import BlockStore
 from gvfs_openstack.proxy.cache.store import Geometry
-from gvfs_openstack.proxy import counters
 from gvfs_openstack.sidecar import format as meta_format
+from tests.unit.test_boot_profiles import assemble
 from tests.unit.test_boot_profiles import BS
 from tests.unit.test_boot_profiles import CALL
 from tests.unit.test_boot_profiles import Directory
@@ -69,10 +65,10 @@ async def test_a_readv_is_answered_from_the_cache_and_one_fetch(tmp_path):
     d = golden()
     data = bytes(d.files["golden"])
     cached = make(tmp_path, d)
-    await cached.read(read_call("golden", 9 * BS, BS))      # Cached now.
+    await cached.reads.read(read_call("golden", 9 * BS, BS))      # Cached now.
     extents = [(30 * BS, BS), (9 * BS, BS), (2 * BS, 2 * BS),
                (64 * BS, BS), (90 * BS, BS), (5 * BS + 7, 10)]
-    res = answer(await cached.bulk_readv(readv_call(extents)))
+    res = answer(await cached.reads.bulk_readv(readv_call(extents)))
     assert res.ok
     assert res.body.counts == (BS, BS, 2 * BS, 100, 0, 10)
     assert res.body.codec == bulk.Codec.NONE
@@ -83,7 +79,7 @@ async def test_a_readv_is_answered_from_the_cache_and_one_fetch(tmp_path):
     assert readvs == [[(2, 2), (5, 1), (30, 1), (64, 1)]]
     # All of it is cached now: no call leaves again.
     calls = len(d.calls)
-    again = answer(await cached.bulk_readv(readv_call(extents)))
+    again = answer(await cached.reads.bulk_readv(readv_call(extents)))
     assert again.body.data == res.body.data and len(d.calls) == calls
 
 
@@ -91,7 +87,7 @@ async def test_a_readv_is_answered_from_the_cache_and_one_fetch(tmp_path):
 async def test_a_readv_past_the_reply_limit_leaves_the_rest(tmp_path):
     d = golden()
     cached = make(tmp_path, d)      # Answers at most 64 blocks at once.
-    res = answer(await cached.bulk_readv(readv_call(
+    res = answer(await cached.reads.bulk_readv(readv_call(
         [(0, 40 * BS), (40 * BS, 30 * BS), (0, BS)])))
     assert res.body.counts == (40 * BS,)
 
@@ -103,11 +99,11 @@ async def test_without_readv_upstream_each_run_is_one_read(tmp_path):
     data = bytes(d.files["golden"])
     cached = make(tmp_path, d)
     extents = [(30 * BS, BS), (2 * BS, 2 * BS)]
-    res = answer(await cached.bulk_readv(readv_call(extents)))
+    res = answer(await cached.reads.bulk_readv(readv_call(extents)))
     assert res.body.data == data[30 * BS:31 * BS] + data[2 * BS:4 * BS]
     assert upstream(d) == ([2, 30], [])
     # Not asked again for a while: the next hop is an NFS server.
-    await cached.bulk_readv(readv_call([(40 * BS, BS), (50 * BS, BS)]))
+    await cached.reads.bulk_readv(readv_call([(40 * BS, BS), (50 * BS, BS)]))
     assert upstream(d) == ([2, 30, 40, 50], [])
 
 
@@ -125,13 +121,13 @@ async def test_a_garbled_readv_reply_upstream_keeps_nothing(tmp_path):
 
     d.bulk = lying
     cached = make(tmp_path, d)
-    reply = await cached.bulk_readv(readv_call([(30 * BS, BS),
-                                                (2 * BS, BS)]))
+    reply = await cached.reads.bulk_readv(readv_call([(30 * BS, BS),
+                                                      (2 * BS, BS)]))
     # Forwarded: the next hop answers the caller itself.
     assert reply is None
     state = cached.files.get(b"fh:golden")
-    assert not cached.present(state, 30, BS)
-    assert not cached.present(state, 2, BS)
+    assert not cached.fetcher.present(state, 30, BS)
+    assert not cached.fetcher.present(state, 2, BS)
 
 
 @pytest.mark.asyncio
@@ -143,8 +139,8 @@ async def test_a_readv_refused_upstream_is_a_fetch_error(tmp_path):
 
     d.bulk = refusing
     cached = make(tmp_path, d)
-    assert await cached.bulk_readv(readv_call([(30 * BS, BS),
-                                               (2 * BS, BS)])) is None
+    assert await cached.reads.bulk_readv(readv_call([(30 * BS, BS),
+                                                     (2 * BS, BS)])) is None
     with pytest.raises(readv.ReadvFailed, match="STALE"):
         await readv.read_extents(d, CALL, b"fh:golden", [(0, BS)])
 
@@ -167,16 +163,11 @@ async def test_zeros_by_the_zero_map_never_go_in_a_readv(tmp_path):
         hashlib.sha256(data).hexdigest(),
         meta_format.ZeroMap.from_extents(
             [(hole[0], hole[1] - hole[0])])).to_bytes())
-    cache_counters = counters.CacheCounters()
-    cached = reads.CachedReads(
-        BlockStore(str(tmp_path), Geometry(big, 4, 64, 64)),
-        freshness.FileStates(cache_counters), d, cache_counters,
-        exports.ExportPolicies(3.0),
-        sidecars.Sidecars(d, counters.SidecarCounters()),
-        sizes=reads.ReadSizes(max_fetch=4 * big, max_read=64 * big))
+    cached = assemble(BlockStore(str(tmp_path), Geometry(big, 4, 64, 64)),
+                      d, max_fetch=4 * big, max_read=64 * big)
     await open_file(cached, d, "golden")
     extents = [(19 * big, 3 * big), (40 * big, big)]
-    res = answer(await cached.bulk_readv(readv_call(extents)))
+    res = answer(await cached.reads.bulk_readv(readv_call(extents)))
     assert res.body.data == bytes(data[19 * big:22 * big] +
                                   data[40 * big:41 * big])
     # Block 21 is zero by the map: not fetched at all; of 19-20, only
@@ -184,7 +175,7 @@ async def test_zeros_by_the_zero_map_never_go_in_a_readv(tmp_path):
     asked = [(e.offset, e.count) for p, a in d.calls if p == "readv"
              for e in a.extents]
     assert asked == [(19 * big, big + BS), (40 * big, big)]
-    assert cache_counters.cache_bytes_fetched == 2 * big + BS
+    assert cached.counters.cache_bytes_fetched == 2 * big + BS
 
 
 def test_runs_are_grouped_into_fetches_of_one_call_each(tmp_path):
@@ -193,7 +184,7 @@ def test_runs_are_grouped_into_fetches_of_one_call_each(tmp_path):
     state = types.SimpleNamespace(fattr=types.SimpleNamespace(
         size=64 * BS + 100))
     runs = [(9, 1), (3, 1), (20, 2), (40, 4), (50, 1), (64, 1)]
-    assert list(cached.batches(state, runs)) == [
+    assert list(cached.fetcher.batches(state, runs)) == [
         ([(9, 1), (3, 1), (20, 2)], 4 * BS),
         ([(40, 4)], 4 * BS),
         ([(50, 1), (64, 1)], BS + 100)]
@@ -201,5 +192,5 @@ def test_runs_are_grouped_into_fetches_of_one_call_each(tmp_path):
     wide = make(tmp_path / "wide", golden(blocks=600),
                 max_fetch=1024 * BS)
     state.fattr.size = 600 * BS
-    assert [len(batch) for batch, _ in wide.batches(state, many)] == \
+    assert [len(batch) for batch, _ in wide.fetcher.batches(state, many)] == \
         [bulk.MAX_EXTENTS, 1]

@@ -15,6 +15,7 @@ from gvfs_openstack.nfs.const import NfsStat
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import fetch
 from gvfs_openstack.proxy.cache import freshness
 from gvfs_openstack.proxy.cache import names
 from gvfs_openstack.proxy.cache import reads
@@ -47,12 +48,15 @@ class Proxy:
                                           lambda: self.now[0])
         self.sidecars = sidecars.Sidecars(
             upstream=None, counters=counters.SidecarCounters())
-        self.reads = reads.CachedReads(
+        fetcher = fetch.Fetcher(
             BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16)),
-            self.files, upstream=None, counters=cache_counters,
-            policies=self.policies, clock=lambda: self.now[0])
+            self.files, None, cache_counters, self.policies,
+            clock=lambda: self.now[0])
+        self.reads = reads.CachedReads(
+            fetcher, self.files, cache_counters, self.policies,
+            clock=lambda: self.now[0])
         self.observer = updates.ReplyObserver(
-            self.reads, self.files, self.policies, self.sidecars)
+            fetcher, self.files, self.policies, self.sidecars)
 
     def passes(self, proc, args, status, body):
         """A reply to ``proc`` with ``args`` passes the proxy."""

@@ -104,7 +104,7 @@ def with_stream(tmp_path, directory, window=4 * BS, chunk=4 * BS,
     """
     cached = make(tmp_path, directory, **options)
     cached.profiles.stream = stream.ImageStreams(
-        cached, directory, counters.StreamCounters(), chunk_size=chunk,
+        cached.fetcher, directory, counters.StreamCounters(), chunk_size=chunk,
         window=window, max_bytes=max_bytes, quiet_seconds=quiet_seconds)
     return cached
 
@@ -121,7 +121,7 @@ def image_reads(directory, name="golden"):
 
 def present(cached, name="golden"):
     state = cached.files.get(b"fh:" + name.encode())
-    return [b for b in range(BLOCKS) if cached.present(state, b, BS)]
+    return [b for b in range(BLOCKS) if cached.fetcher.present(state, b, BS)]
 
 
 @pytest.mark.asyncio
@@ -134,7 +134,7 @@ async def test_the_stream_fetches_the_rest_after_the_profile_in_file_order(
         ((40, 0), (3, 5))).to_bytes())
     cached = with_stream(tmp_path, d)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 50 * BS, BS))
+    await cached.reads.read(read_call("golden", 50 * BS, BS))
     streams = cached.profiles.stream.counters
     await until(lambda: streams.streams_done)
     # The profile's blocks went first, in one READV beside the reader's
@@ -157,7 +157,7 @@ async def test_the_stream_fetches_the_rest_after_the_profile_in_file_order(
     # Every block reads back as the image holds it, from the cache.
     misses = cached.counters.cache_misses
     for block in (0, 23, 33, 63):
-        reply = await cached.read(read_call("golden", block * BS, BS))
+        reply = await cached.reads.read(read_call("golden", block * BS, BS))
         assert bytes(reply[1]) == data[block * BS:(block + 1) * BS]
     assert cached.counters.cache_misses == misses
     await cached.profiles.stop()
@@ -171,7 +171,7 @@ async def test_the_stream_keeps_its_window_of_wire_bytes(tmp_path):
     d.delay = 0.02
     cached = with_stream(tmp_path, d, window=8 * BS, chunk=4 * BS)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 50 * BS, BS))
+    await cached.reads.read(read_call("golden", 50 * BS, BS))
     streams = cached.profiles.stream.counters
     await until(lambda: streams.streams_done)
     assert not streams.streams_near
@@ -193,7 +193,7 @@ async def test_incompressible_chunks_fill_the_window_by_their_size(tmp_path):
     d.delay = 0.02
     cached = with_stream(tmp_path, d, window=8 * BS, chunk=4 * BS)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 50 * BS, BS))
+    await cached.reads.read(read_call("golden", 50 * BS, BS))
     await until(lambda: cached.profiles.stream.counters.streams_done)
     # As many raw bytes in flight as the window holds, no more.
     assert 4 * BS < max(d.bytes_in_flight_at_start) <= 8 * BS
@@ -207,15 +207,15 @@ async def test_a_reader_joins_the_stream_or_goes_out_beside_it(tmp_path):
     cached = with_stream(tmp_path, d, window=8 * BS, chunk=4 * BS)
     await open_file(cached, d, "golden")
     d.bulk_gate = asyncio.Event()
-    await cached.read(read_call("golden", 50 * BS, BS))
+    await cached.reads.read(read_call("golden", 50 * BS, BS))
     await until(lambda: d.bulk_in_flight == 1)
     assert bulk_reads(d) == [(0, 4)]
     # Block 2 is in the chunk on its way: the reader waits for it.
     collapsed = cached.counters.cache_collapsed
-    joined = asyncio.ensure_future(cached.read(read_call(
+    joined = asyncio.ensure_future(cached.reads.read(read_call(
         "golden", 2 * BS, BS)))
     # Block 60 is far ahead of the stream: it goes out at once.
-    ahead = asyncio.ensure_future(cached.read(read_call(
+    ahead = asyncio.ensure_future(cached.reads.read(read_call(
         "golden", 60 * BS, BS)))
     reply = await asyncio.wait_for(ahead, 5)
     assert bytes(reply[1]) == data[60 * BS:61 * BS]
@@ -242,7 +242,7 @@ async def test_the_stream_stops_at_its_share_of_the_cache(tmp_path):
     cached = with_stream(tmp_path, d, max_bytes=16 * BS)
     cached.profiles.max_bytes = 16 * BS
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 50 * BS, BS))
+    await cached.reads.read(read_call("golden", 50 * BS, BS))
     streams = cached.profiles.stream.counters
     await until(lambda: streams.streams_stopped)
     assert streams.stream_blocks == 12
@@ -257,7 +257,7 @@ async def test_the_stream_stops_when_the_image_changes(tmp_path):
     cached = with_stream(tmp_path, d, window=4 * BS, chunk=4 * BS)
     await open_file(cached, d, "golden")
     d.bulk_gate = asyncio.Event()
-    await cached.read(read_call("golden", 0, BS))
+    await cached.reads.read(read_call("golden", 0, BS))
     await until(lambda: d.bulk_in_flight)
     # A newer version, as the next GETATTR would tell the proxy.
     d.mtimes["golden"] = 200
@@ -276,7 +276,7 @@ async def test_without_a_bulk_channel_the_stream_reads_plainly(tmp_path):
     golden(d)
     cached = with_stream(tmp_path, d)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 0, BS))
+    await cached.reads.read(read_call("golden", 0, BS))
     streams = cached.profiles.stream.counters
     await until(lambda: streams.streams_done)
     assert streams.streams_plain == 1
@@ -291,7 +291,7 @@ async def test_a_file_without_a_sidecar_is_not_streamed(tmp_path):
     golden(d, with_sidecar=False)
     cached = with_stream(tmp_path, d)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 10 * BS, BS))
+    await cached.reads.read(read_call("golden", 10 * BS, BS))
     await asyncio.sleep(0.1)
     assert not bulk_reads(d)
     assert cached.profiles.stream.counters.streams == 0
@@ -311,12 +311,12 @@ async def test_a_lan_proxy_answers_the_bulk_reads_it_holds_whole(tmp_path):
     data = golden(d)
     cached = with_stream(tmp_path, d)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 0, BS))
+    await cached.reads.read(read_call("golden", 0, BS))
     await until(lambda: cached.profiles.stream.counters.streams_done)
     calls = len(d.calls)
     # Across the hole, from the middle of a block: all held here.
-    reply = await cached.bulk_read(bulk_call("golden", 18 * BS + 7,
-                                             12 * BS))
+    reply = await cached.reads.bulk_read(bulk_call("golden", 18 * BS + 7,
+                                                   12 * BS))
     assert len(d.calls) == calls
     res = bulk.decode_res(bulk.BulkProc.READ,
                           rpc.results_of(reply))
@@ -325,9 +325,9 @@ async def test_a_lan_proxy_answers_the_bulk_reads_it_holds_whole(tmp_path):
     assert cached.counters.cache_bulk_reads_answered == 1
     # A range with a block it lacks goes on to the next hop.
     cached.store.discard(cached.files.get(b"fh:golden").digest, 33)
-    assert await cached.bulk_read(bulk_call("golden", 32 * BS,
-                                            4 * BS)) is None
-    assert await cached.bulk_read(rpc.Call(
+    assert await cached.reads.bulk_read(bulk_call("golden", 32 * BS,
+                                                  4 * BS)) is None
+    assert await cached.reads.bulk_read(rpc.Call(
         4, bulk.BULK_PROGRAM, 1, bulk.BulkProc.READ,
         read_call("golden", 0, 1).cred, args=b"\0\0")) is None
     await cached.profiles.stop()
@@ -341,13 +341,13 @@ async def test_beside_a_profiled_boot_the_stream_waits_for_quiet(tmp_path):
         BLOCKS * BS, 100 * 10 ** 9, BS, 1, ((40, 0),)).to_bytes())
     cached = with_stream(tmp_path, d, quiet_seconds=0.3)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 50 * BS, BS))
+    await cached.reads.read(read_call("golden", 50 * BS, BS))
     streams = cached.profiles.stream.counters
     await until(lambda: cached.profiles.counters.prefetch_blocks)
     # The guest reads on: nothing is streamed beside it.
     for block in (1, 9, 30, 45, 2):
         await asyncio.sleep(0.1)
-        await cached.read(read_call("golden", block * BS, BS))
+        await cached.reads.read(read_call("golden", block * BS, BS))
     assert not bulk_reads(d)
     assert streams.stream_waits
     # Quiet: the stream goes on.
@@ -375,11 +375,11 @@ async def test_a_stream_from_near_by_waits_for_quiet(tmp_path, monkeypatch):
     golden(d)
     cached = with_stream(tmp_path, d, quiet_seconds=0.3)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 50 * BS, BS))
+    await cached.reads.read(read_call("golden", 50 * BS, BS))
     streams = cached.profiles.stream.counters
     await until(lambda: streams.streams_near)
     assert len(bulk_reads(d)) == 1
-    await cached.read(read_call("golden", 10 * BS, BS))
+    await cached.reads.read(read_call("golden", 10 * BS, BS))
     await asyncio.sleep(0.1)
     assert len(bulk_reads(d)) == 1
     await until(lambda: streams.streams_done)
@@ -397,7 +397,7 @@ async def test_a_busy_file_is_streamed_after_max_wait_all_the_same(
     cached = with_stream(tmp_path, d, quiet_seconds=10.0)
     cached.profiles.stream.max_wait = 0.3
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 50 * BS, BS))
+    await cached.reads.read(read_call("golden", 50 * BS, BS))
     streams = cached.profiles.stream.counters
     await until(lambda: streams.streams_done)
     assert streams.streams_near == 1
@@ -427,7 +427,7 @@ async def test_the_stream_pushes_no_block_out_of_the_cache(tmp_path):
             store.put(other, other_block, b"o" * BS, Attrs(1, 1, 1))
             used.append(other_block)
     await open_file(cached, d, "golden")
-    await cached.read(read_call("golden", 50 * BS, BS))
+    await cached.reads.read(read_call("golden", 50 * BS, BS))
     streams = cached.profiles.stream.counters
     await until(lambda: streams.streams_done)
     assert streams.stream_blocks_no_room == 4
@@ -439,7 +439,7 @@ async def test_the_stream_pushes_no_block_out_of_the_cache(tmp_path):
     assert all(store.get(other, b) for b in used)
     # The reader of block 11 fetches it itself.
     misses = cached.counters.cache_misses
-    reply = await cached.read(read_call("golden", 11 * BS, BS))
+    reply = await cached.reads.read(read_call("golden", 11 * BS, BS))
     assert bytes(reply[1]) == data[11 * BS:12 * BS]
     assert cached.counters.cache_misses == misses + 1
     await cached.profiles.stop()

@@ -20,33 +20,6 @@ def _profile(blocks, size=64 * BLOCK, block_size=BLOCK):
                                   tuple((b, 0) for b in blocks))
 
 
-def test_runs_join_neighbours_in_first_touch_order():
-    plan = prefill.runs(_profile([9, 2, 3, 10, 40]), BLOCK, 1024 * KIB,
-                        budget=64 * BLOCK)
-    assert plan == [(9 * BLOCK, 2 * BLOCK), (2 * BLOCK, 2 * BLOCK),
-                    (40 * BLOCK, BLOCK)]
-
-
-def test_a_run_is_at_most_one_read():
-    plan = prefill.runs(_profile(range(40)), BLOCK, 16 * BLOCK,
-                        budget=64 * BLOCK)
-    assert plan == [(0, 16 * BLOCK), (16 * BLOCK, 16 * BLOCK),
-                    (32 * BLOCK, 8 * BLOCK)]
-
-
-def test_the_budget_stops_the_plan():
-    plan = prefill.runs(_profile([0, 10, 20, 30]), BLOCK, 16 * BLOCK,
-                        budget=2 * BLOCK)
-    assert plan == [(0, BLOCK), (10 * BLOCK, BLOCK)]
-
-
-def test_profile_blocks_larger_than_the_caches_and_the_last_one_short():
-    size = 3 * BLOCK + 100
-    plan = prefill.runs(_profile([1], size=size, block_size=2 * BLOCK),
-                        BLOCK, 16 * BLOCK, budget=size)
-    assert plan == [(2 * BLOCK, BLOCK + 100)]
-
-
 def test_batches_gather_scattered_runs_into_one_readv():
     plan = prefill.batches(_profile([9, 2, 3, 10, 40, 30, 20]), BLOCK,
                            4 * BLOCK, budget=64 * BLOCK)

@@ -20,6 +20,7 @@ from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.cache import dirty as dirty_mod
 from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import fetch
 from gvfs_openstack.proxy.cache import flush
 from gvfs_openstack.proxy.cache import freshness
 from gvfs_openstack.proxy.cache.journal import Journal
@@ -165,10 +166,12 @@ class FileServer:
 def cache_over(tmp_path, answer):
     pool = StandInPool(answer)
     cache_counters = counters.CacheCounters()
+    files = freshness.FileStates(cache_counters)
+    policies = exports.ExportPolicies(3.0)
     cache = reads.CachedReads(
-        BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16)),
-        freshness.FileStates(cache_counters), UpstreamCalls(pool),
-        cache_counters, exports.ExportPolicies(3.0),
+        fetch.Fetcher(BlockStore(str(tmp_path), Geometry(4096, 2, 16, 16)),
+                      files, UpstreamCalls(pool), cache_counters, policies),
+        files, cache_counters, policies,
         sizes=reads.ReadSizes(readahead=0))
     return cache, pool
 

@@ -26,6 +26,7 @@ from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy.cache.dirty import DirtyMap
 from gvfs_openstack.proxy.cache.dirty import Extent
 from gvfs_openstack.proxy.cache import exports
+from gvfs_openstack.proxy.cache import fetch
 from gvfs_openstack.proxy.cache import freshness
 from gvfs_openstack.proxy.cache import journal
 from gvfs_openstack.proxy.cache import reads
@@ -291,14 +292,16 @@ class Proxy:
         cache_counters = counters.CacheCounters()
         policies = exports.ExportPolicies(3.0, write_back=True)
         files = freshness.FileStates(cache_counters)
-        self.reads = reads.CachedReads(
+        fetcher = fetch.Fetcher(
             BlockStore(str(tmp_path / "blocks"), Geometry(4096, 2, 16, 16)),
             files, upstream, cache_counters, policies)
-        observer = updates.ReplyObserver(self.reads, files, policies)
+        self.reads = reads.CachedReads(fetcher, files, cache_counters,
+                                       policies)
+        observer = updates.ReplyObserver(fetcher, files, policies)
         self.counters = counters.WritebackCounters()
         self.journal = journal.Journal(str(tmp_path / "journal"))
         self.writeback = writeback.WriteBack(
-            self.journal, self.reads, upstream, policies, observer,
+            self.journal, fetcher, files, upstream, policies, observer,
             self.counters, writeback.WriteBackLimits(64 * MIB, 32 * MIB, 0))
         self.role = roles.ClientRole(server, counters.RoleCounters(),
                                      cache=self.reads,

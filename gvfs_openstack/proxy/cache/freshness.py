@@ -126,6 +126,14 @@ class FileState:
     reports: int = 0
 
 
+def zeros_of(state):
+    """The file's zero map, if it holds for the file as it is now."""
+    if state.zeros is not None and \
+            state.zeros_for == version_key(state.fattr):
+        return state.zeros
+    return None
+
+
 def cached_block(store, state, block, expected_len):
     """A block's bytes from ``store`` if cached under current attributes."""
     found = store.get(state.digest, block)

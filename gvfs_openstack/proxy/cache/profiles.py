@@ -19,7 +19,7 @@ them is the last boot of the same image.
   one task per file and proxy fetches the profile's blocks in profile
   order, ``window`` bytes in flight: concurrent clones share it, and the
   guest's own misses join a fetch in flight (collapsed forwarding in
-  :class:`reads.CachedReads`) or go out at once beside it, behind at
+  :class:`fetch.Fetcher`) or go out at once beside it, behind at
   most ``window`` bytes on the link.  It stops when the file changes,
   a fetch fails, or it has fetched ``max_bytes`` (a share of the cache:
   a profile can never flush the cache it fills).
@@ -46,11 +46,12 @@ from oslo_log import log as logging
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
+from gvfs_openstack.proxy.cache.fetch import FetchError
 from gvfs_openstack.proxy.cache.freshness import version_key
-from gvfs_openstack.proxy.cache.reads import FetchError
 from gvfs_openstack.proxy.cache.window import FetchWindow
 from gvfs_openstack.proxy.upstream_calls import ReplyError
 from gvfs_openstack.sidecar import profile as profile_format
+from gvfs_openstack.sidecar import profile_plan
 
 LOG = logging.getLogger(__name__)
 
@@ -61,19 +62,21 @@ PROFILE_MODE = 0o640
 
 
 class BootProfiles:
-    """Records and replays the boot profiles of the files ``reads`` serves.
+    """Records and replays the boot profiles of the files read.
 
-    ``sidecars`` (:class:`sidecars.Sidecars`) knows where each file is
-    and reads files beside it; ``upstream`` is the
+    :meth:`on_read` is told of every READ (a hook of
+    :class:`reads.CachedReads`); ``fetcher`` (:class:`fetch.Fetcher`)
+    fetches a profile's blocks.  ``sidecars`` (:class:`sidecars.Sidecars`)
+    knows where each file is and reads files beside it; ``upstream`` is the
     :class:`~gvfs_openstack.proxy.upstream_calls.UpstreamCalls` a
     profile is written through.
     """
 
-    def __init__(self, reads, sidecars, upstream, counters, record=True,
+    def __init__(self, fetcher, sidecars, upstream, counters, record=True,
                  prefetch=True, quiet_seconds=30.0, max_seconds=600.0,
                  window=4 * 1024 * 1024, max_bytes=None,
                  max_write=1024 * 1024, clock=time.monotonic, stream=None):
-        self.reads = reads
+        self.fetcher = fetcher
         self.sidecars = sidecars
         self.upstream = upstream
         #: :class:`counters.ProfileCounters`
@@ -82,7 +85,7 @@ class BootProfiles:
         self.prefetch = prefetch
         self.quiet_seconds = quiet_seconds
         self.max_seconds = max_seconds
-        self.window = max(window, reads.block_size)
+        self.window = max(window, fetcher.block_size)
         self.max_bytes = max_bytes
         self.max_write = max_write
         self.clock = clock
@@ -205,7 +208,7 @@ class BootProfiles:
                      time.monotonic() - started)
             if self.counters.prefetch_stopped != stopped:
                 return None
-            return fetched * self.reads.block_size
+            return fetched * self.fetcher.block_size
         except asyncio.CancelledError:
             raise
         except FetchError as e:
@@ -216,33 +219,20 @@ class BootProfiles:
             LOG.exception("boot prefetch failed")
         return None
 
-    def cache_blocks(self, found):
-        """The cache's blocks the profile names, in its order, once each."""
-        bs = self.reads.block_size
-        order, seen = [], set()
-        for start, end in found.byte_ranges():
-            if end <= start:
-                continue
-            for block in range(start // bs, (end - 1) // bs + 1):
-                if block not in seen:
-                    seen.add(block)
-                    order.append(block)
-        return order
-
     async def _fetch_in_order(self, call, state, key, found):
         """Fetch the profile's blocks in its order, a window in flight.
 
-        Up to a fetch's size of its runs in one READV (:meth:`CachedReads.
+        Up to a fetch's size of its runs in one READV (:meth:`Fetcher.
         batches`): a boot's blocks are scattered, and one call per run
         would cost every hop a call per 64 KiB.
         """
-        reads = self.reads
+        fetcher = self.fetcher
         window = FetchWindow(self.window, fits=True)
         fetched = 0
         try:
-            for batch, batch_bytes in reads.batches(
+            for batch, batch_bytes in fetcher.batches(
                     state, self._runs(state, key, found)):
-                if not reads.is_version(state, key):
+                if not fetcher.is_version(state, key):
                     break       # What is left was chosen for another one.
                 fetched += await self._send(call, state, window, batch,
                                             batch_bytes)
@@ -256,29 +246,28 @@ class BootProfiles:
         """The profile's runs still to fetch, in its order.
 
         A run is blocks next in the profile that are also next on disk,
-        none of them cached or on their way already.  Ends when the file
-        changes, or at the prefetch's share of the cache.
+        none of them cached or on their way already
+        (:func:`profile_plan.runs`).  Ends when the file changes, or at
+        the prefetch's share of the cache.
         """
-        reads = self.reads
+        fetcher = self.fetcher
         budget = self.max_bytes
-        order = self.cache_blocks(found)
-        i = 0
-        while i < len(order):
-            if not reads.is_version(state, key):
-                self.counters.prefetch_stopped += 1
-                return
-            first = order[i]
-            i += 1
-            if not reads.wanted(state, first):
-                self.counters.prefetch_blocks_present += 1
-                continue
-            count = 1
-            while i < len(order) and order[i] == first + count and \
-                    count < reads.max_fetch_blocks and \
-                    reads.wanted(state, order[i]):
-                count += 1
-                i += 1
-            run_bytes = reads.run_bytes(state, first, count)
+
+        def going_on():
+            if fetcher.is_version(state, key):
+                return True
+            self.counters.prefetch_stopped += 1
+            return False
+
+        def present(block):
+            self.counters.prefetch_blocks_present += 1
+
+        for first, count in profile_plan.runs(
+                profile_plan.blocks(found, fetcher.block_size),
+                fetcher.max_fetch_blocks,
+                wanted=lambda block: fetcher.wanted(state, block),
+                on_present=present, going_on=going_on):
+            run_bytes = fetcher.run_bytes(state, first, count)
             if budget is not None:
                 if budget < run_bytes:
                     self.counters.prefetch_stopped += 1
@@ -294,13 +283,13 @@ class BootProfiles:
         The blocks fetched.  A reader's miss may have fetched some of
         them while this waited: those are not fetched twice.
         """
-        reads = self.reads
         try:
             await window.make_room(batch_bytes)
         finally:
             self.counters.prefetch_bytes += window.arrived
             window.arrived = 0
-        futures, fetch_bytes, still = reads.fetch_wanted(call, state, batch)
+        futures, fetch_bytes, still = self.fetcher.fetch_wanted(
+            call, state, batch)
         if futures is not None:
             window.add(futures, fetch_bytes)
         self.counters.prefetch_blocks_present += \
@@ -321,7 +310,7 @@ class BootProfiles:
         if found is None:
             if self.sidecars.where(fh) is None:
                 return      # No name to write a profile beside.
-            recording = profile_format.Recording(self.reads.block_size,
+            recording = profile_format.Recording(self.fetcher.block_size,
                                                  now)
             self._remember(self._recordings, fh, (key, recording))
             self._spawn(self._record(call, state, key, recording))
@@ -343,7 +332,7 @@ class BootProfiles:
         finally:
             if self._recordings.get(fh, (None, None))[1] is recording:
                 self._recordings.pop(fh)
-        if not len(recording) or not self.reads.is_version(state, key):
+        if not len(recording) or not self.fetcher.is_version(state, key):
             return
         if recording.is_copy(key[0]):
             LOG.info("not keeping a boot profile of a file read through "

@@ -77,6 +77,17 @@ class Sidecars:
         """``(dir_fh, name)`` a LOOKUP gave for ``fh``, or None."""
         return self._names.get(bytes(fh))
 
+    async def load_zeros(self, call, state):
+        """Give ``state`` its file's sidecar and zero map, once a version.
+
+        What :func:`freshness.zeros_of` then answers with.
+        """
+        key = version_key(state.fattr)
+        if state.zeros_for != key:
+            state.sidecar = await self.sidecar_of(call, state)
+            state.zeros = state.sidecar.zeros if state.sidecar else None
+            state.zeros_for = key
+
     async def sidecar_of(self, call, state):
         """The sidecar that describes the file of ``state`` now, or None."""
         fh = state.fh

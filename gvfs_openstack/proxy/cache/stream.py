@@ -34,7 +34,7 @@ guest.  Then:
   link's queue stays short: a guest's own miss, sent at once beside the
   stream, waits behind at most the window's excess over the product;
 * a guest that wants a block the stream is fetching joins that fetch
-  (collapsed forwarding in :class:`reads.CachedReads`) instead of
+  (collapsed forwarding in :class:`fetch.Fetcher`) instead of
   asking again;
 * it stops at its share of the cache (what the profile's prefetch took
   counts against it), when the file changes or is deleted, when a fetch
@@ -54,7 +54,8 @@ import time
 from oslo_log import log as logging
 
 from gvfs_openstack.proxy.cache import bulk_fetch
-from gvfs_openstack.proxy.cache.reads import FetchError
+from gvfs_openstack.proxy.cache.fetch import FetchError
+from gvfs_openstack.proxy.cache.freshness import zeros_of
 from gvfs_openstack.proxy.cache.window import FetchWindow
 
 LOG = logging.getLogger(__name__)
@@ -74,21 +75,22 @@ class _StreamStopped(Exception):
 
 
 class ImageStreams:
-    """Streams whole images into the cache that ``reads`` serves.
+    """Streams whole images into the cache through ``fetcher``.
 
-    ``upstream`` is the :class:`UpstreamCalls` of the bulk READs,
-    ``counters`` a :class:`counters.StreamCounters`.
+    ``fetcher`` is the cache's :class:`fetch.Fetcher`, ``upstream`` the
+    :class:`UpstreamCalls` of the bulk READs, ``counters`` a
+    :class:`counters.StreamCounters`.
     """
 
-    def __init__(self, reads, upstream, counters, chunk_size=1024 * 1024,
+    def __init__(self, fetcher, upstream, counters, chunk_size=1024 * 1024,
                  window=2 * 1024 * 1024, max_bytes=None, max_wait=600.0,
                  quiet_seconds=30.0, clock=time.monotonic):
-        self.reads = reads
+        self.fetcher = fetcher
         self.upstream = upstream
         self.counters = counters
-        bs = reads.block_size
+        bs = fetcher.block_size
         self.chunk_blocks = max(1, min(chunk_size // bs,
-                                       reads.max_fetch_blocks))
+                                       fetcher.max_fetch_blocks))
         self.window = max(window, bs)
         self.max_bytes = max_bytes
         self.max_wait = max_wait
@@ -127,7 +129,7 @@ class ImageStreams:
         metadata sidecar: golden images) are streamed, and not those
         whose sidecar says ``whole_file`` (:mod:`bulk_fetch` has them).
         """
-        if self.reads.zeros_of(state) is None or \
+        if zeros_of(state) is None or \
                 state.sidecar.action == "whole_file":
             return 0    # Not a golden image, or one that comes whole.
         self.counters.streams += 1
@@ -166,32 +168,32 @@ class ImageStreams:
         In file order.  A block whose cache set holds no free frame is
         left to its reader: the stream pushes nothing out.
         """
-        reads = self.reads
-        blocks = -(-state.fattr.size // reads.block_size)
+        fetcher = self.fetcher
+        blocks = -(-state.fattr.size // fetcher.block_size)
         for first in range(0, blocks, self.chunk_blocks):
             wanted = []
             for block in range(first, min(first + self.chunk_blocks,
                                           blocks)):
-                if not reads.wanted(state, block):
+                if not fetcher.wanted(state, block):
                     continue
-                if reads.room_for(state, block):
+                if fetcher.room_for(state, block):
                     wanted.append(block)
                 else:
                     self.counters.stream_blocks_no_room += 1
-            yield from reads.runs(wanted)
+            yield from fetcher.runs(wanted)
 
     async def _stream(self, call, state, key, budget, plain, started,
                       waited):
-        reads = self.reads
+        fetcher = self.fetcher
         progress = _Progress()
         reader = None if plain else progress.reader(self, state)
         window = FetchWindow(self.window)
         fetched = 0
         try:
             for first, count in self._runs(state):
-                if not self.reads.is_version(state, key):
+                if not fetcher.is_version(state, key):
                     raise _StreamStopped("the file changed")
-                run_bytes = reads.run_bytes(state, first, count)
+                run_bytes = fetcher.run_bytes(state, first, count)
                 if budget is not None:
                     if budget < run_bytes:
                         raise _StreamStopped("its share of the cache is "
@@ -200,11 +202,11 @@ class ImageStreams:
                 wire = run_bytes * progress.ratio
                 await self._room(window, wire, progress)
                 sent = self.clock()
-                for run_first, run_count in reads.wanted_runs(state, first,
-                                                              count):
-                    window.add(reads.fetch(call, state, run_first,
-                                           run_count, reader,
-                                           speculative=True),
+                for run_first, run_count in fetcher.wanted_runs(
+                        state, first, count):
+                    window.add(fetcher.fetch(call, state, run_first,
+                                             run_count, reader,
+                                             speculative=True),
                                wire * run_count / count)
                     self.counters.stream_blocks += run_count
                     fetched += run_count
@@ -253,7 +255,7 @@ class _Progress:
         return max(MIN_RATIO, self.wire / self.raw)
 
     def reader(self, streams, state):
-        """A ``reader`` for :meth:`CachedReads.fetch`: one bulk READ."""
+        """A ``reader`` for :meth:`Fetcher.fetch`: one bulk READ."""
         counters = streams.counters
 
         async def bulk_read(call, state, start, end):

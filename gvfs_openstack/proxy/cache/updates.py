@@ -56,7 +56,7 @@ def _write_range(args):
 class ReplyObserver:
     """Tells the cache what each reply passing through the proxy means.
 
-    ``reads`` (:class:`CachedReads`) drops written blocks, ``files``
+    ``fetcher`` (:class:`fetch.Fetcher`) drops written blocks, ``files``
     (:class:`FileStates`) takes attributes, ``policies``
     (:class:`ExportPolicies`) and ``sidecars`` (:class:`Sidecars`, if
     any) learn which export and which name a handle has, and all three
@@ -65,8 +65,8 @@ class ReplyObserver:
     removed name was.
     """
 
-    def __init__(self, reads, files, policies, sidecars=None, names=None):
-        self.reads = reads
+    def __init__(self, fetcher, files, policies, sidecars=None, names=None):
+        self.fetcher = fetcher
         self.files = files
         self.policies = policies
         self.sidecars = sidecars
@@ -93,7 +93,7 @@ class ReplyObserver:
         ``res`` is its ``nfs3.Result``, None if there is none to read.
         """
         # Whatever the outcome, those bytes may have changed.
-        self.reads.discard_range(fh, offset, count)
+        self.fetcher.discard_range(fh, offset, count)
         if res is not None:
             self._own_write(fh, res)
 
@@ -112,7 +112,7 @@ class ReplyObserver:
             if call.proc == Nfs3Proc.WRITE:
                 fh, offset, count = _write_range(call.args)
                 # Whatever the outcome, those bytes may have changed.
-                self.reads.discard_range(fh, offset, count)
+                self.fetcher.discard_range(fh, offset, count)
             results = rpc.results_of(reply_message)
             if results is None:
                 return
@@ -202,7 +202,7 @@ class ReplyObserver:
             known.extend(attrs.size for attrs in state.current)
         end = max(known, default=size)
         if end > size:
-            self.reads.discard_range(fh, size, end - size)
+            self.fetcher.discard_range(fh, size, end - size)
 
     def _unlinked(self, fh):
         """A removal through this proxy took a link of ``fh`` (if known).

@@ -18,9 +18,10 @@ from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import mount3
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
-from gvfs_openstack.proxy.cache.reads import FetchError
+from gvfs_openstack.proxy.cache.fetch import FetchError
 from gvfs_openstack.proxy.cache.window import FetchWindow
 from gvfs_openstack.proxy.upstream_calls import ReplyError
+from gvfs_openstack.sidecar import profile_plan
 
 MIB = 1024 * 1024
 
@@ -30,15 +31,15 @@ class WarmError(exceptions.GvfsError):
 
 
 class Warmer:
-    """Warms files into ``reads``'s cache through ``upstream``.
+    """Warms files into the cache through ``fetcher`` (a :class:`Fetcher`).
 
     What it resolves teaches ``policies`` (and ``sidecars``, if any)
     the files' export and name, as a client's MNT and LOOKUPs would.
     """
 
-    def __init__(self, reads, upstream, policies, sidecars, block_size,
+    def __init__(self, fetcher, upstream, policies, sidecars, block_size,
                  default_rate_mib, profiles=None, window=4 * MIB):
-        self.reads = reads
+        self.fetcher = fetcher
         #: :class:`profiles.BootProfiles`: its blocks are fetched first.
         self.profiles = profiles
         #: Bytes of READs kept in flight.
@@ -95,35 +96,36 @@ class Warmer:
             fh = bytes(await self._resolve(path))
         except ReplyError as e:
             raise WarmError(path=path, reason=str(e)) from e
-        reads = self.reads
+        fetcher = self.fetcher
         call = rpc.Call(0, const.NFS_PROGRAM, 3, Nfs3Proc.READ, self.cred)
-        reads.forget(fh)
-        state = await reads.state_of(call, fh)
+        fetcher.forget(fh)
+        state = await fetcher.state_of(call, fh)
         if state is None:
             raise WarmError(path=path, reason="GETATTR refused upstream")
         if state.fattr.type != const.FileType.NF3REG:
             raise WarmError(path=path, reason="not a regular file")
         # Zero blocks by the file's sidecar count as present.
-        await reads.load_zeros(call, state)
+        if self.sidecars is not None:
+            await self.sidecars.load_zeros(call, state)
         bs = self.block_size
         size = state.fattr.size
         missing = [b for b in range(-(-size // bs))
-                   if reads.wanted(state, b)]
+                   if fetcher.wanted(state, b)]
         missing = await self._boot_set_first(call, state, missing)
         start = time.monotonic()
         window = FetchWindow(self.window)
         try:
             # The boot set's runs are scattered: many go in one READV.
-            for batch, batch_bytes in reads.batches(
-                    state, reads.runs(missing)):
+            for batch, batch_bytes in fetcher.batches(
+                    state, fetcher.runs(missing)):
                 await window.make_room(batch_bytes)
                 # Keep the average under the cap.
                 ahead = (window.arrived + window.in_flight + batch_bytes) / \
                     rate - (time.monotonic() - start)
                 if ahead > 0:
                     await asyncio.sleep(ahead)
-                futures, fetch_bytes, _ = reads.fetch_wanted(call, state,
-                                                             batch)
+                futures, fetch_bytes, _ = fetcher.fetch_wanted(call, state,
+                                                               batch)
                 if futures is not None:
                     window.add(futures, fetch_bytes)
             await window.drain()
@@ -148,7 +150,7 @@ class Warmer:
         if found is None:
             return missing
         wanted = set(missing)
-        first = [b for b in self.profiles.cache_blocks(found)
+        first = [b for b in profile_plan.blocks(found, self.block_size)
                  if b in wanted]
         chosen = set(first)
         return first + [b for b in missing if b not in chosen]

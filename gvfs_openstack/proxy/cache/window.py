@@ -96,7 +96,7 @@ class PathEstimate:
 
 
 class FetchWindow:
-    """Fetches started by :meth:`CachedReads.fetch`, ``size`` bytes at most.
+    """Fetches started by :meth:`Fetcher.fetch`, ``size`` bytes at most.
 
     Each fetch's futures are awaited through a shield: they are shared
     with readers waiting for the same blocks, and a window that is
@@ -131,7 +131,7 @@ class FetchWindow:
         """Wait until ``nbytes`` more fit (or nothing is in flight).
 
         Raises what a fetch that arrived failed with
-        (:class:`reads.FetchError`).
+        (:class:`fetch.FetchError`).
         """
         while self._runs and self.in_flight + nbytes > self.limit:
             await self._one()

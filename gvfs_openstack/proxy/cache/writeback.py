@@ -127,8 +127,9 @@ class WriteBackLimits:
 class WriteBack:
     """Answers WRITE and COMMIT of written-back files from the journal.
 
-    ``reads`` is the :class:`CachedReads` the server's bytes and
-    attributes come from, ``upstream`` the :class:`UpstreamCalls` of the
+    ``fetcher`` is the :class:`Fetcher` the server's bytes and
+    attributes come from, ``files`` the :class:`FileStates` it shares,
+    ``upstream`` the :class:`UpstreamCalls` of the
     next hop, ``policies`` the :class:`ExportPolicies` that say which
     files are written back, ``observer`` the :class:`ReplyObserver` told
     of the WRITEs written through; ``limits`` its
@@ -137,10 +138,11 @@ class WriteBack:
     and tells".
     """
 
-    def __init__(self, journal, reads, upstream, policies, observer,
-                 counters, limits, clock=time.monotonic):
+    def __init__(self, journal, fetcher, files, upstream, policies,
+                 observer, counters, limits, clock=time.monotonic):
         self.journal = journal
-        self.reads = reads
+        self.fetcher = fetcher
+        self.files = files
         self.upstream = upstream
         self.policies = policies
         self.observer = observer
@@ -270,10 +272,8 @@ class WriteBack:
         base = self._bases.get(fh)
         if base is not None:
             return base
-        state = self.reads.files.get(fh)
-        if state is not None and state.checked > self._changed_at and \
-                self.reads.clock() - state.checked < \
-                self.policies.revalidate_after(fh):
+        state = self.fetcher.trusted(fh)
+        if state is not None and state.checked > self._changed_at:
             base = state.fattr
         else:
             status, base = await self._ask(fh, call.cred, call.verf)
@@ -290,7 +290,7 @@ class WriteBack:
 
         ``(None, None)`` if the next hop refused the call.
         """
-        reports = self.reads.files.reports_of(fh)
+        reports = self.files.reports_of(fh)
         try:
             res = await self.upstream.nfs(
                 Nfs3Proc.GETATTR, nfs3.GetattrArgs(fh), cred, verf)
@@ -300,7 +300,7 @@ class WriteBack:
             return None, None
         if not res.ok:
             return res.status, None
-        self.reads.files.observe(fh, res.body.obj_attributes, reports)
+        self.files.observe(fh, res.body.obj_attributes, reports)
         return res.status, res.body.obj_attributes
 
     def _learn(self, fh, fattr):
@@ -383,7 +383,7 @@ class WriteBack:
         if res is not None and not res.ok:
             return  # Nothing changed.
         self._bases.clear()
-        self._changed_at = self.reads.files.clock()
+        self._changed_at = self.files.clock()
 
     async def _before_create(self, call, args):
         """A CREATE that truncates may hit a dirty file: write back first.
@@ -549,13 +549,13 @@ class WriteBack:
         False if they cannot be had from the cache (the READ is then
         forwarded, and the server says why).
         """
-        state = await self.reads.state_of(call, fh)
+        state = await self.fetcher.state_of(call, fh)
         if state is None:
             return False
         upstream_end = min(end, state.fattr.size)
         if upstream_end <= start:
             return True
-        pieces = await self.reads.blocks(call, state, start, upstream_end)
+        pieces = await self.fetcher.blocks(call, state, start, upstream_end)
         if pieces is None:
             return False
         position = 0
@@ -622,7 +622,7 @@ class WriteBack:
         lost = self.dirty.discard(fh)
         self._bases.pop(fh, None)
         # Its cached attributes must not answer for it either.
-        self.reads.forget(fh)
+        self.fetcher.forget(fh)
         if not lost:
             return
         self.counters.writeback_discarded_bytes += lost
@@ -638,10 +638,10 @@ class WriteBack:
         it is still dirty here.
         """
         for extent in extents:
-            self.reads.discard_range(fh, extent.offset, extent.length)
+            self.fetcher.discard_range(fh, extent.offset, extent.length)
         # The server's attributes changed: ask again before trusting
         # blocks cached under the old ones.
-        self.reads.forget(fh)
+        self.fetcher.forget(fh)
         self._learn(fh, fattr)
         self._prune(fh)
 
