@@ -167,11 +167,15 @@ class LocalPeers:
     def _is_this_hosts(self, ip, local_ip):
         """Whether ``ip`` is an address of this host.
 
-        A listener on loopback hears only this host; an address the
-        kernel cannot list is taken as this host's (refused unless its
-        owner is found): a check that fails must not let a peer through.
+        An address the kernel cannot list is taken as this host's
+        (refused unless its owner is found): a check that fails must not
+        let a peer through.  A listener's loopback address says nothing
+        of the peer: with ``route_localnet`` and a DNAT rule (a
+        container's published port, the lab's emulated WAN) hosts of
+        other network namespaces reach it from their own addresses,
+        and their sockets are not this namespace's to find.
         """
-        if ip.is_loopback or local_ip.is_loopback or ip == local_ip:
+        if ip.is_loopback or ip == local_ip:
             return True
         try:
             return ip in {_plain(a) for a in self._addresses()}

@@ -191,3 +191,22 @@ def test_local_users_are_names_or_uids():
     assert local_peers.resolve_users(["root", "4242"]) == {0, 4242}
     with pytest.raises(ValueError, match="no such local user"):
         local_peers.resolve_users(["no-such-user-here"])
+
+
+def test_a_peer_of_another_namespace_reaching_a_loopback_listener():
+    """A peer of another namespace at a loopback listener is remote.
+
+    A DNAT rule to a loopback listener (a published port, the lab's
+    emulated WAN) brings peers of other namespaces: their address is not
+    this host's and their socket is not here to find.  They are left to
+    the other checks, as any remote peer; this host's own addresses and
+    loopback still need an owner found.
+    """
+    peers = local_peers.LocalPeers(
+        uids=(0,), find=lambda peer, local: None,
+        addresses=lambda: frozenset({ipaddress.ip_address("192.0.2.2")}))
+    local = ("127.0.0.1", 2049)
+    assert peers.refusal(("10.213.47.94", 55850), local) is None
+    for mine in ("192.0.2.2", "127.0.0.1", "127.0.0.9"):
+        assert "whose owner is not known" in peers.refusal(
+            (mine, 55850), local), mine
