@@ -78,6 +78,30 @@ class _Primitive(Codec[_T]):
         return self._unpack(unpacker, *self._args)
 
 
+class _Name(Codec[str]):
+    """A component name (``filename3``): a string that names one entry.
+
+    RFC 1813 lets a name hold any byte, but a server's file system
+    cannot: a NUL ends the name there (NFS-Ganesha cuts ``images\0`` to
+    ``images``), and a ``/`` makes it a path.  A name that differs
+    between the proxy's checks and the server's file system walks
+    around every check by name, so such a name is refused when decoded,
+    as Linux's nfsd refuses it (``svcxdr_decode_filename``): the call is
+    GARBAGE_ARGS.  Packing is not checked: a test must be able to send
+    what an attacker sends.
+    """
+
+    def pack(self, packer: Packer, value: str) -> None:
+        packer.pack_string(value)
+
+    def unpack(self, unpacker: Unpacker) -> str:
+        value = unpacker.unpack_string()
+        if "\0" in value or "/" in value:
+            raise XdrError("a file name with a %s in it: %r" % (
+                "NUL" if "\0" in value else "slash", value))
+        return value
+
+
 class _FixedOpaque(Codec[bytes]):
     def __init__(self, size: int) -> None:
         self.size = size
@@ -255,6 +279,10 @@ def opaque(maximum: int | None = None) -> Codec[bytes]:
 
 def string(maximum: int | None = None) -> Codec[str]:
     return _Primitive("pack_string", "unpack_string", maximum)
+
+
+def name() -> Codec[str]:
+    return _Name()
 
 
 def fixed_opaque(size: int) -> Codec[bytes]:

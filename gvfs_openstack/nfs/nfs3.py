@@ -26,7 +26,7 @@ from gvfs_openstack.nfs.xdr import Unpacker
 # --- basic data types (section 2.5) -----------------------------------------
 
 FH = c.opaque(const.NFS3_FHSIZE)          # nfs_fh3
-FILENAME = c.string()                      # filename3
+FILENAME = c.name()                        # filename3: no NUL, no /
 NFSPATH = c.string()                       # nfspath3
 COOKIEVERF = c.fixed_opaque(const.NFS3_COOKIEVERFSIZE)
 CREATEVERF = c.fixed_opaque(const.NFS3_CREATEVERFSIZE)

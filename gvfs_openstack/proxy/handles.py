@@ -76,14 +76,26 @@ class AdmittedHandles:
             self._handles.popitem(last=False)
 
 
+#: The procedures whose arguments carry a file name (``diropargs3``).
+NAMING = frozenset({Nfs3Proc.LOOKUP, Nfs3Proc.CREATE, Nfs3Proc.MKDIR,
+                    Nfs3Proc.SYMLINK, Nfs3Proc.MKNOD, Nfs3Proc.REMOVE,
+                    Nfs3Proc.RMDIR, Nfs3Proc.RENAME, Nfs3Proc.LINK})
+
+
 def named_handles(proc, args):
     """The handles an NFSv3 call names (ProtocolError if unreadable).
 
     Every procedure but NULL starts with one; RENAME and LINK name a
-    second, further on.
+    second, further on.  A call that carries a file name is decoded
+    whole, so that a name with a NUL or a slash in it is unreadable
+    (``nfs3.FILENAME``): the server's file system would see another
+    name than every check made here by name, the export guard's
+    included (``LOOKUP "..\0"`` is ``..`` at NFS-Ganesha).
     """
     if proc == Nfs3Proc.NULL:
         return ()
+    if proc in NAMING and proc not in (Nfs3Proc.RENAME, Nfs3Proc.LINK):
+        nfs3.decode_args(proc, args)
     if proc == Nfs3Proc.RENAME:
         parsed = nfs3.decode_args(proc, args)
         return parsed.from_.dir, parsed.to.dir

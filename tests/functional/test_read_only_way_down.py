@@ -24,6 +24,7 @@ from gvfs_lab.topology import Proxy
 from gvfs_openstack.client.nfs import NfsClient
 from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.errors import NfsError
+from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.nfs import nfs3
 from tests.functional.conftest import sha256
 
@@ -130,6 +131,51 @@ def test_images_cannot_be_swapped_from_the_export_root(compute):
     _run(node.port, lab.export, attacks)
     assert _state(lab.export) == before
     assert server.stats()["read_only_refused"] - refused == 10
+
+
+def _garbage():
+    return pytest.raises(RpcError, match="GARBAGE_ARGS")
+
+
+def test_a_name_the_dtn_would_read_otherwise_is_refused(compute):
+    """A NUL in a name: NFS-Ganesha cuts ``images\0`` to ``images``.
+
+    Every check by name would see one name and the DTN's file system
+    another: the swap of ``images/``, a sidecar planted in it as a
+    "profile" (``.gvfs-meta.golden\0.profile``), the way up out of an
+    allowed export (``..\0``).  The server proxy refuses a name with a
+    NUL or a slash in it as garbage, before any check, as Linux's nfsd
+    does.  Found by an independent attack on the read-only fix.
+    """
+    lab, server, node = compute
+    before = _state(lab.export)
+
+    async def attacks(nfs, root):
+        images = await nfs.lookup(root, "images")
+        await nfs.mkdir(root, "mine", 0o755)
+        try:
+            with _garbage():
+                await nfs.rename(root, "images\0", root, "old-images")
+            with _garbage():
+                await nfs.rename(root, "mine", root, "images\0")
+            with _garbage():
+                await nfs.rename(root, "mine", root, "images/")
+            with _garbage():
+                await nfs.create(images.object,
+                                 ".gvfs-meta.golden\0.profile", 0o644)
+            with _garbage():
+                await nfs.lookup(images.object, "..\0")
+            with _garbage():
+                await nfs.lookup(root, "images/golden")
+            with _garbage():
+                await nfs.remove(images.object, "golden\0")
+            # Lawful names on the same calls still pass.
+            assert (await nfs.lookup(images.object, "golden")).object
+        finally:
+            await nfs.rmdir(root, "mine")
+
+    _run(node.port, lab.export, attacks)
+    assert _state(lab.export) == before
 
 
 def test_the_export_root_cannot_be_locked(compute):

@@ -312,6 +312,59 @@ def test_a_garbled_handle_is_garbage_args():
     assert server.calls == []
 
 
+#: Names the server's file system would read as another name.
+TWO_FACED = ("images\0", "..\0", ".gvfs-meta.golden\0.profile", "a/b",
+             "images/", "/")
+
+
+def _naming_calls(name):
+    """Every procedure that carries a file name, with ``name`` in it."""
+    where = nfs3.DirOpArgs(ROOT, name)
+    other = nfs3.DirOpArgs(SUB, "b")
+    return {
+        Nfs3Proc.LOOKUP: nfs3.LookupArgs(where),
+        Nfs3Proc.CREATE: nfs3.CreateArgs(where, nfs3.CreateHow(
+            const.CreateMode.UNCHECKED, nfs3.Sattr(mode=0o644))),
+        Nfs3Proc.MKDIR: nfs3.MkdirArgs(where, nfs3.Sattr(mode=0o755)),
+        Nfs3Proc.SYMLINK: nfs3.SymlinkArgs(where, nfs3.Sattr(), "target"),
+        Nfs3Proc.REMOVE: nfs3.RemoveArgs(where),
+        Nfs3Proc.RMDIR: nfs3.RemoveArgs(where),
+        Nfs3Proc.MKNOD: nfs3.MknodArgs(where, nfs3.MknodData(
+            const.FileType.NF3FIFO, nfs3.Sattr(mode=0o644))),
+        Nfs3Proc.RENAME: nfs3.RenameArgs(where, other),
+        Nfs3Proc.LINK: nfs3.LinkArgs(GOLDEN, where),
+    }
+
+
+@pytest.mark.parametrize("name", TWO_FACED)
+def test_a_name_with_a_nul_or_a_slash_is_garbage_and_never_forwarded(name):
+    """A name the DTN would read as another is refused whole.
+
+    NFS-Ganesha cuts a name at its NUL: every check by name here would
+    see another name than the DTN's file system.  Refused as Linux's
+    nfsd refuses it, on every procedure that names one and on either
+    side of a RENAME.
+    """
+    calls = dict(_naming_calls(name))
+    calls["rename to"] = nfs3.RenameArgs(nfs3.DirOpArgs(SUB, "b"),
+                                         nfs3.DirOpArgs(ROOT, name))
+    for proc, args in calls.items():
+        proc = Nfs3Proc.RENAME if proc == "rename to" else proc
+        encoded = nfs3.encode_args(proc, args)
+        with pytest.raises(ProtocolError):
+            handles.named_handles(proc, encoded)
+        role, server = make_role()
+        reply = rpc.decode_message(asyncio.run(role.handle(*nfs_call(
+            proc, encoded))))
+        assert reply.accept_stat == const.AcceptStat.GARBAGE_ARGS, proc
+        assert nfs_calls(server) == [], proc
+
+
+def test_lawful_names_still_pass_on_every_naming_procedure():
+    for proc, args in _naming_calls("golden.img").items():
+        handles.named_handles(proc, nfs3.encode_args(proc, args))
+
+
 def test_a_failed_walk_is_a_system_error_and_is_tried_again():
     server = StandInServer(fail=True)
     role, _ = make_role(server)
