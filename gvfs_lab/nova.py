@@ -19,6 +19,7 @@ there too) go into the catalog in the glance-api's region, so a user's
 servers, placement and the network API together.
 """
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -97,6 +98,11 @@ def _make_host_directories(workdir):
         os.makedirs(os.path.join(workdir, directory), exist_ok=True)
 
 
+def _result_or_none(future):
+    """A finished future's result, or None if it raised."""
+    return None if future.exception() is not None else future.result()
+
+
 class Nova:
     """A one-cell Nova with one compute host on the lab's libvirtd.
 
@@ -138,18 +144,29 @@ class Nova:
     def _start(self, rabbitmq, postgres, gvfs):
         databases = {name: postgres.database(name) for name in (
             "nova_api", "nova_cell0", "nova_cell1", "placement")}
-        self.placement = placement_lab.Placement(
-            os.path.join(self.workdir, "placement"), self.keystone,
-            databases["placement"], self.region)
-        self.neutron = neutron_lab.Neutron(
-            os.path.join(self.workdir, "neutron"), self.keystone,
-            rabbitmq.url, self.region)
         _make_host_directories(self.workdir)
         auth = service.service_user(self.keystone, "nova-services")
         self._config_args = (databases, rabbitmq.url, auth)
         self.config_file = self._write_config(databases, rabbitmq.url,
                                               auth, gvfs)
-        self._make_cells(databases, rabbitmq.url)
+        # Placement, neutron's API and Nova's databases need nothing of
+        # each other: each is a minute of schema and imports on a slow
+        # machine, so they are made side by side.  Placement is up
+        # before nova-compute starts, which reports to it at once.
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            placement = pool.submit(
+                placement_lab.Placement,
+                os.path.join(self.workdir, "placement"), self.keystone,
+                databases["placement"], self.region)
+            neutron = pool.submit(
+                neutron_lab.Neutron, os.path.join(self.workdir, "neutron"),
+                self.keystone, rabbitmq.url, self.region)
+            cells = pool.submit(self._make_cells, databases, rabbitmq.url)
+        # Kept before any error is raised, for stop() to stop.
+        self.placement = _result_or_none(placement)
+        self.neutron = _result_or_none(neutron)
+        for made in (placement, neutron, cells):
+            made.result()
         # nova-api loads its paste pipeline from the first file it is
         # given: Nova's shipped one, copied beside nova.conf.
         shutil.copyfile(PASTE, os.path.join(self.workdir, "api-paste.ini"))

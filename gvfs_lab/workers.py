@@ -3,7 +3,8 @@
 
 The suite spends much of its time waiting: on emulated WAN round trips,
 on services starting, on guests booting under TCG, with one core idle.
-Two workers (``--dist loadgroup``) overlap those waits.  What that needs
+Two workers (``--dist loadfile``, by units of :func:`group_scheduler`)
+overlap those waits.  What that needs
 of the lab:
 
 - A test module runs whole in one worker: its tests share its module
@@ -73,10 +74,10 @@ def group_of(module, shared):
 
 
 def schedule(items, seconds, shared):
-    """Order ``items`` for ``--dist loadgroup``, longest work unit first.
+    """Order ``items`` by work unit, the longest unit first.
 
     Each module, or each group of ``shared`` modules, is one work unit
-    (its ``xdist_group``; see :func:`group_of`).  Units run longest
+    (:func:`group_of`).  Units run longest
     first by ``seconds`` (``{module: seconds}`` measured in a run of
     the suite), the rule that keeps the run from ending on one long unit
     alone; a unit's length is the sum of its modules'.  A module not in
@@ -99,6 +100,27 @@ def schedule(items, seconds, shared):
                                  first_seen[group[item]],
                                  module_seen[module_of(item)]))
     return group
+
+
+def group_scheduler(config, log, shared):
+    """xdist's scheduler of whole work units (``pytest_xdist_make_scheduler``).
+
+    ``--dist loadfile`` hands out one module at a time; this one hands
+    out one unit of :func:`group_of` at a time: a module, or the group
+    of ``shared`` modules that use one costly session fixture.  (xdist's
+    own ``loadgroup`` writes the group into each node id, which pytest
+    9 no longer lets a plugin change: seen with pytest 9.2 and
+    pytest-xdist 3.8, one module's tests went to both workers.)
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            module = path.rpartition("/")[2].removesuffix(".py")
+            return group_of(module, shared)
+
+    return GroupScheduling(config, log)
 
 
 #: Seconds a module not yet measured is taken to last.

@@ -44,7 +44,6 @@ SHARED = {"dr-lab": ("test_server_migration", "test_gvfs_api",
                      "test_migration", "test_delta_transfer")}
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     missing = [tool for tool in REQUIRED
                if not shutil.which(tool) and not os.path.exists(
@@ -54,10 +53,14 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             "functional tests need root and %s; run tools/install-deps.sh"
             % ", ".join(missing or ["root"]))
-    # Before xdist's own hook, which reads the groups (--dist loadgroup).
-    for item, group in workers.schedule(items, MODULE_SECONDS,
-                                        SHARED).items():
-        item.add_marker(pytest.mark.xdist_group(group))
+    workers.schedule(items, MODULE_SECONDS, SHARED)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Whole work units to each worker: a module, or a SHARED group."""
+    if config.getvalue("dist") == "loadfile":
+        return workers.group_scheduler(config, log, SHARED)
+    return None
 
 
 def pytest_configure(config):
