@@ -242,6 +242,16 @@ class Libvirt:
             self._in_namespace(["mount", "--bind",
                                 os.path.join(self.workdir, local), system])
 
+    def bind(self, path, local):
+        """Bind lab directory ``local`` over ``path`` in the namespace.
+
+        What a compute host whose own directory must be at a path every
+        host shares (``[DEFAULT] instances_path``) needs its QEMUs to
+        see (:mod:`gvfs_lab.hostns`).  Before any domain starts.
+        """
+        os.makedirs(local, exist_ok=True)
+        self._in_namespace(["mount", "--bind", local, path])
+
     def _nsenter(self):
         return [_tool("nsenter"), "--target", str(self.holder.pid),
                 "--mount"] + (["--uts"] if self.hostname else []) + ["--"]

@@ -30,10 +30,12 @@ import sys
 
 import sqlalchemy
 
+from gvfs_lab import hostns
 from gvfs_lab import neutron as neutron_lab
 from gvfs_lab import openstack_service as service
 from gvfs_lab import placement as placement_lab
 from gvfs_lab import process
+from gvfs_lab import sshd as sshd_lab
 from gvfs_openstack.mount import mounter
 
 #: What nova-compute's ``[DEFAULT] host`` is in the lab.
@@ -45,6 +47,24 @@ PASTE = os.path.join(sys.prefix, "etc", "nova", "api-paste.ini")
 #: How long a stopping nova-compute may take to finish its tasks: Nova's
 #: own ``graceful_shutdown_timeout`` (180 s) bounds it the same way.
 COMPUTE_SHUTDOWN_SECONDS = 180.0
+#: The first compute host's address (``[DEFAULT] my_ip``).
+MY_IP = "127.0.0.1"
+#: How nova-compute's ``ssh`` and ``scp`` find the lab's hosts: the
+#: compute user's ``~/.ssh/config`` of a deployment.  OpenSSH reads that
+#: file in the account's home from the password database, not $HOME, so
+#: the lab puts these wrappers first on nova-compute's PATH instead.
+_SSH_WRAPPER = """#!/bin/sh
+exec {program} {options}-F {config} "$@"
+"""
+_SSH_HOST = """
+Host {address}
+    Port {port}
+    User {user}
+    IdentityFile {key}
+    IdentitiesOnly yes
+    UserKnownHostsFile {known_hosts}
+    StrictHostKeyChecking yes
+"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,13 +72,19 @@ class ComputeHost:
     """Where one nova-compute keeps its state, and on which libvirtd.
 
     ``workdir`` holds its ``state``, ``instances`` and ``locks``;
-    ``mount_base`` is its ``[gvfs] mount_point_base``.
+    ``mount_base`` is its ``[gvfs] mount_point_base``; ``my_ip`` its
+    address.  A further host's nova-compute, libvirtd and sshd see its
+    ``instances`` at ``instances_as``, the first host's path, as Nova
+    wants every host's (:mod:`gvfs_lab.hostns`): ``instances_path`` is
+    where the directory is seen from here.
     """
 
     host: str
     workdir: str
     libvirt: object
     mount_base: str
+    my_ip: str = MY_IP
+    instances_as: str = None
 
     @property
     def instances_path(self):
@@ -67,6 +93,11 @@ class ComputeHost:
     @property
     def config_file(self):
         return os.path.join(self.workdir, "nova.conf")
+
+    @property
+    def nova_instances_path(self):
+        """Its ``[DEFAULT] instances_path``, as its services see it."""
+        return self.instances_as or self.instances_path
 
     @property
     def service(self):
@@ -90,6 +121,29 @@ def _log_since(path, offset):
             return f.read()
     except FileNotFoundError:
         return b""
+
+
+def _write_ssh_client(directory):
+    """``ssh`` and ``scp`` in ``directory``/bin reading its ``ssh_config``.
+
+    Hosts are added to ``ssh_config`` as they start (``Host`` blocks);
+    ssh reads it at every call.
+    """
+    config = os.path.join(directory, "ssh_config")
+    os.makedirs(os.path.join(directory, "bin"), exist_ok=True)
+    with open(config, "w") as f:
+        f.write("# The lab's compute hosts, as nova-compute reaches them.\n")
+    ssh = shutil.which("ssh") or "/usr/bin/ssh"
+    for name, program, options in (
+            ("ssh", ssh, ""),
+            # scp runs ssh itself: the real one, with the same file.
+            ("scp", shutil.which("scp") or "/usr/bin/scp",
+             "-S %s " % ssh)):
+        path = os.path.join(directory, "bin", name)
+        with open(path, "w") as f:
+            f.write(_SSH_WRAPPER.format(program=program, options=options,
+                                        config=config))
+        os.chmod(path, 0o755)
 
 
 def _make_host_directories(workdir):
@@ -132,6 +186,11 @@ class Nova:
         self._extra = extra or {}
         self.placement = self.neutron = self.api = None
         self.services = {}
+        #: What each further compute host runs besides nova-compute (its
+        #: namespace, its sshd), by host, stopped with it.
+        self._host_parts = {}
+        self.ssh_dir = os.path.join(self.workdir, "ssh")
+        _write_ssh_client(self.ssh_dir)
         self.endpoints = []
         try:
             self._start(rabbitmq, postgres, gvfs)
@@ -201,9 +260,9 @@ class Nova:
         sections = {
             "DEFAULT": {
                 "transport_url": transport_url,
-                "host": node.host, "my_ip": "127.0.0.1",
+                "host": node.host, "my_ip": node.my_ip,
                 "state_path": os.path.join(node.workdir, "state"),
-                "instances_path": node.instances_path,
+                "instances_path": node.nova_instances_path,
                 "compute_driver": "gvfs.GvfsLibvirtDriver",
                 "reserved_host_memory_mb": "0",
                 # One machine: a resize stays on its host.
@@ -268,31 +327,63 @@ class Nova:
         self.config_file = self._write_config(*self._config_args, gvfs)
         self._start_service("nova-compute")
 
-    def add_compute(self, host, libvirt, gvfs):
+    def add_compute(self, host, libvirt, gvfs, my_ip="127.0.0.2"):
         """Another compute host of the cell: its own ``nova-compute``.
 
-        As on a machine of its own: its ``[DEFAULT] host``, state,
-        instances and lock paths, its libvirtd (``libvirt``, whose host
-        name is the hypervisor's and the Placement resource provider's)
-        and its ``[gvfs]`` options, mounted under that libvirt's
-        ``mounts_dir``.  Returns the :class:`ComputeHost`; stopped with
+        As on a machine of its own: its ``[DEFAULT] host`` and ``my_ip``
+        (another loopback address), state, instances and lock paths, its
+        libvirtd (``libvirt``, whose host name is the hypervisor's and the
+        Placement resource provider's) and its ``[gvfs]`` options, mounted
+        under that libvirt's ``mounts_dir``.  Its instances directory is
+        seen at the first host's path by its nova-compute, libvirtd and
+        an sshd of its own on ``my_ip``, which the other hosts'
+        nova-compute reach with a key, as Nova's cold migration and
+        resize do (``[libvirt] remote_filesystem_transport = ssh``).
+        Returns the :class:`ComputeHost`; stopped with
         :meth:`remove_compute` or :meth:`stop`.
         """
         node = ComputeHost(host, os.path.join(self.workdir, host), libvirt,
-                           os.path.join(libvirt.mounts_dir, "nova"))
+                           os.path.join(libvirt.mounts_dir, "nova"),
+                           my_ip=my_ip, instances_as=self.instances_path)
         _make_host_directories(node.workdir)
         self._mount_bases.append(node.mount_base)
-        self._write_config(*self._config_args, gvfs, node=node)
-        self._start_service("nova-compute", node.config_file,
-                            node.service)
-        self._wait_for_compute_host(node.host, node.service)
+        parts = self._host_parts[host] = []
+        try:
+            namespace = hostns.HostNamespace(
+                os.path.join(node.workdir, "namespace"),
+                {node.instances_as: node.instances_path})
+            parts.append(namespace)
+            libvirt.bind(node.instances_as, node.instances_path)
+            server = sshd_lab.Sshd(os.path.join(node.workdir, "sshd"),
+                                   address=my_ip, wrap=namespace.command)
+            parts.append(server)
+            self._trust_ssh(server)
+            self._write_config(*self._config_args, gvfs, node=node)
+            self._start_service("nova-compute", node.config_file,
+                                node.service, wrap=namespace.command)
+            self._wait_for_compute_host(node.host, node.service)
+        except BaseException:
+            self._stop_host_parts(host)
+            raise
         return node
+
+    def _trust_ssh(self, server):
+        """Let every nova-compute log in to ``server`` (an sshd)."""
+        with open(os.path.join(self.ssh_dir, "ssh_config"), "a") as f:
+            f.write(_SSH_HOST.format(
+                address=server.address, port=server.port, user=server.user,
+                key=server.key, known_hosts=server.known_hosts))
 
     def remove_compute(self, node):
         """Stop ``node``'s nova-compute and unmount what it mounted."""
         self._stop_compute(node.service)
+        self._stop_host_parts(node.host)
         if os.path.isdir(node.mount_base):
             mounter.FuseMounter(node.mount_base).unmount_all()
+
+    def _stop_host_parts(self, host):
+        for part in reversed(self._host_parts.pop(host, [])):
+            part.stop()
 
     def _stop_compute(self, label):
         """Stop nova-compute ``label`` once Nova's shutdown has done its part.
@@ -324,24 +415,32 @@ class Nova:
         proc.stop()
 
     def _start_service(self, name, config_file=None, label=None,
-                       timeout=120.0):
+                       timeout=120.0, wrap=None):
         """Start ``name`` and wait until its node takes requests.
 
         One after another: each logs in to Keystone while it starts, and
         the lab's Keystone (sqlite) answers 500 "database is locked" to
         logins that meet, which nova-conductor does not survive.
         ``label`` names its log and its entry in :attr:`services`
-        (default: ``name``).
+        (default: ``name``); ``wrap``, a function of its command line,
+        runs it elsewhere (a compute host's namespace).  nova-compute
+        finds the lab's ``ssh`` and ``scp`` first on its PATH.
         """
         label = label or name
         log = os.path.join(self.workdir, label + ".log")
         # A restarted service appends to its log: only what it writes
         # from now on says it is up.
         written = _log_size(log)
+        argv = [service.program(name), "--config-file",
+                config_file or self.config_file, "--log-file", log]
+        env = None
+        if name == "nova-compute":
+            env = dict(os.environ, PATH=os.pathsep.join([
+                os.path.join(self.ssh_dir, "bin"),
+                os.environ.get("PATH", os.defpath)]))
         proc = self.services[label] = process.ManagedProcess(
-            label, [service.program(name), "--config-file",
-                    config_file or self.config_file, "--log-file", log],
-            os.path.join(self.workdir, label + ".out"))
+            label, wrap(argv) if wrap else argv,
+            os.path.join(self.workdir, label + ".out"), env=env)
         # nova.service.Service.start logs this once init_host and the
         # RPC servers are done: from then on the node takes requests
         # (its "Starting ... node" line comes before all of that).
@@ -457,6 +556,8 @@ class Nova:
         for name in [n for n in self.services
                      if n.startswith("nova-compute")]:
             self._stop_compute(name)
+        for host in list(self._host_parts):
+            self._stop_host_parts(host)
         apps = [self.api] + [getattr(part, "app", None) for part in (
             self.neutron, self.placement)]
         process.stop_together(list(self.services.values()) + [

@@ -14,7 +14,7 @@ from gvfs_lab import process
 
 _CONFIG = """
 Port {port}
-ListenAddress 127.0.0.1
+ListenAddress {address}
 HostKey {workdir}/host_ed25519
 PidFile {workdir}/sshd.pid
 AuthorizedKeysFile {workdir}/authorized_keys
@@ -38,14 +38,21 @@ def _keygen(path):
 
 
 class Sshd:
-    """sshd on a free port; ``user``, ``key`` and ``known_hosts`` log in."""
+    """sshd on a free port; ``user``, ``key`` and ``known_hosts`` log in.
 
-    def __init__(self, workdir):
+    ``address``: the loopback address it listens on (a compute host's
+    own, ``[DEFAULT] my_ip``); ``wrap``: a function of its command line
+    that runs it elsewhere, e.g. in a compute host's mount namespace
+    (:meth:`gvfs_lab.hostns.HostNamespace.command`).
+    """
+
+    def __init__(self, workdir, address="127.0.0.1", wrap=None):
         self.workdir = workdir
+        self.address = address
         os.makedirs(workdir, exist_ok=True)
         # sshd insists on its privilege separation directory.
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-        self.port = process.free_port()
+        self.port = process.free_port(address)
         self.user = getpass.getuser()
         self.host_key = os.path.join(workdir, "host_ed25519")
         self.key = os.path.join(workdir, "client_ed25519")
@@ -65,15 +72,17 @@ class Sshd:
             host_pub = f.read().split()
         self.known_hosts = os.path.join(workdir, "known_hosts")
         with open(self.known_hosts, "w") as f:
-            f.write("[127.0.0.1]:%d %s %s\n" % (self.port, host_pub[0],
-                                                host_pub[1]))
+            f.write("[%s]:%d %s %s\n" % (
+                address, self.port, host_pub[0], host_pub[1]))
         self.config = os.path.join(workdir, "sshd_config")
         with open(self.config, "w") as f:
-            f.write(_CONFIG.format(port=self.port, workdir=workdir))
+            f.write(_CONFIG.format(port=self.port, workdir=workdir,
+                                   address=address))
         binary = shutil.which("sshd") or "/usr/sbin/sshd"
+        argv = [binary, "-D", "-e", "-f", self.config]
         self.process = process.start_listening(
-            "sshd", [binary, "-D", "-e", "-f", self.config],
-            os.path.join(workdir, "sshd.log"), [self.port])
+            "sshd", wrap(argv) if wrap else argv,
+            os.path.join(workdir, "sshd.log"), [self.port], host=address)
 
     def known_as(self, host, port):
         """Trust this server's key at ``host:port`` too (a route to it)."""

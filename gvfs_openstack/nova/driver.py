@@ -16,6 +16,7 @@ import time
 
 from nova import conf as nova_conf
 from nova import exception
+from nova import objects
 import nova.privsep
 from nova import utils as nova_utils
 from nova.virt.libvirt import driver as libvirt_driver
@@ -159,8 +160,8 @@ class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     # --- references follow the disks ----------------------------------------
 
-    def _release_disks(self, instance, names):
-        directory = libvirt_utils.get_instance_path(instance)
+    def _release_disks(self, instance, names, directory=None):
+        directory = directory or libvirt_utils.get_instance_path(instance)
         for name in names:
             disk = self.image_backend.by_libvirt_path(
                 instance, os.path.join(directory, name))
@@ -173,14 +174,69 @@ class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     def delete_instance_files(self, instance):
         directory = libvirt_utils.get_instance_path(instance)
-        try:
-            names = [n for n in os.listdir(directory)
-                     if n == "disk" or n.startswith("disk.") and
-                     n not in ("disk.info", "disk.config")]
-        except FileNotFoundError:
-            names = []
-        self._release_disks(instance, names)
+        self._release_disks(instance, _disk_names(directory))
         return super().delete_instance_files(instance)
+
+    def migrate_disk_and_power_off(self, context, instance, dest, flavor,
+                                   network_info, block_device_info=None,
+                                   timeout=0, retry_interval=0):
+        """Nova's, with the destination's references taken first.
+
+        Cold migration and resize to another host copy the overlays as
+        they are; the destination then holds the golden images they back
+        onto.  The references are taken here, on the export, before a
+        byte leaves, so that no moment exists in which a disk is on its
+        way to a host that does not hold its golden image.  The source's
+        own stay until the move is confirmed (a revert boots them again);
+        if the copy fails, the destination's are dropped.
+        """
+        target = _destination_of(context, instance)
+        held = []
+        try:
+            if target and target != CONF.host:
+                self._hold_for(instance, target, held)
+            return super().migrate_disk_and_power_off(
+                context, instance, dest, flavor, network_info,
+                block_device_info, timeout, retry_interval)
+        except BaseException:
+            for disk, image_id in held:
+                try:
+                    disk.release_for(target, image_id)
+                except (OSError, exceptions.GvfsError) as e:
+                    LOG.warning("Cannot drop %s's reference to golden "
+                                "image %s after a failed move: %s; its "
+                                "reconciliation will", target, image_id,
+                                e, instance=instance)
+            raise
+
+    def _hold_for(self, instance, host, held):
+        """Take ``host``'s references to the instance's golden images.
+
+        Each ``(disk, image id)`` held is added to ``held`` as it is.
+        """
+        directory = libvirt_utils.get_instance_path(instance)
+        for name in _disk_names(directory):
+            disk = self.image_backend.by_libvirt_path(
+                instance, os.path.join(directory, name))
+            image_id = disk.hold_for(host)
+            if image_id is not None:
+                held.append((disk, image_id))
+                LOG.info("Golden image %s held for %s, where disk %s goes",
+                         image_id, host, name, instance=instance)
+
+    def confirm_migration(self, context, migration, instance, network_info):
+        """Nova's, with this host's references dropped as the move is final.
+
+        Only a move to another host: after a resize on this host the new
+        disk holds the very reference the old one did.
+        """
+        if migration.dest_compute != CONF.host:
+            directory = libvirt_utils.get_instance_path(instance) + \
+                "_resize"
+            self._release_disks(instance, _disk_names(directory),
+                                directory)
+        super().confirm_migration(context, migration, instance,
+                                  network_info)
 
     def unrescue(self, context, instance):
         self._release_disks(instance, ["disk.rescue"])
@@ -249,6 +305,26 @@ class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
                          dict(result, id=image_id))
                 return result["fetched"] > 0
         return super().cache_image(context, image_id)
+
+
+def _disk_names(directory):
+    """The instance's disk files in ``directory`` (none if it is gone)."""
+    try:
+        return [n for n in os.listdir(directory)
+                if n == "disk" or n.startswith("disk.") and
+                n not in ("disk.info", "disk.config")]
+    except FileNotFoundError:
+        return []
+
+
+def _destination_of(context, instance):
+    """The compute host the instance's current move goes to, or None."""
+    migration_context = instance.migration_context
+    if migration_context is None or \
+            migration_context.migration_id is None:
+        return None
+    return objects.Migration.get_by_id(
+        context, migration_context.migration_id).dest_compute
 
 
 def _start_privsep():

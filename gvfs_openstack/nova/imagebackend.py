@@ -79,7 +79,8 @@ class GvfsImage(imagebackend.Qcow2):
               **kwargs):
         """Make the disk: a clone of a golden image when there is one."""
         if self.exists():
-            found = self._golden_backing_info()
+            found = self._golden_backing_info() or self._adopt(
+                kwargs.get("context"), kwargs.get("image_id"))
             if found is not None:
                 image_id, recorded_format = found
                 try:
@@ -216,6 +217,44 @@ class GvfsImage(imagebackend.Qcow2):
         self.lookups.forget(image_id)
         return False
 
+    def _adopt(self, context, image_id):
+        """Re-point a disk that came from another host at this host's mount.
+
+        Nova moves an overlay between hosts as it is (cold migration and
+        resize copy the file), so its backing file still names the golden
+        image on the source's mount, whose path differs here whenever the
+        hosts' mounts do (another proxy address, another mount point
+        base).  The golden image is the same file of the export: only the
+        path in the overlay's header changes (``qemu-img rebase -u``), so
+        that the guest reads it through this host's proxy and this host
+        holds its reference.  Only the instance's own image is adopted,
+        and only from a backing file of its name in a directory named as
+        this host's image directory is.  ``(image id, recorded backing
+        format)``, or None.
+        """
+        if context is None or image_id is None:
+            return None
+        info = images.qemu_img_info(self.path)
+        if not info.backing_file:
+            return None
+        found = self._find_golden(context, image_id)
+        if found is None:
+            return None
+        datadir, name, _ = found
+        directory, file_name = os.path.split(
+            os.path.normpath(info.backing_file))
+        if file_name != name or os.path.basename(directory) != \
+                os.path.basename(self.export.images_path()):
+            return None
+        path = golden.image_path(datadir, name)
+        recorded = info.backing_file_format or str(
+            self.inspections.format_of(path))
+        processutils.execute("qemu-img", "rebase", "-u", "-f", "qcow2",
+                             "-F", recorded, "-b", path, self.path)
+        LOG.info("Re-pointed %s from %s to golden image %s on this host's "
+                 "mount", self.path, info.backing_file, path)
+        return name, recorded
+
     def _golden_backing(self):
         """The golden image id this existing disk backs onto, or None."""
         found = self._golden_backing_info()
@@ -250,18 +289,19 @@ class GvfsImage(imagebackend.Qcow2):
                 reason="its golden image's data is %s, not the %s the "
                 "overlay records" % (inspected, recorded_format))
 
-    def _holders(self):
+    def _holders(self, host=None):
         """This disk's reference name, and the one earlier releases made.
 
         The first names the instance's project; a disk cloned before
         references did holds the second, which its release drops too.
+        ``host``: the compute host holding the disk (default: this one).
         """
+        host = host or CONF.host
         instance = self.instance.uuid if self.instance else \
             os.path.basename(os.path.dirname(self.path))
         project = self.instance.project_id if self.instance else None
-        return [golden.holder_name(instance, self.disk_name, CONF.host,
-                                   project),
-                golden.holder_name(instance, self.disk_name, CONF.host)]
+        return [golden.holder_name(instance, self.disk_name, host, project),
+                golden.holder_name(instance, self.disk_name, host)]
 
     def _hold(self, datadir, name):
         return golden.hold(datadir, name, self._holders()[0])
@@ -274,6 +314,24 @@ class GvfsImage(imagebackend.Qcow2):
             LOG.warning("Cannot drop the reference of %s to golden image "
                         "%s now (%s); the image cache manager will", self.path,
                         name, e)
+
+    def hold_for(self, host):
+        """Take the reference ``host`` will hold once this disk is there.
+
+        The source of a move takes it before the disk leaves: from then
+        on the golden image is held for the destination, whatever becomes
+        of the source's own reference.  The golden image id, or None.
+        """
+        image_id = self._golden_backing() if self.exists() else None
+        if image_id is not None:
+            golden.hold(self.export.datadir(), image_id,
+                        self._holders(host)[0])
+        return image_id
+
+    def release_for(self, host, image_id):
+        """Drop the reference :meth:`hold_for` took for ``host``."""
+        golden.release(self.export.datadir(), image_id,
+                       self._holders(host)[0])
 
     def release_golden(self):
         """Drop this disk's reference to its golden image, if it has one.

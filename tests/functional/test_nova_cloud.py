@@ -15,6 +15,7 @@ compute host's GVFS mount.  One boot: TCG is CPU-heavy.
 
 import hashlib
 import os
+import subprocess
 import time
 
 import pytest
@@ -471,6 +472,139 @@ def test_a_second_host_boots_the_golden_image_from_its_lan_cache(
         assert lan_fetched < boot_bytes // 2
     finally:
         cloud.openstack("server", "delete", "--wait", ids[0], user="admin")
+
+
+#: The compute API version of ``server migrate --host``.
+MIGRATE_TO_HOST = "2.56"
+
+
+@pytest.fixture(scope="module")
+def mover(second_host, cloud, golden, images):
+    """A server on the first host, of a golden image of its own.
+
+    Its own image, so that who holds it is this server's disks alone:
+    its deletion is refused while either host holds it, and allowed
+    once the server is gone.  ``last``: its guest's latest marker.
+    """
+    image = _cli(cloud, "image", "create", "--disk-format", "qcow2",
+                 "--container-format", "bare", "--file", golden.qcow2,
+                 "--property", "kernel_id=%s" % images["kernel"],
+                 "--property", "ramdisk_id=%s" % images["ramdisk"],
+                 "lab-mover")["id"]
+    ids, markers = _boot_on(cloud, nova_lab.HOST, "lab-mover", image)
+    state = {"id": ids[0], "image": image, "last": markers[0],
+             "seen": {markers[0].wrote}}
+    yield state
+    cloud.openstack("server", "delete", "--wait", ids[0], user="admin")
+    cloud.openstack("image", "delete", image)
+
+
+def _holding(lab, mover):
+    """``(host, disk)`` of each reference the mover's image has."""
+    return sorted(golden_refs.parse_holder(name)[::2][:2] for name in
+                  golden_refs.holders(os.path.join(lab.export, "images"),
+                                      mover["image"]))
+
+
+def _admin(cloud, *args, timeout=900):
+    done = cloud.openstack(*args, user="admin", timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _migrate_to(cloud, mover, host):
+    """Cold-migrate the mover to ``host``; wait for VERIFY_RESIZE."""
+    _admin(cloud, "--os-compute-api-version", MIGRATE_TO_HOST, "server",
+           "migrate", "--host", host, mover["id"])
+    _wait_status(cloud, mover["id"], "VERIFY_RESIZE", timeout=600,
+                 user="admin")
+    assert _host_of(cloud, mover["id"]) == host
+
+
+def _booted(cloud, mover, golden):
+    """The mover's guest booted again, from its golden image."""
+    mover["last"] = _next_boot(cloud, mover["id"], mover["seen"],
+                               user="admin")
+    assert mover["last"].digest == golden.expected_digest
+
+
+def _image_deletion_refused(cloud, mover):
+    refused = cloud.openstack("image", "delete", mover["image"])
+    assert refused.returncode != 0
+    assert "in use" in refused.stderr or "409" in refused.stderr, \
+        refused.stderr
+
+
+def _scratch_digest(disk, golden, work):
+    """SHA-256 of the region the guest writes at each boot, in ``disk``."""
+    out = os.path.join(work, "scratch.raw")
+    # The region, as a raw image over the overlay (QEMU's raw driver
+    # takes an offset and a size).
+    done = subprocess.run(
+        ["qemu-img", "convert", "--image-opts",
+         "driver=raw,offset=%d,size=%d,file.driver=qcow2,"
+         "file.file.filename=%s" % (
+             golden.scratch_offset, golden.write_bytes, disk),
+         "-O", "raw", out], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with open(out, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_a_cold_migration_to_the_other_host_reverted(
+        mover, second_host, cloud, golden, lab):
+    node = second_host["node"]
+    assert _holding(lab, mover) == [(nova_lab.HOST, "disk")]
+    _migrate_to(cloud, mover, HOST_2)
+    _booted(cloud, mover, golden)
+    # The overlay moved; on the second host it backs onto the golden
+    # image on that host's own mount, which it holds (the first host
+    # keeps its reference until the move is confirmed).
+    disk, backing = _disk_of(node.instances_path, mover["id"])
+    assert backing.startswith(node.mount_base + os.sep)
+    assert os.path.basename(backing) == mover["image"]
+    assert _holding(lab, mover) == [(nova_lab.HOST, "disk"),
+                                    (HOST_2, "disk")]
+    _image_deletion_refused(cloud, mover)
+    _admin(cloud, "server", "resize", "revert", mover["id"])
+    _wait_status(cloud, mover["id"], "ACTIVE", timeout=600, user="admin")
+    assert _host_of(cloud, mover["id"]) == nova_lab.HOST
+    _booted(cloud, mover, golden)
+    _, backing = _disk_of(cloud.instances_path, mover["id"])
+    assert backing.startswith(cloud.mount_base + os.sep)
+    assert not os.path.exists(os.path.join(node.instances_path,
+                                           mover["id"]))
+    assert _holding(lab, mover) == [(nova_lab.HOST, "disk")]
+
+
+def test_a_stopped_guest_cold_migrated_and_confirmed_keeps_its_data(
+        mover, second_host, cloud, golden, lab, tmp_path):
+    node = second_host["node"]
+    _admin(cloud, "server", "stop", mover["id"])
+    _wait_status(cloud, mover["id"], "SHUTOFF", user="admin")
+    _migrate_to(cloud, mover, HOST_2)
+    # Powered off on the second host: what the guest last wrote on the
+    # first host is on the disk that moved.
+    disk, backing = _disk_of(node.instances_path, mover["id"])
+    assert backing.startswith(node.mount_base + os.sep)
+    assert _scratch_digest(disk, golden, str(tmp_path)) == \
+        mover["last"].wrote
+    assert _holding(lab, mover) == [(nova_lab.HOST, "disk"),
+                                    (HOST_2, "disk")]
+    _admin(cloud, "server", "resize", "confirm", mover["id"])
+    _wait_status(cloud, mover["id"], "SHUTOFF", user="admin")
+    source = os.path.join(cloud.instances_path, mover["id"])
+    assert not os.path.exists(source)
+    assert not os.path.exists(source + "_resize")
+    # Only the second host holds the image now, and that is enough.
+    assert _holding(lab, mover) == [(HOST_2, "disk")]
+    _image_deletion_refused(cloud, mover)
+    _admin(cloud, "server", "start", mover["id"])
+    _wait_status(cloud, mover["id"], "ACTIVE", user="admin")
+    _booted(cloud, mover, golden)
+    _admin(cloud, "server", "delete", "--wait", mover["id"])
+    assert _holding(lab, mover) == []
+    deleted = cloud.openstack("image", "delete", mover["image"])
+    assert deleted.returncode == 0, deleted.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")

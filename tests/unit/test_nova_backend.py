@@ -868,3 +868,72 @@ def test_nova_compute_starts_while_the_dtn_does_not_answer(
         glance_stores=["dtn"]).activate()
     node.driver.init_host(node.host)
     assert "Not mounting the GVFS export yet" in caplog.text
+
+
+def _moved_here(node, instance, source_images, backing_id=GOLDEN):
+    """The instance's disk as a cold migration leaves it on this host.
+
+    Nova copies the overlay as it is: its backing file names the golden
+    image on the source host's mount (``source_images``), not this one's.
+    """
+    directory = os.path.join(node.instances_path, instance.uuid)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "disk")
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F",
+                    "qcow2", "-b", os.path.join(source_images, backing_id),
+                    path, "1G"], check=True)
+    return path
+
+
+@pytest.fixture
+def source_images(tmp_path, images):
+    """The source host's mount of the same export, at another path."""
+    path = tmp_path / "source-mount" / "images"
+    path.mkdir(parents=True)
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    shutil.copyfile(os.path.join(images, GOLDEN), path / GOLDEN)
+    return str(path)
+
+
+def test_a_disk_moved_from_another_host_backs_onto_this_hosts_mount(
+        node, images, glance_images, source_images):
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance(root_gb=1)
+    path = _moved_here(node, instance, source_images)
+    # finish_migration makes the instance's disks as spawn does.
+    clone(node, instance)
+    info = compute.qemu_img_info(path)
+    assert info["full-backing-filename"] == os.path.join(images, GOLDEN)
+    assert info["backing-filename-format"] == "qcow2"
+    assert golden.holders(images, GOLDEN) == [
+        golden.holder_name(instance.uuid, "disk", "compute-1",
+                           instance.project_id)]
+
+
+def test_a_moved_disk_backing_onto_another_image_is_not_re_pointed(
+        node, images, glance_images, source_images):
+    glance_images[GOLDEN] = gvfs_image()
+    shutil.copyfile(os.path.join(source_images, GOLDEN),
+                    os.path.join(source_images, OTHER))
+    instance = node.instance(root_gb=1)
+    path = _moved_here(node, instance, source_images, backing_id=OTHER)
+    with pytest.raises(AssertionError, match="downloaded"):
+        clone(node, instance)
+    assert compute.qemu_img_info(path)["full-backing-filename"] == \
+        os.path.join(source_images, OTHER)
+    assert golden.holders(images, GOLDEN) == []
+
+
+def test_a_move_holds_the_golden_image_for_the_destination_first(
+        node, images, glance_images):
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance(root_gb=1)
+    disk = clone(node, instance)
+    mine, theirs = (golden.holder_name(instance.uuid, "disk", host,
+                                       instance.project_id)
+                    for host in ("compute-1", "compute-2"))
+    assert disk.hold_for("compute-2") == GOLDEN
+    assert sorted(golden.holders(images, GOLDEN)) == sorted([mine, theirs])
+    disk.release_for("compute-2", GOLDEN)
+    assert golden.holders(images, GOLDEN) == [mine]
