@@ -24,10 +24,11 @@ REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen",
             "epmd", "iptables", "ip", "tc", "mariadbd")
 
 
-#: Seconds each module took (setup, calls and teardown) in a run of the
-#: README's test command, as its "seconds by module" section printed
-#: them: the work units start longest first (gvfs_lab/workers.py).
-#: Measure again when a module grows.
+#: Seconds each module takes (setup, calls and teardown): the work units
+#: start longest first (gvfs_lab/workers.py).  Seeded from the slowest
+#: setups and calls of a slow machine's run (its --durations); a run
+#: prints every module's total under "seconds by module": copy them here
+#: when a module grows or the workers' loads drift apart.
 MODULE_SECONDS = {
     "test_nova_cloud": 900.0,
     "test_server_migration": 800.0,
