@@ -27,8 +27,31 @@ import subprocess
 from gvfs_lab import process
 
 
-def _mount_ns(pid):
+def mount_ns(pid):
+    """The mount namespace of process ``pid``, as the kernel names it."""
     return os.readlink("/proc/%d/ns/mnt" % pid)
+
+
+def hold_namespace(name, unshare, log_path, what):
+    """A ``sleep`` that holds the namespaces ``unshare`` made for it.
+
+    ``unshare``: the ``unshare`` command line without the program to
+    run.  Returned once ``sleep`` runs in a mount namespace other than
+    ours: before that the namespace's mounts may still propagate back.
+    Stopped again if it never gets there.
+    """
+    sleep = os.path.realpath(shutil.which("sleep"))
+    holder = process.ManagedProcess(name, unshare + [sleep, "infinity"],
+                                    log_path)
+    mine = mount_ns(os.getpid())
+    try:
+        process.wait_until(
+            lambda: os.path.realpath("/proc/%d/exe" % holder.pid) == sleep
+            and mount_ns(holder.pid) != mine, what, process=holder)
+    except BaseException:
+        holder.stop()
+        raise
+    return holder
 
 
 class HostNamespace:
@@ -56,22 +79,11 @@ class HostNamespace:
             self._private.append(path)
             subprocess.run(["mount", "--make-private", path], check=True,
                            capture_output=True)
-        sleep = os.path.realpath(shutil.which("sleep"))
-        self.holder = process.ManagedProcess(
+        self.holder = hold_namespace(
             "host-namespace", ["unshare", "--mount", "--propagation",
-                               "unchanged", sleep, "infinity"],
-            os.path.join(self.workdir, "namespace.log"))
-        mine = _mount_ns(os.getpid())
-
-        def unshared():
-            try:
-                return (os.path.realpath("/proc/%d/exe" % self.holder.pid)
-                        == sleep and _mount_ns(self.holder.pid) != mine)
-            except OSError:
-                return False
-
-        process.wait_until(unshared, "a mount namespace for a compute host",
-                           process=self.holder)
+                               "unchanged"],
+            os.path.join(self.workdir, "namespace.log"),
+            "a mount namespace for a compute host")
         for path, local in binds.items():
             os.makedirs(local, exist_ok=True)
             subprocess.run(self.command(["mount", "--bind", local, path]),

@@ -32,6 +32,7 @@ import signal
 import subprocess
 
 from gvfs_lab import cache
+from gvfs_lab import hostns
 from gvfs_lab import process
 
 #: Paths a privileged libvirt fixes, and the lab directory bound over
@@ -106,10 +107,6 @@ def lab_path(workdir, system_path):
                                 os.path.relpath(system_path, system))
     raise ValueError("%s is not a path libvirt keeps in the lab"
                      % system_path)
-
-
-def _mount_ns(pid):
-    return os.readlink("/proc/%d/ns/mnt" % pid)
 
 
 def _copy_files(src, dst):
@@ -215,24 +212,13 @@ class Libvirt:
         run ``sleep``: before that the namespace's mounts may still
         propagate back.
         """
-        sleep = os.path.realpath(shutil.which("sleep"))
         uts = ["--uts"] if self.hostname else []
-        self.holder = process.ManagedProcess(
-            "libvirt-namespace", [_tool("unshare"), "--mount"] + uts +
-            ["--propagation", "slave", sleep, "infinity"],
-            os.path.join(self.workdir, "namespace.log"))
-        mine = _mount_ns(os.getpid())
-
-        def unshared():
-            try:
-                return (os.path.realpath("/proc/%d/exe" % self.holder.pid)
-                        == sleep and _mount_ns(self.holder.pid) != mine)
-            except OSError:
-                return False
-
-        process.wait_until(unshared, "a mount namespace for libvirt",
-                           process=self.holder)
-        self.namespace = _mount_ns(self.holder.pid)
+        self.holder = hostns.hold_namespace(
+            "libvirt-namespace",
+            [_tool("unshare"), "--mount"] + uts + ["--propagation", "slave"],
+            os.path.join(self.workdir, "namespace.log"),
+            "a mount namespace for libvirt")
+        self.namespace = hostns.mount_ns(self.holder.pid)
         if self.hostname:
             self._in_namespace(["hostname", self.hostname])
         for system, local in SYSTEM_PATHS.items():
@@ -293,7 +279,7 @@ class Libvirt:
         for name in os.listdir("/proc"):
             if name.isdigit():
                 try:
-                    if _mount_ns(int(name)) == self.namespace:
+                    if hostns.mount_ns(int(name)) == self.namespace:
                         pids.append(int(name))
                 except OSError:
                     continue
