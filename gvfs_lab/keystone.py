@@ -37,6 +37,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import urllib.request
 
 from keystoneauth1.identity import v3
@@ -107,6 +108,10 @@ class Keystone:
         #: Passwords of the service users the lab's clouds made (see
         #: :func:`gvfs_lab.openstack_service.service_user`).
         self.service_passwords = {}
+        #: Held while a user, region or service is found or made: two
+        #: clouds starting side by side (the DR lab's sites) would both
+        #: find it missing and make it twice.
+        self.catalog_lock = threading.RLock()
         self._sessions = {}
 
     @property
@@ -367,12 +372,13 @@ class Keystone:
         Returns the endpoints' ids, for :meth:`remove_endpoints`.
         """
         admin = self.client()
-        regions = {r.id for r in admin.regions.list()}
-        if region not in regions:
-            admin.regions.create(id=region)
-        services = admin.services.list(type=service_type)
-        service = services[0] if services else admin.services.create(
-            name, type=service_type)
+        with self.catalog_lock:
+            regions = {r.id for r in admin.regions.list()}
+            if region not in regions:
+                admin.regions.create(id=region)
+            services = admin.services.list(type=service_type)
+            service = services[0] if services else admin.services.create(
+                name, type=service_type)
         return [admin.endpoints.create(service, url, interface=interface,
                                        region=region).id
                 for interface in ("public", "internal")]

@@ -233,8 +233,16 @@ class Nova:
             self.workdir, "nova-api", "nova.wsgi.osapi_compute:application",
             {"OS_NOVA_CONFIG_DIR": self.workdir,
              "OS_NOVA_CONFIG_FILES": "api-paste.ini;nova.conf"}, workers=2)
-        for name in SERVICES:
-            self._start_service(name)
+        # The conductor and the scheduler need nothing of each other;
+        # nova-compute waits for the conductor's answer at start (a
+        # ping lost before the conductor's queue exists costs it a
+        # minute), so it starts once the conductor is up.
+        conductor, scheduler = (self._launch_service(name)
+                                for name in SERVICES[:2])
+        conductor()
+        compute = self._launch_service(SERVICES[2])
+        scheduler()
+        compute()
         # The CLI looks for Keystone itself in the region too (flavor
         # and project commands).
         self.endpoints = self.keystone.add_endpoint(
@@ -416,15 +424,19 @@ class Nova:
 
     def _start_service(self, name, config_file=None, label=None,
                        timeout=120.0, wrap=None):
-        """Start ``name`` and wait until its node takes requests.
+        """Start ``name`` and wait until its node takes requests."""
+        self._launch_service(name, config_file, label, timeout, wrap)()
 
-        One after another: each logs in to Keystone while it starts, and
-        the lab's Keystone (sqlite) answers 500 "database is locked" to
-        logins that meet, which nova-conductor does not survive.
+    def _launch_service(self, name, config_file=None, label=None,
+                        timeout=120.0, wrap=None):
+        """Start ``name``; a function that waits until it takes requests.
+
         ``label`` names its log and its entry in :attr:`services`
         (default: ``name``); ``wrap``, a function of its command line,
         runs it elsewhere (a compute host's namespace).  nova-compute
-        finds the lab's ``ssh`` and ``scp`` first on its PATH.
+        finds the lab's ``ssh`` and ``scp`` first on its PATH.  Services
+        may start side by side: the lab's Keystone keeps its data in
+        PostgreSQL, which takes their logins at once.
         """
         label = label or name
         log = os.path.join(self.workdir, label + ".log")
@@ -447,8 +459,11 @@ class Nova:
         started = ("Join ServiceGroup membership for this service %s"
                    % name.split("-", 1)[1]).encode()
 
-        process.wait_until(lambda: started in _log_since(log, written),
-                           "%r in %s" % (started, log), timeout, proc, 0.5)
+        def wait():
+            process.wait_until(lambda: started in _log_since(log, written),
+                               "%r in %s" % (started, log), timeout, proc,
+                               0.5)
+        return wait
 
     def _make_cells(self, databases, transport_url):
         """The API database, cell0 and cell1, as a deployment makes them."""

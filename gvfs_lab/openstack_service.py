@@ -49,24 +49,25 @@ def service_user(keystone, name, roles=("admin", "service")):
         raise process.LabError("%s is a user of gvfs_lab.keystone: give "
                                "the service user another name" % name)
     admin = keystone.client()
-    domain = admin.domains.find(name=keystone_lab.DOMAIN)
-    project = admin.projects.find(name="service")
-    found = admin.users.list(name=name, domain=domain)
-    password = keystone.service_passwords.get(name)
-    if found and password is None:
-        # Made by a lab of another run: its password is not known here.
-        password = secrets.token_urlsafe(16)
-        user = admin.users.update(found[0], password=password)
-    elif found:
-        user = found[0]
-    else:
-        password = secrets.token_urlsafe(16)
-        user = admin.users.create(name, domain=domain, password=password,
-                                  default_project=project)
-    keystone.service_passwords[name] = password
-    for role in roles:
-        admin.roles.grant(admin.roles.find(name=role), user=user,
-                          project=project)
+    with keystone.catalog_lock:
+        domain = admin.domains.find(name=keystone_lab.DOMAIN)
+        project = admin.projects.find(name="service")
+        found = admin.users.list(name=name, domain=domain)
+        password = keystone.service_passwords.get(name)
+        if found and password is None:
+            # Made by a lab of another run: its password is not known here.
+            password = secrets.token_urlsafe(16)
+            user = admin.users.update(found[0], password=password)
+        elif found:
+            user = found[0]
+        else:
+            password = secrets.token_urlsafe(16)
+            user = admin.users.create(name, domain=domain, password=password,
+                                      default_project=project)
+        keystone.service_passwords[name] = password
+        for role in roles:
+            admin.roles.grant(admin.roles.find(name=role), user=user,
+                              project=project)
     return {"auth_type": "password", "auth_url": keystone.auth_url,
             "username": name, "password": password,
             "project_name": "service",

@@ -139,10 +139,25 @@ def account_directory(path, account):
     let_others_traverse(path)
 
 
+#: Ports :func:`free_port` has handed out in this process.  A port is
+#: free again the moment its probe socket closes, so the kernel may give
+#: the same one to the next probe: two parts started side by side (or
+#: one after the other, before the first listens) would then collide.
+_HANDED_OUT = set()
+_HANDING_OUT = threading.Lock()
+
+
 def free_port(host="127.0.0.1"):
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A port free now and not handed out before by this process."""
+    with _HANDING_OUT:
+        for _ in range(1000):
+            with socket.socket() as sock:
+                sock.bind((host, 0))
+                port = sock.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+    raise LabError("no free port that was not handed out already")
 
 
 def free_port_range(count, host="127.0.0.1"):
@@ -158,7 +173,10 @@ def free_port_range(count, host="127.0.0.1"):
                     sock.bind((host, port))
         except OSError:
             continue
-        return first
+        with _HANDING_OUT:
+            if _HANDED_OUT.isdisjoint(range(first + 1, first + count)):
+                _HANDED_OUT.update(range(first, first + count))
+                return first
     raise LabError("no %d consecutive free ports" % count)
 
 

@@ -24,19 +24,30 @@ REQUIRED = ("ganesha.nfsd", "nfs-cp", "nfs-ls", "sshd", "ssh-keygen",
             "epmd", "iptables", "ip", "tc", "mariadbd")
 
 
-#: Seconds each module takes (setup, calls and teardown): the work units
-#: start longest first (gvfs_lab/workers.py).  Seeded from the slowest
-#: setups and calls of a slow machine's run (its --durations); a run
-#: prints every module's total under "seconds by module": copy them here
-#: when a module grows or the workers' loads drift apart.
+#: Seconds each module takes (setup, calls and teardown) in a run at half
+#: the CPU (``../shared/tools/slow-ci 0.5``, doc/source/contributor/
+#: testing.rst): the work units start longest first
+#: (gvfs_lab/workers.py); only their order matters.  A run prints every
+#: module's total under "seconds by module": copy them here when a
+#: module grows or the workers' loads drift apart.
 MODULE_SECONDS = {
-    "test_nova_cloud": 900.0,
-    "test_server_migration": 800.0,
-    "test_gvfs_api": 600.0,
-    "test_migration": 400.0,
-    "test_proxy_chain": 300.0,
-    "test_glance_api": 250.0,
-    "test_delta_transfer": 250.0,
+    "test_nova_cloud": 2040.0,
+    "test_gvfs_api": 807.0,
+    "test_server_migration": 762.0,
+    "test_migration": 597.0,
+    "test_delta_transfer": 498.0,
+    "test_glance_api": 246.0,
+    "test_guest_boot": 230.0,
+    "test_proxy_chain": 225.0,
+    "test_pjdfstest": 169.0,
+    "test_fuse_mount": 158.0,
+    "test_job_store_backends": 64.0,
+    "test_differential": 49.0,
+    "test_many_hosts": 45.0,
+    "test_half_closed_peers": 40.0,
+    "test_writeback": 39.0,
+    "test_cache": 36.0,
+    "test_boot_profiles": 29.0,
 }
 
 #: Modules that share the session's two-site DR lab run in one worker,

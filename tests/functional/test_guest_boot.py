@@ -7,7 +7,11 @@ makes them.  The guest must print the digest the host computed from the
 golden image, a guest whose overlay hides one boot block must print the
 digest of that block's new bytes, its writes must land in its overlay
 and never in the golden image -- and the same guest must boot with its
-backing file on the lab's GVFS FUSE mount.
+backing file on the lab's GVFS FUSE mount.  The Debian guest boots from
+that mount too: its buffered readers at once, with the kernel's
+read-ahead, are the realistic read pattern of a root file system, and
+the mount is where a compute host's boots read (Nova's path to the
+same overlay is proven by the test guest in ``test_nova_cloud.py``).
 """
 
 import hashlib
@@ -152,14 +156,50 @@ def _debian_overlay(debian, tmp_path):
                                 str(tmp_path / "debian.qcow2"))
 
 
+@pytest.fixture(scope="module")
+def gvfs(hypervisor, tmp_path_factory):
+    """The lab's export, FUSE-mounted where the lab's QEMU sees it.
+
+    Mounted after libvirtd started, as a compute host's mounts are.
+    """
+    with topology.Lab(str(tmp_path_factory.mktemp("gvfs-lab")), cache={
+            "capacity_mb": 1024, "consistency": "immutable"}) as lab:
+        images = os.path.join(lab.export, "images")
+        os.makedirs(images)
+        os.chown(images, topology.FILE_UID, topology.FILE_GID)
+        mount = lab.mount(os.path.join(hypervisor.mounts_dir, "gvfs"))
+        yield lab, mount.mountpoint
+
+
+def _overlay_on_the_mount(gvfs, image, name, tmp_path):
+    """An overlay on ``image``'s golden disk, read through the mount.
+
+    The golden disk is put on the export as ``images/name``.
+    """
+    lab, mountpoint = gvfs
+    path = os.path.join(lab.export, "images", name)
+    shutil.copyfile(image.qcow2, path)
+    os.chown(path, topology.FILE_UID, topology.FILE_GID)
+    backing = os.path.join(mountpoint, "images", name)
+    return guestvm.make_overlay(backing, "qcow2",
+                                str(tmp_path / (name + ".overlay")))
+
+
+def _fetched(gvfs):
+    return gvfs[0].client_proxy.stats()["upstream_bytes_in"]
+
+
 def test_the_debian_guest_reads_its_root_file_system(
-        hypervisor, debian, tmp_path):
-    """Buffered readers at once over a real root; the same digest."""
-    disk = _debian_overlay(debian, tmp_path)
+        hypervisor, gvfs, debian, tmp_path):
+    """Buffered readers at once over a real root on the GVFS mount."""
+    disk = _overlay_on_the_mount(gvfs, debian, "debian.qcow2", tmp_path)
+    before = _fetched(gvfs)
     (marker, _, _), = _boot(hypervisor, debian, str(tmp_path),
                             [("debian", disk)], debian={
                                 "cmdline": NOVA_CMDLINE}).values()
     assert marker.digest == debian.expected_digest
+    # Its root came through the client proxy, not from a local file.
+    assert _fetched(gvfs) > before
     assert guestvm.read_region(disk, debian.scratch_offset,
                                debian.write_bytes) != \
         bytes(debian.write_bytes)
@@ -215,23 +255,13 @@ def test_stop_destroys_domains_and_leaves_no_process(golden, tmp_path):
 
 
 def test_guest_boots_from_a_golden_image_on_the_gvfs_mount(
-        hypervisor, golden, tmp_path):
+        hypervisor, gvfs, golden, tmp_path):
     """The backing file on a FUSE mount made after libvirtd started."""
-    with topology.Lab(str(tmp_path / "lab"), cache={
-            "capacity_mb": 256, "consistency": "immutable"}) as lab:
-        images = os.path.join(lab.export, "images")
-        os.makedirs(images)
-        shutil.copyfile(golden.qcow2, os.path.join(images, "golden.qcow2"))
-        for path in (images, os.path.join(images, "golden.qcow2")):
-            os.chown(path, topology.FILE_UID, topology.FILE_GID)
-        mount = lab.mount(os.path.join(hypervisor.mounts_dir, "gvfs"))
-        backing = os.path.join(mount.mountpoint, "images", "golden.qcow2")
-        overlay = guestvm.make_overlay(backing, "qcow2",
-                                       str(tmp_path / "instance.qcow2"))
-        before = lab.client_proxy.stats()["upstream_bytes_in"]
-        marker, = [m for m, _, _ in _boot(hypervisor, golden, str(tmp_path),
-                                          [("gvfs", overlay)]).values()]
-        fetched = lab.client_proxy.stats()["upstream_bytes_in"] - before
+    overlay = _overlay_on_the_mount(gvfs, golden, "golden.qcow2", tmp_path)
+    before = _fetched(gvfs)
+    marker, = [m for m, _, _ in _boot(hypervisor, golden, str(tmp_path),
+                                      [("gvfs", overlay)]).values()]
+    fetched = _fetched(gvfs) - before
     assert marker.digest == golden.expected_digest
     # The boot set came through the proxy (zero blocks may be answered
     # without a fetch, so not all of it).
