@@ -5,7 +5,10 @@ Raw sockets, each bound to a source address of 127.0.0.0/8 of its own,
 so that a test can play several hosts against the per-address limit.
 """
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -53,6 +56,61 @@ class Trickler(threading.Thread):
                 if not data:
                     break
             self.ended_after = time.monotonic() - self.connected_at
+
+
+class Churner(threading.Thread):
+    """A trickling client from ``source`` that reconnects when cut.
+
+    Until ``seconds`` pass: as soon as the server ends one connection it
+    opens the next, so that its share of the server stays taken.
+    ``connections``: how many it opened.
+    """
+
+    def __init__(self, port, source, every, seconds):
+        super().__init__(daemon=True)
+        self.port, self.source, self.every = port, source, every
+        self.until = time.monotonic() + seconds
+        self.connections = 0
+
+    def run(self):
+        while (left := self.until - time.monotonic()) > 0:
+            try:
+                trickler = Trickler(self.port, self.source, self.every,
+                                    left)
+            except OSError:
+                time.sleep(0.05)
+                continue
+            self.connections += 1
+            trickler.run()
+
+
+def many_sources(count):
+    """``count`` loopback source addresses, none of them 127.0.0.1."""
+    return ["127.1.%d.%d" % (n // 200, 1 + n % 200) for n in range(count)]
+
+
+def churn_elsewhere(port, count, every, seconds):
+    """:class:`Churner` s from ``count`` sources, in a process of their own.
+
+    Hundreds of client threads in the server's own process would starve
+    its threads of the interpreter, which no real attacker can do.  The
+    process prints how many connections they opened, when they stop.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.slow_clients", "churn", str(port),
+         str(count), str(every), str(seconds)], stdout=subprocess.PIPE,
+        text=True, cwd=os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))))
+
+
+def _churn(port, count, every, seconds):
+    churners = [Churner(port, source, every, seconds)
+                for source in many_sources(count)]
+    for churner in churners:
+        churner.start()
+    for churner in churners:
+        churner.join(seconds + 30)
+    print(sum(churner.connections for churner in churners))
 
 
 def start_tricklers(port, sources, per_source, every, seconds):
@@ -108,3 +166,9 @@ def request(port, source="127.0.0.1", body=None, pieces=1, every=0.0,
 def _split(data, pieces):
     size = -(-len(data) // pieces)
     return [data[start:start + size] for start in range(0, len(data), size)]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["churn"]:
+        _churn(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]),
+               float(sys.argv[5]))

@@ -11,8 +11,10 @@ server (:mod:`gvfs_openstack.wsgi.api`).
 """
 
 import collections
+import functools
 import io
 import ipaddress
+import socket
 import socketserver
 import sys
 import threading
@@ -99,6 +101,37 @@ class _DeadlineReader(io.RawIOBase):
             self._sock.settimeout(self._per_read)
 
 
+class _BodyWatch:
+    """A request's body as ``wsgi.input``: calls ``done`` once all read."""
+
+    def __init__(self, stream, length, done):
+        self._stream = stream
+        self._left = length
+        self._done = done
+
+    def _count(self, data):
+        if self._left > 0:
+            self._left -= len(data)
+            if self._left <= 0:
+                self._done()
+        return data
+
+    def read(self, size=-1):
+        return self._count(self._stream.read(size))
+
+    def readline(self, size=-1):
+        return self._count(self._stream.readline(size))
+
+    def readlines(self, hint=-1):
+        return [self._count(line) for line in self._stream.readlines(hint)]
+
+    def __iter__(self):
+        return iter(self.readline, b"")
+
+    def close(self):
+        self._stream.close()
+
+
 class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
     """A thread per connection, at most ``max_connections`` of them.
 
@@ -109,6 +142,17 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
     answered 503 at once, without waiting for a slot, so that one host
     cannot take them all (and the handler's request deadline frees the
     slots of those it holds).
+
+    Many sources together can still hold every slot with requests they
+    never finish, each under its share, and reconnect as the deadline
+    cuts them: an honest request would wait behind them in the listen
+    queue for deadline after deadline.  So when every slot is taken, a
+    new connection takes the slot of the connection that has been
+    sending its request longest, if that is over ``evict_after``
+    seconds: an honest client sends its request at once and then only
+    waits for the answer, which is never cut; a trickling one is
+    always the oldest still sending.  A burst of honest requests still
+    waits its turn: none of them is old enough to be cut.
     """
 
     daemon_threads = False      # A stop waits for requests in progress.
@@ -123,21 +167,38 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
     #: closed (so a stop is never held up for longer).
     slot_wait = 60.0
     max_per_source = 16
+    #: Seconds a connection may send its request before a new connection
+    #: may take its slot when every slot is taken.
+    evict_after = 2.0
 
     def server_activate(self):
         super().server_activate()
         self.slots = threading.BoundedSemaphore(self.max_connections)
         self._sources = collections.Counter()
         self._sources_lock = threading.Lock()
+        #: The connections still sending their request, oldest first
+        #: (dicts keep their insertion order): socket -> accepted at.
+        self._sending = {}
         self._refused = 0
+        self._evicted = 0
         self._warned_at = None
+        self._evictions_warned_at = None
 
     def verify_request(self, request, client_address):
         source = _source(client_address[0])
         if not self._enter(source):
             self._refuse(request, source)
             return False
-        if self.slots.acquire(timeout=self.slot_wait):
+        slot = self.slots.acquire(blocking=False)
+        deadline = time.monotonic() + self.slot_wait
+        while not slot and (left := deadline - time.monotonic()) > 0:
+            # Cut the oldest sender if it is old enough and wait for its
+            # slot; else wait for a slot until it is.
+            until_one_is = self._evict_oldest_sender()
+            slot = self.slots.acquire(timeout=min(left, until_one_is or left))
+        if slot:
+            with self._sources_lock:
+                self._sending[request] = time.monotonic()
             return True
         self._leave(source)
         LOG.warning("closing a connection from %s: %d connections are "
@@ -160,6 +221,40 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
             if not self._sources[source]:
                 del self._sources[source]
 
+    def received(self, request):
+        """``request``'s connection has sent its whole request."""
+        with self._sources_lock:
+            self._sending.pop(request, None)
+
+    def _evict_oldest_sender(self):
+        """Cut the connection sending its request longest, if old enough.
+
+        Its thread's next read ends and gives the slot back.  Returns 0
+        if one was cut, the seconds until the oldest sender is old
+        enough, or None if no connection is sending (all are answered).
+        """
+        with self._sources_lock:
+            oldest = next(iter(self._sending.items()), None)
+            if oldest is None:
+                return None
+            young = self.evict_after - (time.monotonic() - oldest[1])
+            if young > 0:
+                return young
+            del self._sending[oldest[0]]
+            self._evicted += 1
+        try:
+            oldest[0].shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass    # It ended meanwhile: its slot is coming back anyway.
+        now = time.monotonic()
+        if self._evictions_warned_at is None or \
+                now - self._evictions_warned_at >= _WARN_EVERY:
+            self._evictions_warned_at = now
+            LOG.warning("every one of %d connections is taken: cut the "
+                        "one sending its request longest; %d cut so far",
+                        self.max_connections, self._evicted)
+        return 0
+
     def _refuse(self, request, source):
         """Answer 503 without waiting on the client, warn now and then."""
         try:
@@ -180,6 +275,7 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
         except BaseException:
             # No thread started (none left to start): no thread will
             # release the slot, so this does.
+            self.received(request)
             self.slots.release()
             self._leave(_source(client_address[0]))
             raise
@@ -188,6 +284,7 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self.received(request)
             self.slots.release()
             self._leave(_source(client_address[0]))
 
@@ -212,6 +309,25 @@ class _Handler(simple_server.WSGIRequestHandler):
             self.connection, time.monotonic() + self.request_timeout,
             self.timeout))
 
+    def parse_request(self):
+        """The head, then the body, tell the server the request is in.
+
+        A request without a body is in with its head; one with a body
+        once the application has read ``Content-Length`` bytes of it.
+        """
+        if not super().parse_request():
+            return False
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0      # The application refuses it.
+        if length > 0:
+            self.rfile = _BodyWatch(self.rfile, length, functools.partial(
+                self.server.received, self.connection))
+        else:
+            self.server.received(self.connection)
+        return True
+
     def handle(self):
         try:
             super().handle()
@@ -225,12 +341,14 @@ class _Handler(simple_server.WSGIRequestHandler):
 
 
 def make_server(host, port, application, max_connections, client_timeout,
-                request_timeout=60.0, max_per_source=16):
+                request_timeout=60.0, max_per_source=16,
+                evict_after=_Server.evict_after):
     """gvfs-api's HTTP server, bound and listening."""
     server_class = type("Server", (_Server,),
                         {"max_connections": max_connections,
                          "slot_wait": client_timeout,
-                         "max_per_source": max_per_source})
+                         "max_per_source": max_per_source,
+                         "evict_after": evict_after})
     handler_class = type("Handler", (_Handler,),
                          {"timeout": client_timeout,
                           "request_timeout": request_timeout})
