@@ -35,7 +35,9 @@ users), procedures:
   asked at the end of the file (and for a first extent larger than the
   server's largest reply), and fewer counts than extents when the server
   answered only the first ones (it stops at its largest reply, as a
-  short READ does); the caller asks again for the rest.
+  short READ does, or where the extents would cost it more than
+  :data:`MAX_READV_READS` READs of its own); the caller asks again for
+  the rest.
 
 READV is what a boot needs: its blocks are scattered over the image, so
 a profile prefetch or a mount's prefill of 16 of them costs one call at
@@ -177,6 +179,49 @@ def coalesce(spans: Sequence[tuple[int, int]], max_read: int,
         reads.append((start, end))
         where[i] = len(reads) - 1
     return reads, where
+
+
+#: Most upstream READs one READV may cost a server (after
+#: :func:`coalesce`): the extents past them are left out, as those past
+#: its largest reply are.  Coalescing joins only extents near each
+#: other; 256 extents a byte each, far apart, would still be 256 READs
+#: for one small call.  A boot's prefetch never comes near it: a batch
+#: of 1 MiB of 64 KiB cache blocks (its last run may take it to 2 MiB)
+#: holds at most 31 blocks, and a READ starts only past a gap of more
+#: than 64 KiB (at most one per block: a block of zeros is not fetched)
+#: or where the one before reached 1 MiB: some 33 at worst.
+MAX_READV_READS = 64
+
+
+def coalesce_within(spans: Sequence[tuple[int, int]], max_read: int,
+                    max_reads: int = MAX_READV_READS,
+                    gap: int = COALESCE_GAP
+                    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
+                               list[int | None]]:
+    """The first ``spans`` that at most ``max_reads`` READs answer.
+
+    ``(answered, reads, where)``: ``answered`` are the first spans (at
+    least one, so that a caller that asks again makes progress) that
+    :func:`coalesce` reads in at most ``max_reads`` READs, ``reads``
+    and ``where`` its answer for them.  All the spans in the common
+    case, for the one :func:`coalesce` a server did anyway; past the
+    bound a bisection of their number costs a few more.
+    """
+    answered = list(spans)
+    reads, where = coalesce(answered, max_read, gap)
+    if len(reads) <= max_reads:
+        return answered, reads, where
+    # One span is at most one READ; all of them are too many.
+    fits, too_many = 1, len(answered)
+    while too_many - fits > 1:
+        middle = (fits + too_many) // 2
+        if len(coalesce(answered[:middle], max_read, gap)[0]) <= max_reads:
+            fits = middle
+        else:
+            too_many = middle
+    answered = answered[:fits]
+    reads, where = coalesce(answered, max_read, gap)
+    return answered, reads, where
 
 
 def split(asked: Sequence[int], counts: Sequence[int],

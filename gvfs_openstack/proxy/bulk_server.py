@@ -102,10 +102,14 @@ class BulkServer:
         caller asks again for them); those past the end of the file get
         no bytes.  Extents near each other are read in one READ
         (:func:`bulk.coalesce`): one call's extents cost the NFS server
-        a READ per region, not one each.
+        a READ per region, not one each, and at most
+        :data:`bulk.MAX_READV_READS` READs: the extents past those are
+        left out too.
         """
-        spans = bulk.plan(args.extents, self.max_chunk)
-        reads, where = bulk.coalesce(spans, self.read_size)
+        planned = bulk.plan(args.extents, self.max_chunk)
+        spans, reads, where = bulk.coalesce_within(planned, self.read_size)
+        if len(spans) < len(planned):
+            self.counters.bulk_readvs_cut_short += 1
         results = await asyncio.gather(*(
             self._read(cred, args.file, start, end - start)
             for start, end in reads))

@@ -63,6 +63,10 @@ class GuardCounters:
 @dataclasses.dataclass(slots=True)
 class BulkServerCounters:
     bulk_reads: int = 0
+    #: READVs answered in part because their extents would have cost
+    #: more than ``bulk.MAX_READV_READS`` NFS READs: a client proxy's
+    #: prefetch at the default sizes never asks for so many.
+    bulk_readvs_cut_short: int = 0
     bulk_raw_bytes: int = 0
     bulk_wire_bytes: int = 0
     bulk_writes: int = 0

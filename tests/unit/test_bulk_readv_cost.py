@@ -3,7 +3,9 @@
 
 A READV names up to 256 extents.  Served a READ each, 256 extents of a
 byte were 256 READs upstream for one small call; extents near each
-other are now read together.  The upstream here serves a real file and
+other are now read together, and one call costs at most
+:data:`bulk.MAX_READV_READS` READs (the extents past them are left out,
+and a caller asks again).  The upstream here serves a real file and
 counts the READs it is sent.
 """
 
@@ -44,9 +46,8 @@ class _FileServer:
             fattr, len(data), args.offset + len(data) >= self.size, data))
 
 
-@pytest.fixture
-def image(tmp_path):
-    data = os.urandom(8 * MIB)
+def _image(tmp_path, size):
+    data = os.urandom(size)
     path = tmp_path / "image"
     path.write_bytes(data)
     upstream = _FileServer(str(path))
@@ -54,9 +55,21 @@ def image(tmp_path):
     os.close(upstream.fd)
 
 
-async def _readv(upstream, extents):
+@pytest.fixture
+def image(tmp_path):
+    yield from _image(tmp_path, 8 * MIB)
+
+
+@pytest.fixture
+def wide_image(tmp_path):
+    """Room for 256 extents 80 KiB apart: no two are read together."""
+    yield from _image(tmp_path, 24 * MIB)
+
+
+async def _readv(upstream, extents, server=None):
     """The pieces a server proxy answers for ``extents``."""
-    server = bulk_server.BulkServer(upstream, counters.BulkServerCounters())
+    server = server or bulk_server.BulkServer(
+        upstream, counters.BulkServerCounters())
     args = bulk.ReadvArgs(b"fh", tuple(bulk.Extent(offset, count)
                                        for offset, count in extents),
                           bulk.Codec.NONE)
@@ -115,6 +128,65 @@ async def test_extents_past_the_end_get_what_there_is(image):
     extents = [(size - 10, 100), (size + 5, 10), (0, 10)]
     pieces = await _readv(upstream, extents)
     assert [bytes(p) for p in pieces] == [data[-10:], b"", data[:10]]
+
+
+@pytest.mark.asyncio
+async def test_256_far_apart_bytes_cost_at_most_the_bound_per_call(
+        wide_image):
+    """The attack: a byte every 80 KiB, each its own READ upstream.
+
+    Each call is answered as far as :data:`bulk.MAX_READV_READS` READs
+    go; a client that asks again for the rest, as ours do, gets every
+    byte, in a few calls of no more READs each.
+    """
+    data, upstream = wide_image
+    server = bulk_server.BulkServer(upstream, counters.BulkServerCounters())
+    extents = [(i * 80 * KIB, 1) for i in range(bulk.MAX_EXTENTS)][::-1]
+    got, calls = [], 0
+    while len(got) < len(extents):
+        before = len(upstream.reads)
+        pieces = await _readv(upstream, extents[len(got):], server)
+        calls += 1
+        assert len(upstream.reads) - before <= bulk.MAX_READV_READS
+        assert len(pieces) == bulk.MAX_READV_READS
+        got.extend(bytes(p) for p in pieces)
+    assert got == [data[offset:offset + 1] for offset, _ in extents]
+    assert calls == bulk.MAX_EXTENTS // bulk.MAX_READV_READS
+    assert server.counters.bulk_readvs_cut_short == calls - 1
+
+
+@pytest.mark.asyncio
+async def test_a_scattered_boot_prefetch_readv_is_answered_whole(
+        wide_image):
+    """The control: a prefetch's READV of 1 MiB, block by block.
+
+    16 cache blocks of 64 KiB far apart, and a run of 16 blocks beside
+    them (a batch closes once it holds 1 MiB, past it by its last run):
+    answered whole, a READ per region.
+    """
+    data, upstream = wide_image
+    extents = [(i * MIB + 64 * KIB, 64 * KIB) for i in range(16)][::-1]
+    extents.append((20 * MIB, 16 * 64 * KIB))
+    pieces = await _readv(upstream, extents)
+    assert [bytes(p) for p in pieces] == \
+        [data[offset:offset + count] for offset, count in extents]
+    assert len(upstream.reads) == 17
+
+
+def test_the_bound_answers_as_many_first_spans_as_it_allows():
+    """Exactly the bound is answered whole; one more is left out."""
+    far = [(i * 1000, i * 1000 + 1) for i in range(bulk.MAX_READV_READS)]
+    answered, reads, where = bulk.coalesce_within(far, 10, gap=100)
+    assert answered == far and len(reads) == bulk.MAX_READV_READS
+    more = far + [(10 ** 6, 10 ** 6 + 1), (5, 6)]
+    answered, reads, where = bulk.coalesce_within(more, 10, gap=100)
+    assert answered == far and len(reads) == bulk.MAX_READV_READS
+    # Spans read together cost one READ: all of them fit.
+    near = [(i, i + 1) for i in range(bulk.MAX_EXTENTS)]
+    assert bulk.coalesce_within(near, 1024, gap=100)[0] == near
+    # The first is answered even where it alone is past the bound.
+    assert bulk.coalesce_within(far, 10, max_reads=1, gap=100)[0] == \
+        far[:1]
 
 
 def test_coalesce_says_which_read_holds_each_span():

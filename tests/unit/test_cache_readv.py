@@ -17,9 +17,11 @@ from gvfs_openstack.nfs import const
 from gvfs_openstack.nfs.const import Nfs3Proc
 from gvfs_openstack.nfs import nfs3
 from gvfs_openstack.nfs import rpc
+from gvfs_openstack.proxy import bulk_server
 from gvfs_openstack.proxy.cache import readv
 from gvfs_openstack.proxy.cache.store import BlockStore
 from gvfs_openstack.proxy.cache.store import Geometry
+from gvfs_openstack.proxy import counters
 from gvfs_openstack.sidecar import format as meta_format
 from tests.unit.test_boot_profiles import assemble
 from tests.unit.test_boot_profiles import BS
@@ -45,6 +47,35 @@ def answer(reply):
     """The decoded READV result of a reply given as buffers."""
     message = rpc.decode_message(b"".join(bytes(part) for part in reply))
     return bulk.decode_res(bulk.BulkProc.READV, message.results)
+
+
+class ServerProxy:
+    """``directory`` behind a server proxy's own bulk channel.
+
+    READVs go through :class:`bulk_server.BulkServer`, in bytes both
+    ways, and its READs to ``directory``; the rest straight there.
+    """
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.server = bulk_server.BulkServer(
+            directory, counters.BulkServerCounters())
+        #: The NFS READs each READV cost, in order.
+        self.reads_per_readv = []
+
+    async def nfs(self, proc, args, cred, verf=rpc.AUTH_NONE):
+        return await self.directory.nfs(proc, args, cred, verf)
+
+    async def bulk(self, proc, args, cred, verf=rpc.AUTH_NONE):
+        calls = self.directory.calls
+        calls.append(("readv", args))
+        before = len(calls)
+        reply = rpc.decode_message(await self.server.serve(rpc.Call(
+            9, bulk.BULK_PROGRAM, bulk.BULK_VERSION, proc, cred,
+            args=bulk.encode_args(proc, args)), cred))
+        self.reads_per_readv.append(
+            sum(1 for p, _ in calls[before:] if p == Nfs3Proc.READ))
+        return bulk.decode_res(proc, reply.results)
 
 
 def golden(blocks=64, tail=100):
@@ -194,3 +225,72 @@ def test_runs_are_grouped_into_fetches_of_one_call_each(tmp_path):
     state.fattr.size = 600 * BS
     assert [len(batch) for batch, _ in wide.fetcher.batches(state, many)] == \
         [bulk.MAX_EXTENTS, 1]
+
+
+@pytest.mark.asyncio
+async def test_extents_a_server_proxy_leaves_out_are_asked_again(tmp_path):
+    """Blocks far apart: more than one READV may cost the server proxy.
+
+    It answers the first :data:`bulk.MAX_READV_READS` and leaves the
+    rest out; the cache asks again for those, and its caller gets every
+    byte.
+    """
+    blocks = 100
+    apart = 18 * BS                 # Never read together upstream.
+    d = golden(blocks=blocks * 18)
+    data = bytes(d.files["golden"])
+    server = ServerProxy(d)
+    cached = make(tmp_path, server)
+    extents = [(i * apart + 5, 1) for i in range(blocks)]
+    res = answer(await cached.reads.bulk_readv(readv_call(extents)))
+    assert res.body.counts == (1,) * blocks
+    assert res.body.data == b"".join(data[o:o + c] for o, c in extents)
+    assert server.reads_per_readv == [bulk.MAX_READV_READS,
+                                      blocks - bulk.MAX_READV_READS]
+    assert server.server.counters.bulk_readvs_cut_short == 1
+
+
+@pytest.mark.asyncio
+async def test_a_run_cut_short_within_its_parts_is_read_alone(tmp_path):
+    """A READV cut short within a run's parts: that run read alone.
+
+    The next hop answers only the first part of a run the zero map
+    splits: rather than fail the fetch, the cache reads that run as a
+    READ would, then goes on with READVs.
+    """
+    big = 4 * BS
+    d = Directory()
+    data = bytearray(image(64 * 4))
+    hole = (19 * big + BS, 19 * big + 2 * BS)    # Block 19's 2nd page.
+    data[hole[0]:hole[1]] = bytes(hole[1] - hole[0])
+    d.add("golden", data)
+    d.add(meta_format.sidecar_name("golden"), meta_format.Sidecar(
+        len(data), 100 * 10 ** 9, "sha256-nonzero",
+        hashlib.sha256(data).hexdigest(),
+        meta_format.ZeroMap.from_extents(
+            [(hole[0], hole[1] - hole[0])])).to_bytes())
+    told = d.bulk
+
+    async def first_only(proc, args, cred, verf=rpc.AUTH_NONE):
+        body = (await told(proc, args, cred, verf)).body
+        return nfs3.Result(0, bulk.ReadvOk(
+            body.file_attributes, body.counts[:1], body.counts[0],
+            body.codec, body.data[:body.counts[0]]))
+
+    d.bulk = first_only
+    cached = assemble(BlockStore(str(tmp_path), Geometry(big, 4, 64, 64)),
+                      d, max_fetch=4 * big, max_read=64 * big)
+    await open_file(cached, d, "golden")
+    extents = [(19 * big, big), (40 * big, big)]
+    res = answer(await cached.reads.bulk_readv(readv_call(extents)))
+    assert res.body.data == bytes(data[19 * big:20 * big] +
+                                  data[40 * big:41 * big])
+    # A READV of both runs, block 19's non-zero parts on their own, then
+    # a READV of block 40.
+    sent = [(p, a.offset) if p == Nfs3Proc.READ else
+            (p, [e.offset for e in a.extents]) for p, a in d.calls
+            if p in ("readv", Nfs3Proc.READ) and b"golden" == a.file[3:]]
+    assert sent == [
+        ("readv", [19 * big, 19 * big + 2 * BS, 40 * big]),
+        (Nfs3Proc.READ, 19 * big), (Nfs3Proc.READ, 19 * big + 2 * BS),
+        ("readv", [40 * big])]

@@ -306,7 +306,14 @@ class Fetcher:
                 rest = self._keep_runs(state, reports, group, plans, fattr,
                                        pieces, futures, speculative)
                 if rest == group:
-                    raise FetchError("a READV upstream brought no block")
+                    if len(pieces) == len(extents):
+                        raise FetchError("a READV upstream brought no block")
+                    # Cut short within the first run's parts (the next
+                    # hop bounds what one READV costs it): that run on
+                    # its own, as a READ would fetch it.
+                    await self._fill_each(call, state, group[:1], futures,
+                                          speculative)
+                    rest = rest[1:]
                 runs = rest + runs[len(group):]
 
     def _keep_runs(self, state, reports, group, plans, fattr, pieces,
