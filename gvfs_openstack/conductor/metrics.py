@@ -7,13 +7,17 @@ every job did: a scrape counts jobs by state and images by stage, sums
 the bytes and seconds of the stage runs, and computes each replication
 policy's recovery point (:func:`plan.recovery_point`) -- the same for
 every conductor that serves the store.  Labels are bounded: states and
-stages are fixed sets, policies are as many as operators made.
+stages are fixed sets, policies are as many as operators made.  The
+database counts and sums the stage runs, a row per stage and outcome
+coming back: what a scrape reads does not grow with the runs the store
+keeps.
 """
 
 from prometheus_client import core
 import sqlalchemy as sa
 
 from gvfs_openstack import metrics_server
+from gvfs_openstack.migration.db import durations
 from gvfs_openstack.migration.db import tables
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import states
@@ -34,11 +38,7 @@ def families(store, now=None):
             tables.IMAGES.c.stage, tables.IMAGES.c.state,
             sa.func.count()).group_by(tables.IMAGES.c.stage,
                                       tables.IMAGES.c.state)).all()
-        runs = db.execute(sa.select(
-            tables.STAGE_RUNS.c.stage, tables.STAGE_RUNS.c.outcome,
-            tables.STAGE_RUNS.c.started_at, tables.STAGE_RUNS.c.finished_at,
-            tables.STAGE_RUNS.c.bytes).where(
-                tables.STAGE_RUNS.c.finished_at.is_not(None))).all()
+        totals = db.execute(_run_totals()).all()
     gauge = core.GaugeMetricFamily(PREFIX + "jobs", "Jobs by state.",
                                    labels=["state"])
     # Every state, 0 included: an alert on "failed" needs the series.
@@ -53,23 +53,42 @@ def families(store, now=None):
     for stage, state, count in sorted(images):
         gauge.add_metric([stage, state], count)
     yield gauge
-    yield from _runs(runs)
+    yield from _runs(totals)
     yield _recovery_points(replication_store.ReplicationStore(store), now)
 
 
-def _runs(runs):
+def _run_totals():
+    """Finished stage runs' totals by stage and outcome, in SQL.
+
+    Rows of ``(stage, outcome, runs, microseconds, bytes)``.  A run
+    that finished before it started (the clocks of two conductors
+    disagree) counts no time, as it never did.
+    """
+    runs = tables.STAGE_RUNS.c
+    took = sa.case((runs.finished_at > runs.started_at,
+                    durations.Microseconds(runs.started_at,
+                                           runs.finished_at)), else_=0)
+    return sa.select(
+        runs.stage, runs.outcome, sa.func.count(), sa.func.sum(took),
+        sa.func.sum(runs.bytes)).where(
+            runs.finished_at.is_not(None)).group_by(runs.stage,
+                                                    runs.outcome)
+
+
+def _runs(totals):
     # Every stage and outcome from the start, 0 included: a series that
     # appeared with its first value would show Prometheus no increase.
     count = {(stage, outcome): 0 for stage in states.STAGES
              for outcome in states.FINISHED}
-    seconds = dict.fromkeys(count, 0.0)
+    microseconds = dict.fromkeys(count, 0)
     moved = dict.fromkeys(states.STAGES, 0)
-    for stage, outcome, started, finished, nbytes in runs:
+    for stage, outcome, runs, took, nbytes in totals:
+        # Sums come back as Decimal from PostgreSQL and MySQL.
         key = (stage, outcome or "")
-        count[key] = count.get(key, 0) + 1
-        seconds[key] = seconds.get(key, 0.0) + max(
-            0.0, (finished - started).total_seconds())
-        moved[stage] = moved.get(stage, 0) + (nbytes or 0)
+        count[key] = count.get(key, 0) + runs
+        microseconds[key] = microseconds.get(key, 0) + int(took or 0)
+        moved[stage] = moved.get(stage, 0) + int(nbytes or 0)
+    seconds = {key: took / 10 ** 6 for key, took in microseconds.items()}
     summary = core.SummaryMetricFamily(
         PREFIX + "stage_run_seconds",
         "Finished stage runs and their durations, by stage and outcome.",

@@ -6,8 +6,9 @@ PostgreSQL and a real MariaDB, each started for this module.
 made, the live tables are what the revisions made on that database, the
 conditional UPDATEs that keep conductors apart (claims, notifications)
 let exactly one of two racing writers through, timestamps keep their
-microseconds, and a store that does not answer fails in one line after
-oslo.db's retries.
+microseconds, the metrics' sums of stage runs (SQL each database spells
+its own way) are exact, and a store that does not answer fails in one
+line after oslo.db's retries.
 """
 
 import datetime
@@ -24,9 +25,11 @@ from gvfs_lab import job_store
 from gvfs_lab import mariadb
 from gvfs_lab import postgres
 from gvfs_lab import process
+from gvfs_openstack.conductor import metrics
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration.db import tables
 from gvfs_openstack.migration import jobs
+from gvfs_openstack.migration import states
 
 SERVERS = {"postgresql": postgres.PostgreSQL, "mariadb": mariadb.MariaDB}
 
@@ -143,6 +146,40 @@ def test_timestamps_keep_their_microseconds(url):
         assert store.job(job_id)["heartbeat"] == beat
     finally:
         store.dispose()
+
+
+def test_the_metrics_sum_stage_runs_to_the_microsecond(url):
+    """The database sums the runs' durations, each in its own SQL.
+
+    To the microsecond, none negative, across a second's edge.
+    """
+    store = jobs.JobStore(url)
+    start = datetime.datetime(2026, 11, 24, 12, 0, 0, 999999)
+    took = [datetime.timedelta(microseconds=1),
+            datetime.timedelta(days=2, seconds=3, microseconds=999999),
+            datetime.timedelta(seconds=-5)]     # Two conductors' clocks.
+    try:
+        with store.engine.begin() as db:
+            db.execute(tables.STAGE_RUNS.insert(), [{
+                "job_id": "job", "position": 0, "stage": states.TRANSFER,
+                "started_at": start, "finished_at": start + each,
+                "outcome": states.DONE, "bytes": 2 ** 40} for each in took])
+        summary = {sample.name: sample.value
+                   for family in metrics.families(store)
+                   for sample in family.samples
+                   if sample.labels == {"stage": states.TRANSFER,
+                                        "outcome": states.DONE}}
+        moved = {sample.labels["stage"]: sample.value
+                 for family in metrics.families(store)
+                 if family.name == "gvfs_conductor_moved_bytes"
+                 for sample in family.samples}
+    finally:
+        store.dispose()
+    assert summary == {
+        "gvfs_conductor_stage_run_seconds_count": 3,
+        "gvfs_conductor_stage_run_seconds_sum": (took[0] + took[1])
+        .total_seconds()}
+    assert moved[states.TRANSFER] == 3 * 2 ** 40
 
 
 def test_a_store_that_does_not_answer_fails_in_one_line(server, tmp_path):

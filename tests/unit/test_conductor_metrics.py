@@ -7,9 +7,14 @@ store's own API; the families are served over HTTP by
 parser, as a Prometheus server reads them.
 """
 
+import collections
 import datetime
+import random
+
+import sqlalchemy as sa
 
 from gvfs_openstack.conductor import metrics
+from gvfs_openstack.migration.db import tables
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import states
 from gvfs_openstack.replication import store as replication_store
@@ -73,3 +78,72 @@ def test_jobs_runs_bytes_and_recovery_points(tmp_path):
     point = samples[("gvfs_conductor_replication_recovery_point_seconds",
                      (("policy", policy),))]
     assert 600 <= point < 700
+
+
+def _samples(families, *names):
+    """``{(sample name, labels): value}`` of the families ``names``."""
+    return {(sample.name, tuple(sorted(sample.labels.items()))):
+            sample.value for family in families if family.name in names
+            for sample in family.samples}
+
+
+def test_run_aggregates_match_every_run_summed_in_python(tmp_path):
+    """Many runs summed by the database: as if each were read and summed.
+
+    To the microsecond.  Durations of odd microseconds (``.999999``
+    must not round up a second), runs that finished "before" they
+    started (two conductors' clocks) and runs still going.
+    """
+    store = jobs.JobStore("sqlite:///%s" % (tmp_path / "jobs.sqlite"))
+    rng = random.Random(61)
+    base = datetime.datetime(2026, 1, 1)
+    rows = []
+    for n in range(20000):
+        started = base + datetime.timedelta(
+            seconds=rng.randrange(10 ** 6),
+            microseconds=rng.choice((0, 1, 999999, rng.randrange(10 ** 6))))
+        took = datetime.timedelta(microseconds=rng.randrange(-10 ** 6,
+                                                             10 ** 10))
+        rows.append({
+            "job_id": "job-%d" % (n % 97), "position": 0,
+            "stage": rng.choice(states.STAGES), "pid": 1,
+            "started_at": started, "resumed_from": 0,
+            "finished_at": None if n % 10 == 0 else started + took,
+            "outcome": None if n % 10 == 0 else rng.choice(
+                states.FINISHED),
+            "bytes": rng.randrange(10 ** 12)})
+    with store.engine.begin() as db:
+        db.execute(tables.STAGE_RUNS.insert(), rows)
+
+    # What the scrape exported when it read every run.
+    count = collections.Counter()
+    took = collections.defaultdict(datetime.timedelta)
+    moved = collections.Counter()
+    for row in rows:
+        if row["finished_at"] is None:
+            continue
+        key = (row["stage"], row["outcome"])
+        count[key] += 1
+        took[key] += max(datetime.timedelta(),
+                         row["finished_at"] - row["started_at"])
+        moved[row["stage"]] += row["bytes"]
+
+    statements = []
+    sa.event.listen(store.engine, "before_cursor_execute",
+                    lambda *args: statements.append(args[2]))
+    samples = _samples(list(metrics.families(store)),
+                       "gvfs_conductor_stage_run_seconds",
+                       "gvfs_conductor_moved_bytes")
+    for stage in states.STAGES:
+        assert samples[("gvfs_conductor_moved_bytes_total",
+                        (("stage", stage),))] == moved[stage]
+        for outcome in states.FINISHED:
+            labels = (("outcome", outcome), ("stage", stage))
+            assert samples[("gvfs_conductor_stage_run_seconds_count",
+                            labels)] == count[(stage, outcome)]
+            assert samples[("gvfs_conductor_stage_run_seconds_sum",
+                            labels)] == \
+                took[(stage, outcome)].total_seconds()
+    # A row per stage and outcome came back, not one per run.
+    assert all("GROUP BY" in statement for statement in statements
+               if "stage_runs" in statement)
