@@ -18,6 +18,8 @@ from prometheus_client import core
 from prometheus_client import exposition
 
 from gvfs_openstack import latency
+from gvfs_openstack.metrics_access import authorized
+from gvfs_openstack.metrics_access import warn_if_open
 
 LOG = logging.getLogger(__name__)
 
@@ -60,6 +62,21 @@ def histogram(name, documentation, histograms, label=None):
     return family
 
 
+def _guarded(application, token):
+    """A WSGI app that answers 401 to a scrape without ``token``."""
+    if token is None:
+        return application
+
+    def guarded(environ, start_response):
+        if authorized(environ.get("HTTP_AUTHORIZATION"), token):
+            return application(environ, start_response)
+        start_response("401 Unauthorized", [
+            ("Content-Type", "text/plain"),
+            ("WWW-Authenticate", 'Bearer realm="metrics"')])
+        return [b"a bearer token is needed\n"]
+    return guarded
+
+
 class _Quiet(simple_server.WSGIRequestHandler):
     #: Seconds a scraper may take to send its request or read the answer.
     timeout = 10.0
@@ -80,12 +97,17 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
 
 
 class MetricsServer:
-    """The endpoint of ``[metrics] host`` and ``port``, bound at once."""
+    """The endpoint of ``[metrics] host`` and ``port``, bound at once.
 
-    def __init__(self, host, port, registry):
+    ``token``: the bearer token every scrape must send (see
+    :func:`read_token`), or None.
+    """
+
+    def __init__(self, host, port, registry, token=None):
         self.registry = registry
+        warn_if_open(host, token)
         self._httpd = simple_server.make_server(
-            host, port, exposition.make_wsgi_app(registry),
+            host, port, _guarded(exposition.make_wsgi_app(registry), token),
             server_class=_Server, handler_class=_Quiet)
         self.port = self._httpd.server_port
         self._thread = threading.Thread(target=self._httpd.serve_forever,
@@ -108,10 +130,12 @@ class LoopEndpoint:
     #: A scrape's request head must come within this many seconds.
     READ_TIMEOUT = 10.0
 
-    def __init__(self, host, port, registry):
+    def __init__(self, host, port, registry, token=None):
         self.host = host
         self.port = port
         self.registry = registry
+        self.token = token
+        warn_if_open(host, token)
         self._server = None
 
     async def start(self):
@@ -150,5 +174,18 @@ class LoopEndpoint:
             return b"405 Method Not Allowed", b"GET only\n", b"text/plain"
         if path != b"/metrics":
             return b"404 Not Found", b"see /metrics\n", b"text/plain"
+        if not authorized(_header(head, b"authorization"), self.token):
+            return (b"401 Unauthorized\r\nWWW-Authenticate: Bearer "
+                    b'realm="metrics"', b"a bearer token is needed\n",
+                    b"text/plain")
         return (b"200 OK", exposition.generate_latest(self.registry),
                 exposition.CONTENT_TYPE_LATEST.encode())
+
+
+def _header(head, name):
+    """The value of header ``name`` (lower case) in a request head."""
+    for line in head.split(b"\r\n")[1:]:
+        key, colon, value = line.partition(b":")
+        if colon and key.strip().lower() == name:
+            return value.decode("latin-1")
+    return None

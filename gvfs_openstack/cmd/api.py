@@ -28,6 +28,7 @@ from oslo_service.backend import base
 from gvfs_openstack.cmd import launch
 from gvfs_openstack.api import app  # noqa: H306
 from gvfs_openstack.api import service
+from gvfs_openstack import metrics_access
 from gvfs_openstack import metrics_server
 
 LOG = logging.getLogger(__name__)
@@ -374,7 +375,8 @@ class ApiService(base.ServiceBase):
             application, measured = app.build_measured(self.conf)
             self._metrics = metrics_server.MetricsServer(
                 self.conf.metrics.host, self.conf.metrics.port,
-                measured.registry)
+                measured.registry, token=metrics_access.read_token(
+                    self.conf.metrics.token_file))
             self._metrics.start()
         self.server = make_server(
             self.conf.api.host_ip, self.conf.api.port, application,

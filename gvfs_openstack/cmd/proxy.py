@@ -22,6 +22,7 @@ from oslo_log import log as logging
 from gvfs_openstack.conf import opts
 from gvfs_openstack import exceptions
 from gvfs_openstack import heap
+from gvfs_openstack import metrics_access
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.proxy import control
@@ -113,7 +114,8 @@ def _mount():
                 mount, trim_when_idle=CONF.proxy.heap_retain_mb > 0,
                 shown_as=shown_as),
             metrics_address=None if mount.metrics_port is None
-            else (CONF.metrics.host, mount.metrics_port)))
+            else (CONF.metrics.host, mount.metrics_port,
+                  metrics_access.read_token(CONF.metrics.token_file))))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)

@@ -117,7 +117,8 @@ def _recovery_points(policies, now):
     return gauge
 
 
-def server(host, port, store):
+def server(host, port, store, token=None):
     """A :class:`metrics_server.MetricsServer` of the job store ``store``."""
     return metrics_server.MetricsServer(
-        host, port, metrics_server.registry_of(lambda: families(store)))
+        host, port, metrics_server.registry_of(lambda: families(store)),
+        token=token)

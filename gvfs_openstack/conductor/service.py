@@ -19,6 +19,7 @@ from gvfs_openstack.conductor import callers
 from gvfs_openstack.conductor import metrics
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
+from gvfs_openstack import metrics_access
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import rpcapi
@@ -259,7 +260,8 @@ class ConductorService:
         if self.conf.metrics.port is not None:
             self._metrics = metrics.server(
                 self.conf.metrics.host, self.conf.metrics.port,
-                self.manager.store)
+                self.manager.store, token=metrics_access.read_token(
+                    self.conf.metrics.token_file))
             self._metrics.start()
         LOG.info("gvfs-conductor %s serves topic %s",
                  self.conf.conductor.host, rpcapi.TOPIC)

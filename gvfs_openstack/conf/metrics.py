@@ -13,11 +13,26 @@ metrics_opts = [
                        help="""Address the endpoint listens on.
 
 The proxies' metrics name export paths: keep it on loopback or a
-management network that only the Prometheus server reaches.
+management network that only the Prometheus server reaches, and set
+``token_file`` off loopback (a warning is logged without it).
+
+Related options: token_file.
 """),
     cfg.PortOpt("port",
                 help="Port of the endpoint; unset (the default): no "
                      "endpoint."),
+    cfg.StrOpt("token_file",
+               help="""A file whose content is the endpoint's bearer token.
+
+Set, every scrape must send ``Authorization: Bearer <token>`` or is
+answered 401: Prometheus' ``authorization: {credentials_file: ...}`` of
+the scrape job. The metrics name export paths, replication policies and
+other projects' ids; without a token anyone who reaches the address
+reads them. Readable only by the service's account (a warning is logged
+otherwise). Unset (the default): no token, for a loopback address.
+
+Related options: host.
+"""),
 ]
 
 

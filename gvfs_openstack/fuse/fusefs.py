@@ -848,7 +848,8 @@ async def serve(session, mountpoint, options=MountOptions(),
     if metrics_address is not None:
         # Imported here: prometheus-client is needed only to serve it.
         from gvfs_openstack.fuse import metrics
-        endpoint = metrics.endpoint(*metrics_address, ops)
+        host, port, token = metrics_address
+        endpoint = metrics.endpoint(host, port, ops, token=token)
         await endpoint.start()
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=gvfs:%s" % session.where, "subtype=gvfs"}

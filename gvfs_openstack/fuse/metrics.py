@@ -96,7 +96,7 @@ def _read_cache(cache):
                  cache.capacity if cache else 0)
 
 
-def endpoint(host, port, fs):
+def endpoint(host, port, fs, token=None):
     """The endpoint serving ``fs``'s families at ``host``:``port``."""
     return metrics_server.LoopEndpoint(host, port, metrics_server.registry_of(
-        lambda: families(fs)))
+        lambda: families(fs)), token=token)

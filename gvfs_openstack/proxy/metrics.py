@@ -143,7 +143,7 @@ def _exports(exports):
     yield dirty
 
 
-def endpoint(host, port, snapshot):
+def endpoint(host, port, snapshot, token=None):
     """The proxy's endpoint; ``snapshot()`` gives ``gvfs-proxy stats``."""
     return metrics_server.LoopEndpoint(host, port, metrics_server.registry_of(
-        lambda: families(snapshot())))
+        lambda: families(snapshot())), token=token)

@@ -17,6 +17,7 @@ from oslo_log import log as logging
 from gvfs_openstack import exceptions
 from gvfs_openstack.files import safe_files
 from gvfs_openstack import heap
+from gvfs_openstack import metrics_access
 from gvfs_openstack.nfs import rpc
 from gvfs_openstack.proxy import access
 from gvfs_openstack.proxy import bulk_server
@@ -162,7 +163,8 @@ class ProxyService:
         self.metrics = None
         if conf.metrics.port is not None and worker is None:
             self.metrics = metrics.endpoint(
-                conf.metrics.host, conf.metrics.port, self.snapshot)
+                conf.metrics.host, conf.metrics.port, self.snapshot,
+                token=metrics_access.read_token(conf.metrics.token_file))
         self._stopping = None
         #: Hands back, once traffic stops, what ``heap_retain_mb`` kept.
         self._trimmer = None

@@ -42,6 +42,7 @@ import time
 from oslo_log import log as logging
 
 from gvfs_openstack import exceptions
+from gvfs_openstack import metrics_access
 from gvfs_openstack.proxy import control
 from gvfs_openstack.proxy import listener
 from gvfs_openstack.proxy import metrics
@@ -383,7 +384,9 @@ class Supervisor:
                 if self.conf.metrics.port is not None:
                     self._metrics = metrics.endpoint(
                         self.conf.metrics.host, self.conf.metrics.port,
-                        lambda: self._snapshot)
+                        lambda: self._snapshot,
+                        token=metrics_access.read_token(
+                            self.conf.metrics.token_file))
                     await self._metrics.start()
                     self._spawn(self._refresh_metrics())
             elif self.conf.metrics.port is not None:
