@@ -14,6 +14,7 @@ from oslo_policy import policy
 
 from gvfs_openstack.api import faults
 from gvfs_openstack.api import policies
+from gvfs_openstack import conf as conf_pkg
 
 LOG = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ def get_enforcer():
     see the rules an operator's ``policy.yaml`` changes.
     """
     conf = cfg.ConfigOpts()
-    conf([], project="gvfs")
+    conf([], project=conf_pkg.PROJECT)
     return enforcer(conf)
 
 

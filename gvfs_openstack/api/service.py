@@ -11,6 +11,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from gvfs_openstack.api import app
+from gvfs_openstack import conf as conf_pkg
 from gvfs_openstack.conf import api as api_conf
 
 #: Where the packages, the systemd unit and devstack put the configuration.
@@ -22,7 +23,7 @@ def load(argv, prog="gvfs-api", default_config_files=None):
     conf = cfg.CONF  # oslo.messaging 18 wants the global configuration.
     logging.register_options(conf)
     api_conf.register_opts(conf)
-    conf(argv, project="gvfs", prog=prog,
+    conf(argv, project=conf_pkg.PROJECT, prog=prog,
          default_config_files=default_config_files)
     logging.setup(conf, prog)
     return conf

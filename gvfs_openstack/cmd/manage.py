@@ -18,6 +18,7 @@ from oslo_db import exception as db_exception
 from oslo_log import log as logging
 import sqlalchemy as sa
 
+from gvfs_openstack import conf as conf_pkg
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack.migration.db import engine as store_engine
@@ -74,9 +75,9 @@ def _parse(argv):
     conf.set_default("use_stderr", True)
     migration_conf.register_opts(conf)
     conf.register_cli_opt(COMMAND_OPT)
-    conf(argv, project="gvfs", prog=PROG,
+    conf(argv, project=conf_pkg.PROJECT, prog=PROG,
          default_config_files=cfg.find_config_files(
-             project="gvfs", prog="gvfs-conductor"))
+             project=conf_pkg.PROJECT, prog="gvfs-conductor"))
     return conf
 
 

@@ -19,6 +19,7 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from gvfs_openstack import conf as conf_pkg
 from gvfs_openstack.conf import opts
 from gvfs_openstack import exceptions
 from gvfs_openstack import heap
@@ -220,13 +221,18 @@ def register_opts(conf):
         module.register_opts(conf)
 
 
-def main(argv=None):
+def _parse(argv):
+    """Parse ``argv`` (and the files it names, or the project's) into CONF."""
     register_opts(CONF)
     logging.register_options(CONF)
     CONF.register_cli_opt(cfg.SubCommandOpt(
         "action", title="actions", handler=_add_parsers))
-    CONF(sys.argv[1:] if argv is None else argv, project="gvfs-openstack",
-         prog="gvfs-proxy")
+    CONF(argv, project=conf_pkg.PROJECT, prog="gvfs-proxy")
+    return CONF
+
+
+def main(argv=None):
+    _parse(sys.argv[1:] if argv is None else argv)
     logging.setup(CONF, "gvfs-proxy")
     if CONF.action.name in _RELAYING:
         heap.retain_freed(CONF.proxy.heap_retain_mb * 1024 * 1024)

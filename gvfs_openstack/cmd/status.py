@@ -22,6 +22,7 @@ import sys
 from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
+from gvfs_openstack import conf as conf_pkg
 from gvfs_openstack.conf import opts
 
 PROG = "gvfs-status"
@@ -65,9 +66,9 @@ def _parsed(argv, register):
     register(conf)
     commands = Checks(conf)
     upgradecheck.register_cli_options(conf, commands)
-    conf(argv, project="gvfs", prog=PROG,
+    conf(argv, project=conf_pkg.PROJECT, prog=PROG,
          default_config_files=cfg.find_config_files(
-             project="gvfs", prog="gvfs-conductor"))
+             project=conf_pkg.PROJECT, prog="gvfs-conductor"))
     return conf, commands
 
 

@@ -7,3 +7,8 @@ registers its own groups on its own configuration when it starts
 own), so a service that loads one of our plugins never gains another
 program's groups.  :mod:`gvfs_openstack.conf.opts` lists them all.
 """
+
+#: oslo.config's project of every program and plugin: where each looks
+#: for its configuration file when given none (``/etc/gvfs-openstack/``,
+#: as the docs, the systemd units and devstack have it).
+PROJECT = "gvfs-openstack"

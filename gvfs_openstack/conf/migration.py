@@ -14,6 +14,7 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_db import options as db_options
 
+from gvfs_openstack import conf as conf_pkg
 from gvfs_openstack.conf import metrics as metrics_conf
 
 GROUP = "conductor"
@@ -488,7 +489,7 @@ def register_sites(conf):
 def load(conf, argv, prog):
     """Parse ``argv`` into ``conf`` with the conductor's and sites' options."""
     register_opts(conf)
-    conf(argv, project="gvfs", prog=prog)
+    conf(argv, project=conf_pkg.PROJECT, prog=prog)
     register_sites(conf)
     return conf
 
