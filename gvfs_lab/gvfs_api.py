@@ -170,6 +170,13 @@ class Conductor:
         with open(self.config_file, "w") as f:
             conf.write(f)
         self.log = os.path.join(workdir, "conductor.log")
+        # As a deployment does: the conductor refuses an unsynced store.
+        synced = subprocess.run(
+            [_program("gvfs-manage"), "--config-file", self.config_file,
+             "db", "sync"], capture_output=True, text=True, timeout=300)
+        if synced.returncode:
+            raise process.LabError("gvfs-manage db sync failed: %s"
+                                   % synced.stderr[-2000:])
         self.process = process.ManagedProcess(
             "gvfs-conductor", [_program("gvfs-conductor"), "--config-file",
                                self.config_file], self.log)

@@ -20,6 +20,8 @@ from gvfs_openstack.conductor import metrics
 from gvfs_openstack.conf import migration as migration_conf
 from gvfs_openstack import exceptions
 from gvfs_openstack import metrics_access
+from gvfs_openstack.migration.db import engine as store_engine
+from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration import jobs
 from gvfs_openstack.migration import manager as manager_mod
 from gvfs_openstack.migration import rpcapi
@@ -199,11 +201,19 @@ def callers_of(conf):
 def check(conf):
     """Raise what would keep the service from starting, before a worker.
 
-    A job store it cannot use: a bad URL, a schema to sync; callers it
-    cannot verify.
+    A job store it cannot use: a bad URL, a schema to sync (an empty
+    database too: a wrong connection string must not start a fresh, empty
+    job history, so the service waits for ``gvfs-manage db sync`` as
+    OpenStack's services do); callers it cannot verify.
     """
     callers_of(conf)
-    jobs.open_store(conf).dispose()
+    engine = store_engine.create_engine(jobs.store_url(conf),
+                                        **jobs.engine_options(conf))
+    try:
+        with engine.connect() as connection:
+            schema.check(connection)
+    finally:
+        engine.dispose()
 
 
 class ConductorService:

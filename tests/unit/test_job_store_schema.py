@@ -305,6 +305,40 @@ def test_gvfs_manage_db_sync_and_version(tmp_path):
     store.dispose()
 
 
+def _conductor(tmp_path, url):
+    """The real ``gvfs-conductor`` program on the store at ``url``."""
+    conf = tmp_path / "gvfs-conductor.conf"
+    conf.write_text("[database]\nconnection = %s\n"
+                    "[conductor]\nverify_callers = false\n" % url)
+    return subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from gvfs_openstack.cmd import conductor; "
+         "sys.exit(conductor.main())", "--config-file", str(conf)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("made", ["empty", "0001"])
+def test_gvfs_conductor_refuses_a_store_not_synced(tmp_path, made):
+    """An empty database is not a new job history until db sync.
+
+    A wrong connection string must not start a fresh, empty history:
+    the conductor exits saying what to run, and makes nothing.
+    """
+    url = _url(tmp_path)
+    if made == "0001":
+        _store_at_0001(url)
+    else:
+        _run_sql(url, "CREATE TABLE unrelated (x INTEGER)")
+    refused = _conductor(tmp_path, url)
+    said = refused.stdout + refused.stderr     # Its log, where it goes.
+    assert refused.returncode == 2, said[-2000:]
+    assert "gvfs-manage db sync" in said
+    assert ("it is empty" in said) == (made == "empty")
+    assert _revision(url) == (None if made == "empty" else "0001")
+    assert _manage(tmp_path, url, "db", "sync").returncode == 0
+    assert _revision(url) == schema.head()
+
+
 def test_gvfs_manage_fails_in_one_line(tmp_path):
     url = _url(tmp_path)
     jobs.JobStore(url).dispose()

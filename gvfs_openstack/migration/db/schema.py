@@ -102,7 +102,10 @@ def check(connection):
     expected = head()
     if revision == expected:
         return
-    if revision is None:
+    if revision is None and is_empty(connection):
+        reason = ("it is empty; this release needs revision %s: %s"
+                  % (expected, _SYNC))
+    elif revision is None:
         reason = ("it has no schema revision (a release before versioned "
                   "schemas made it); this release needs revision %s: %s"
                   % (expected, _SYNC))
