@@ -13,6 +13,7 @@ from oslo_log import log as logging
 from gvfs_openstack.api import app
 from gvfs_openstack import conf as conf_pkg
 from gvfs_openstack.conf import api as api_conf
+from gvfs_openstack import version
 
 #: Where the packages, the systemd unit and devstack put the configuration.
 DEFAULT_CONFIG_FILE = "/etc/gvfs-openstack/gvfs-api.conf"
@@ -24,7 +25,8 @@ def load(argv, prog="gvfs-api", default_config_files=None):
     logging.register_options(conf)
     api_conf.register_opts(conf)
     conf(argv, project=conf_pkg.PROJECT, prog=prog,
-         default_config_files=default_config_files)
+         default_config_files=default_config_files,
+         version=version.string())
     logging.setup(conf, prog)
     return conf
 

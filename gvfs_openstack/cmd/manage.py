@@ -25,6 +25,7 @@ from gvfs_openstack.migration.db import engine as store_engine
 from gvfs_openstack.migration.db import schema
 from gvfs_openstack.migration.db import sync
 from gvfs_openstack.migration import jobs
+from gvfs_openstack import version
 
 PROG = "gvfs-manage"
 
@@ -77,7 +78,8 @@ def _parse(argv):
     conf.register_cli_opt(COMMAND_OPT)
     conf(argv, project=conf_pkg.PROJECT, prog=PROG,
          default_config_files=cfg.find_config_files(
-             project=conf_pkg.PROJECT, prog="gvfs-conductor"))
+             project=conf_pkg.PROJECT, prog="gvfs-conductor"),
+         version=version.string())
     return conf
 
 

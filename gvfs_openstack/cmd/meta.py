@@ -45,6 +45,7 @@ from gvfs_openstack.delta import prefill as delta_prefill
 from gvfs_openstack.delta import statuses
 from gvfs_openstack.sidecar import format as meta_format
 from gvfs_openstack.sidecar import scan
+from gvfs_openstack import version
 
 MIB = 1024 * 1024
 
@@ -252,6 +253,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="gvfs-meta", description=__doc__,
                                      formatter_class=argparse.
                                      RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version",
+                        version=version.string())
     sub = parser.add_subparsers(dest="action", required=True)
     generate = sub.add_parser("generate", help="write sidecars")
     generate.add_argument("files", nargs="+", metavar="FILE")

@@ -27,6 +27,7 @@ from gvfs_openstack import metrics_access
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.proxy import control
+from gvfs_openstack import version
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -227,7 +228,8 @@ def _parse(argv):
     logging.register_options(CONF)
     CONF.register_cli_opt(cfg.SubCommandOpt(
         "action", title="actions", handler=_add_parsers))
-    CONF(argv, project=conf_pkg.PROJECT, prog="gvfs-proxy")
+    CONF(argv, project=conf_pkg.PROJECT, prog="gvfs-proxy",
+         version=version.string())
     return CONF
 
 

@@ -24,6 +24,7 @@ from oslo_upgradecheck import upgradecheck
 
 from gvfs_openstack import conf as conf_pkg
 from gvfs_openstack.conf import opts
+from gvfs_openstack import version
 
 PROG = "gvfs-status"
 Code = upgradecheck.Code
@@ -68,7 +69,8 @@ def _parsed(argv, register):
     upgradecheck.register_cli_options(conf, commands)
     conf(argv, project=conf_pkg.PROJECT, prog=PROG,
          default_config_files=cfg.find_config_files(
-             project=conf_pkg.PROJECT, prog="gvfs-conductor"))
+             project=conf_pkg.PROJECT, prog="gvfs-conductor"),
+         version=version.string())
     return conf, commands
 
 

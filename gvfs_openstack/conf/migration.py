@@ -16,6 +16,7 @@ from oslo_db import options as db_options
 
 from gvfs_openstack import conf as conf_pkg
 from gvfs_openstack.conf import metrics as metrics_conf
+from gvfs_openstack import version
 
 GROUP = "conductor"
 SITE_GROUP = "site:%s"
@@ -489,7 +490,8 @@ def register_sites(conf):
 def load(conf, argv, prog):
     """Parse ``argv`` into ``conf`` with the conductor's and sites' options."""
     register_opts(conf)
-    conf(argv, project=conf_pkg.PROJECT, prog=prog)
+    conf(argv, project=conf_pkg.PROJECT, prog=prog,
+         version=version.string())
     register_sites(conf)
     return conf
 
