@@ -26,6 +26,7 @@ import glob
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -84,7 +85,8 @@ class Role:
 
 def _run(argv, **kwargs):
     print("+ " + " ".join(argv), flush=True)
-    return subprocess.run(argv, check=True, **kwargs)
+    kwargs.setdefault("check", True)
+    return subprocess.run(argv, **kwargs)
 
 
 def _clean_env():
@@ -471,6 +473,32 @@ ROLES = (
 )
 
 
+#: The programs of our own (gvfs-nova-compute is nova-compute's).
+PROGRAMS = ("gvfs-proxy", "gvfs-meta", "gvfs-conductor", "gvfs-manage",
+            "gvfs-status", "gvfs-api")
+_EXTRA_SENTENCE = re.compile(
+    r"^gvfs-[a-z]+: module [\w.]+ is missing: install the '([a-z]+)' "
+    r"extra \(pip install 'gvfs-openstack\[\1\]'\)$")
+
+
+def check_every_program(venv):
+    """Each program answers --version, or names the extra it lacks.
+
+    Every console script is installed on every node: run without its
+    role's extra, a program says so in one line (exit 1), never with a
+    traceback.
+    """
+    for program in PROGRAMS:
+        done = venv.run([program, "--version"], capture_output=True,
+                        text=True, check=False)
+        said = done.stderr.strip()
+        if done.returncode == 0 and done.stdout.strip():
+            continue
+        if done.returncode != 1 or not _EXTRA_SENTENCE.match(said):
+            raise SystemExit("%s --version: %d %s %s" % (
+                program, done.returncode, done.stdout, said[-2000:]))
+
+
 def check_role(role, wheel, top, constraints):
     """``None``, or what went wrong, with the role's name."""
     venv = Venv(os.path.join(top, role.name), constraints)
@@ -483,6 +511,7 @@ def check_role(role, wheel, top, constraints):
         if present:
             raise SystemExit("installs %s" % ", ".join(present))
         role.check(venv, work)
+        check_every_program(venv)
     except (SystemExit, subprocess.CalledProcessError) as e:
         return "%s: %s" % (role.name, e)
     finally:
