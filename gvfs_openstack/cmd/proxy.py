@@ -12,6 +12,7 @@
 
 import asyncio
 import json
+import logging as std_logging
 import os
 import sys
 import time
@@ -70,6 +71,35 @@ def _control(command, timeout=30.0, **args):
     return 0
 
 
+def _hangup():
+    """SIGHUP of a mount: the configuration re-read, the log re-opened.
+
+    oslo.config applies the mutable options (``debug``); a log file that
+    logrotate moved away is closed and opened again at its path, so
+    that the next line starts the new file.
+    """
+    LOG.info("SIGHUP: re-reading the configuration, re-opening the log")
+    try:
+        CONF.mutate_config_files()
+    except (cfg.Error, ValueError) as e:
+        LOG.error("SIGHUP: %s; the running configuration stays", e)
+    reopen_log_files()
+
+
+def reopen_log_files():
+    """Close every file the root logger writes; the next line reopens it.
+
+    ``logging.FileHandler`` opens its stream again at the next record
+    when it has none (it is not closed for good).
+    """
+    for handler in std_logging.getLogger().handlers:
+        if isinstance(handler, std_logging.FileHandler):
+            with handler.lock:
+                if handler.stream is not None:
+                    handler.stream.close()
+                    handler.stream = None
+
+
 def _mount():
     # Imported here: pyfuse3 (the ``fuse`` extra) is needed only to mount.
     from gvfs_openstack.fuse import fusefs
@@ -117,7 +147,8 @@ def _mount():
                 shown_as=shown_as),
             metrics_address=None if mount.metrics_port is None
             else (CONF.metrics.host, mount.metrics_port,
-                  metrics_access.read_token(CONF.metrics.token_file))))
+                  metrics_access.read_token(CONF.metrics.token_file)),
+            on_hangup=_hangup))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)

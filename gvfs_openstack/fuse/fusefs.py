@@ -816,7 +816,7 @@ def _terminate():
 
 
 async def serve(session, mountpoint, options=MountOptions(),
-                metrics_address=None):
+                metrics_address=None, on_hangup=None):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
@@ -829,8 +829,11 @@ async def serve(session, mountpoint, options=MountOptions(),
     (:func:`heap.retain_freed`) goes back to the kernel once its calls
     stop.  (:func:`presentation.for_group` refuses a group to show the
     files as with ``identity`` "caller".)  With ``metrics_address``
-    (host, port) the mount's Prometheus endpoint is bound there before
-    anything is mounted: a port in use is an error at start.
+    (host, port, token) the mount's Prometheus endpoint is bound there
+    before anything is mounted: a port in use is an error at start.
+    SIGHUP calls ``on_hangup`` (re-read the configuration, re-open the
+    log, as logrotate's ``postrotate`` asks); it never ends the mount,
+    whose guests would lose their disks.
     """
     await session.start()
     unlinked_files = unlinked.UnlinkedFiles(
@@ -881,6 +884,8 @@ async def serve(session, mountpoint, options=MountOptions(),
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _terminate)
+    loop.add_signal_handler(signal.SIGHUP, on_hangup or (
+        lambda: LOG.info("SIGHUP: nothing to reload")))
     LOG.info("mounted %s at %s", session.where, mountpoint)
     try:
         await pyfuse3.main()
@@ -892,7 +897,7 @@ async def serve(session, mountpoint, options=MountOptions(),
             await ops.prefill.stop()
         if endpoint is not None:
             await endpoint.close()
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(signum)
         pyfuse3.close(unmount=True)
         session.close()

@@ -590,6 +590,23 @@ def test_the_mount_reconnects_when_the_proxy_restarts(lab, tmp_path):
     assert _mount_samples(port)("upstream_reconnects_total") >= 1
 
 
+def test_a_sighup_leaves_the_mount_serving(lab, tmp_path):
+    """logrotate's postrotate sends SIGHUP: the mount re-reads, stays."""
+    m = lab.mount(str(tmp_path / "m"), name="hup-mount")
+    path = os.path.join(m.mountpoint, "before-hup.raw")
+    data = os.urandom(MIB)
+    with open(path, "wb") as f:
+        f.write(data)
+    m.process.signal(signal.SIGHUP)
+    process.wait_until(
+        lambda: "SIGHUP: re-reading" in open(m.log_path).read(),
+        "the mount's answer to SIGHUP", 30)
+    assert m.process.poll() is None
+    assert os.path.ismount(m.mountpoint)
+    with open(path, "rb") as f:
+        assert f.read() == data
+
+
 def test_a_wrong_export_fails_at_start(lab, tmp_path):
     with pytest.raises(process.LabError) as e:
         lab.mount(str(tmp_path / "m"), name="bad-export",
