@@ -28,6 +28,7 @@ from gvfs_openstack import metrics_access
 from gvfs_openstack.nfs.errors import NfsError
 from gvfs_openstack.nfs.errors import RpcError
 from gvfs_openstack.proxy import control
+from gvfs_openstack import sd_notify
 from gvfs_openstack import version
 
 CONF = cfg.CONF
@@ -46,14 +47,21 @@ def _serve():
         if worker is None:
             count = workers.count(CONF)
             if count > 1:
-                asyncio.run(workers.Supervisor(CONF, count).run())
+                asyncio.run(workers.Supervisor(CONF, count).run(
+                    ready=_listening))
                 return 0
         proxy = service.ProxyService(CONF, worker=worker)
     except exceptions.InvalidConfig as e:
         LOG.error("%s", e)
         return 2
-    asyncio.run(proxy.run())
+    # A worker of a supervisor is not what systemd started.
+    asyncio.run(proxy.run(ready=_listening if worker is None else None))
     return 0
+
+
+def _listening(port):
+    """Tell systemd the proxy serves (``Type=notify``), if it started us."""
+    sd_notify.ready("listening on port %d" % port)
 
 
 def _control(command, timeout=30.0, **args):
@@ -148,7 +156,8 @@ def _mount():
             metrics_address=None if mount.metrics_port is None
             else (CONF.metrics.host, mount.metrics_port,
                   metrics_access.read_token(CONF.metrics.token_file)),
-            on_hangup=_hangup))
+            on_hangup=_hangup,
+            on_ready=lambda: sd_notify.ready("mounted")))
     except (OSError, RuntimeError, NfsError, RpcError) as e:
         LOG.error("cannot mount %s at %s: %s", nfs.where,
                   CONF.action.mountpoint, e)

@@ -816,7 +816,7 @@ def _terminate():
 
 
 async def serve(session, mountpoint, options=MountOptions(),
-                metrics_address=None, on_hangup=None):
+                metrics_address=None, on_hangup=None, on_ready=None):
     """MNT through ``session``, mount at ``mountpoint``, serve until
     SIGTERM/SIGINT or an external unmount, then unmount.
 
@@ -833,7 +833,8 @@ async def serve(session, mountpoint, options=MountOptions(),
     before anything is mounted: a port in use is an error at start.
     SIGHUP calls ``on_hangup`` (re-read the configuration, re-open the
     log, as logrotate's ``postrotate`` asks); it never ends the mount,
-    whose guests would lose their disks.
+    whose guests would lose their disks.  ``on_ready`` is called once
+    mounted (systemd's readiness).
     """
     await session.start()
     unlinked_files = unlinked.UnlinkedFiles(
@@ -887,6 +888,8 @@ async def serve(session, mountpoint, options=MountOptions(),
     loop.add_signal_handler(signal.SIGHUP, on_hangup or (
         lambda: LOG.info("SIGHUP: nothing to reload")))
     LOG.info("mounted %s at %s", session.where, mountpoint)
+    if on_ready is not None:
+        on_ready()
     try:
         await pyfuse3.main()
     finally:
