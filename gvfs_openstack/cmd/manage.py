@@ -11,6 +11,7 @@ the store's revision and the newest.  Without ``--config-file`` it reads
 the files ``gvfs-conductor`` reads by default.
 """
 
+import datetime
 import sys
 
 from oslo_config import cfg
@@ -30,7 +31,7 @@ from gvfs_openstack import version
 PROG = "gvfs-manage"
 
 
-def _db_sync(engine):
+def _db_sync(engine, args):
     before, after = sync.sync(engine)
     if before == after:
         print("The job store is at revision %s already." % after)
@@ -39,7 +40,7 @@ def _db_sync(engine):
               % (after, before or "unversioned"))
 
 
-def _db_version(engine):
+def _db_version(engine, args):
     with engine.connect() as connection:
         revision = schema.current(connection)
         if revision is None:
@@ -47,6 +48,26 @@ def _db_version(engine):
                         else "none (made before versioned schemas)")
     print("job store revision: %s" % revision)
     print("newest revision: %s" % schema.head())
+
+
+def _db_purge(engine, args):
+    try:
+        before = datetime.datetime.fromisoformat(args.before)
+    except ValueError as e:
+        raise exceptions.InvalidConfig(
+            option="--before", reason="%s: give a date or a time, e.g. "
+            "2026-06-30 or 2026-06-30T12:00" % e) from e
+    if before.tzinfo is not None:
+        before = before.astimezone(datetime.timezone.utc).replace(
+            tzinfo=None)
+    with engine.connect() as connection:
+        schema.check(connection)
+    counted = jobs.purge(engine, before, dry_run=args.dry_run)
+    print("%s %d finished jobs last changed before %s UTC, with %d images "
+          "and %d stage runs." % (
+              "Would purge" if args.dry_run else "Purged", counted["jobs"],
+              before.isoformat(sep=" "), counted["images"],
+              counted["stage_runs"]))
 
 
 def _add_commands(subparsers):
@@ -61,6 +82,16 @@ def _add_commands(subparsers):
     actions.add_parser(
         "version", help="Print the job store's schema revision and the "
                         "newest.").set_defaults(action_fn=_db_version)
+    purge = actions.add_parser(
+        "purge", help="Delete finished jobs (done, failed, cancelled) last "
+                      "changed before a date, with their images and stage "
+                      "runs; jobs not finished are never touched.")
+    purge.add_argument("--before", required=True,
+                       help="A date or time, in UTC unless it says: "
+                            "2026-06-30 or 2026-06-30T12:00+02:00.")
+    purge.add_argument("--dry-run", action="store_true",
+                       help="Count what would go; delete nothing.")
+    purge.set_defaults(action_fn=_db_purge)
 
 
 COMMAND_OPT = cfg.SubCommandOpt(
@@ -90,7 +121,7 @@ def main(argv=None):
     try:
         engine = store_engine.create_engine(jobs.store_url(conf),
                                             **jobs.engine_options(conf))
-        conf.category.action_fn(engine)
+        conf.category.action_fn(engine, conf.category)
     except exceptions.GvfsError as e:
         print("%s: %s" % (PROG, e), file=sys.stderr)
         return 1

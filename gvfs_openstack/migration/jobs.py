@@ -80,6 +80,41 @@ def store_error_reason(error):
     return " ".join(str(getattr(inner, "orig", None) or inner).split())
 
 
+def purge(engine, before, dry_run=False):
+    """Delete finished jobs last changed before ``before`` (UTC).
+
+    With their images and stage runs; a replicated image that names
+    one keeps its record, without the link.  Jobs not finished are
+    never touched, however old.  ``{"jobs": n, "images": n,
+    "stage_runs": n}`` of what went (or would go, ``dry_run``).
+    """
+    old = sa.select(tables.JOBS.c.id).where(
+        tables.JOBS.c.state.in_(states.FINISHED),
+        tables.JOBS.c.updated_at < before)
+    counted = {}
+    with engine.begin() as db:
+        for name, table, column in (
+                ("stage_runs", tables.STAGE_RUNS,
+                 tables.STAGE_RUNS.c.job_id),
+                ("images", tables.IMAGES, tables.IMAGES.c.job_id),
+                ("jobs", tables.JOBS, tables.JOBS.c.id)):
+            where = column.in_(old)
+            counted[name] = db.execute(sa.select(sa.func.count()).where(
+                where).select_from(table)).scalar()
+        if not dry_run and counted["jobs"]:
+            db.execute(tables.REPLICATED_IMAGES.update().where(
+                tables.REPLICATED_IMAGES.c.job_id.in_(old)).values(
+                    job_id=None))
+            # Children first: job_images refer to jobs.
+            db.execute(tables.STAGE_RUNS.delete().where(
+                tables.STAGE_RUNS.c.job_id.in_(old)))
+            db.execute(tables.IMAGES.delete().where(
+                tables.IMAGES.c.job_id.in_(old)))
+            db.execute(tables.JOBS.delete().where(
+                tables.JOBS.c.id.in_(sa.select(old.subquery().c.id))))
+    return counted
+
+
 class JobStore:
     """The job store at ``url``, at the newest schema revision.
 
@@ -279,6 +314,10 @@ class JobStore:
             db.execute(tables.STAGE_RUNS.update().where(
                 tables.STAGE_RUNS.c.id == run_id).values(
                     finished_at=utcnow(), outcome=outcome, bytes=nbytes))
+
+    def purge(self, before, dry_run=False):
+        """:func:`purge` of this store."""
+        return purge(self.engine, before, dry_run)
 
     def runs(self, job_id):
         with self.engine.connect() as db:

@@ -182,6 +182,35 @@ def test_the_metrics_sum_stage_runs_to_the_microsecond(url):
     assert moved[states.TRANSFER] == 3 * 2 ** 40
 
 
+def test_a_purge_deletes_old_finished_jobs_only(url):
+    """The statements of ``db purge`` as each server takes them.
+
+    MySQL and MariaDB refuse a DELETE whose subquery reads the table it
+    deletes from, unless the subquery is materialised.
+    """
+    store = jobs.JobStore(url)
+    try:
+        old = datetime.datetime(2026, 1, 1)
+        made = {}
+        for state in (states.DONE, states.FAILED, states.QUEUED):
+            job_id = store.create_job("east", "west", job_store.IMAGES, 2)
+            store.end_run(store.start_run(job_id, 0, states.TRANSFER, 1),
+                          "done", 1)
+            store.set_job(job_id, state=state)
+            with store.engine.begin() as db:
+                db.execute(tables.JOBS.update().where(
+                    tables.JOBS.c.id == job_id).values(updated_at=old))
+            made[state] = job_id
+        assert jobs.purge(store.engine, datetime.datetime(2026, 6, 1)) == {
+            "jobs": 2, "images": 2 * len(job_store.IMAGES),
+            "stage_runs": 2}
+        assert [j["id"] for j in store.jobs()] == [made[states.QUEUED]]
+        assert len(store.images(made[states.QUEUED])) == \
+            len(job_store.IMAGES)
+    finally:
+        store.dispose()
+
+
 def test_a_store_that_does_not_answer_fails_in_one_line(server, tmp_path):
     closed = process.free_port()
     scheme = "postgresql+psycopg2" if isinstance(
