@@ -116,5 +116,7 @@ def test_trickling_clients_cannot_keep_an_honest_request_waiting(api_port):
     ended = [t.ended_after for t in tricklers]
     assert None not in ended, "%d never cut" % ended.count(None)
     ended.sort()
-    assert DEADLINE - 0.5 < ended[0], ended
+    # Cut at the deadline; the honest request may have cut the oldest
+    # of them sooner to take its slot (every slot was taken).
+    assert DEADLINE - 0.5 < ended[1], ended
     assert ended[len(ended) // 2] < DEADLINE + 2 and ended[-1] < 15, ended
