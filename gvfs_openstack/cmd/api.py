@@ -11,7 +11,6 @@ server (:mod:`gvfs_openstack.wsgi.api`).
 """
 
 import collections
-import functools
 import io
 import ipaddress
 import socket
@@ -100,37 +99,6 @@ class _DeadlineReader(io.RawIOBase):
             raise
         finally:
             self._sock.settimeout(self._per_read)
-
-
-class _BodyWatch:
-    """A request's body as ``wsgi.input``: calls ``done`` once all read."""
-
-    def __init__(self, stream, length, done):
-        self._stream = stream
-        self._left = length
-        self._done = done
-
-    def _count(self, data):
-        if self._left > 0:
-            self._left -= len(data)
-            if self._left <= 0:
-                self._done()
-        return data
-
-    def read(self, size=-1):
-        return self._count(self._stream.read(size))
-
-    def readline(self, size=-1):
-        return self._count(self._stream.readline(size))
-
-    def readlines(self, hint=-1):
-        return [self._count(line) for line in self._stream.readlines(hint)]
-
-    def __iter__(self):
-        return iter(self.readline, b"")
-
-    def close(self):
-        self._stream.close()
 
 
 class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
@@ -311,22 +279,37 @@ class _Handler(simple_server.WSGIRequestHandler):
             self.timeout))
 
     def parse_request(self):
-        """The head, then the body, tell the server the request is in.
+        """Read the whole request here, then tell the server it is in.
 
-        A request without a body is in with its head; one with a body
-        once the application has read ``Content-Length`` bytes of it.
+        The body is read by the server, within the request's deadline,
+        before any of the application runs (keystonemiddleware's token
+        check included): a request is "still sending", and so the one a
+        new connection may cut when every slot is taken, exactly until
+        its last byte has arrived, however long the application then
+        takes.  Only a body of ``Content-Length`` bytes, at most
+        :data:`app.MAX_BODY`, is read: a chunked one (which the
+        application would read up to that size at its own pace) is
+        refused 411, a length that is no number 400, a longer one 413.
         """
         if not super().parse_request():
             return False
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = 0      # The application refuses it.
-        if length > 0:
-            self.rfile = _BodyWatch(self.rfile, length, functools.partial(
-                self.server.received, self.connection))
-        else:
-            self.server.received(self.connection)
+        if self.headers.get("Transfer-Encoding") is not None:
+            self.send_error(411, "Send the body with a Content-Length")
+            return False
+        lengths = self.headers.get_all("Content-Length") or ["0"]
+        if len(set(lengths)) != 1 or not lengths[0].strip().isdigit():
+            self.send_error(400, "Bad Content-Length")
+            return False
+        length = int(lengths[0])
+        if length > app.MAX_BODY:
+            self.send_error(413, "A request body may hold %d bytes at most"
+                            % app.MAX_BODY)
+            return False
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            return False        # The client left mid-body.
+        self.rfile = io.BytesIO(body)
+        self.server.received(self.connection)
         return True
 
     def handle(self):
