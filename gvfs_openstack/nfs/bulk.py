@@ -193,8 +193,18 @@ def coalesce(spans: Sequence[tuple[int, int]], max_read: int,
 MAX_READV_READS = 64
 
 
+def _cost(reads, max_read):
+    """``(upstream READs, bytes read)`` of :func:`coalesce`'s ``reads``.
+
+    A read longer than ``max_read`` is several READs.
+    """
+    return (sum(-(-(end - start) // max_read) for start, end in reads),
+            sum(end - start for start, end in reads))
+
+
 def coalesce_within(spans: Sequence[tuple[int, int]], max_read: int,
                     max_reads: int = MAX_READV_READS,
+                    max_bytes: int | None = None,
                     gap: int = COALESCE_GAP
                     ) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
                                list[int | None]]:
@@ -202,24 +212,32 @@ def coalesce_within(spans: Sequence[tuple[int, int]], max_read: int,
 
     ``(answered, reads, where)``: ``answered`` are the first spans (at
     least one, so that a caller that asks again makes progress) that
-    :func:`coalesce` reads in at most ``max_reads`` READs, ``reads``
-    and ``where`` its answer for them.  All the spans in the common
-    case, for the one :func:`coalesce` a server did anyway; past the
-    bound a bisection of their number costs a few more.
+    :func:`coalesce` reads in at most ``max_reads`` READs of at most
+    ``max_read`` bytes each and, with ``max_bytes``, at most that many
+    bytes read in all, the gaps coalescing reads over included (256
+    bytes 64 KiB apart would otherwise read 16 MiB); ``reads`` and
+    ``where`` its answer for them.  All the spans in the common case,
+    for the one :func:`coalesce` a server did anyway; past the bound a
+    bisection of their number costs a few more.
     """
     answered = list(spans)
-    reads, where = coalesce(answered, max_read, gap)
-    if len(reads) <= max_reads:
-        return answered, reads, where
-    # One span is at most one READ; all of them are too many.
-    fits, too_many = 1, len(answered)
-    while too_many - fits > 1:
-        middle = (fits + too_many) // 2
-        if len(coalesce(answered[:middle], max_read, gap)[0]) <= max_reads:
-            fits = middle
-        else:
-            too_many = middle
-    answered = answered[:fits]
+
+    def fits(count):
+        reads_, bytes_ = _cost(coalesce(answered[:count], max_read, gap)[0],
+                               max_read)
+        return reads_ <= max_reads and (max_bytes is None or
+                                        bytes_ <= max_bytes)
+
+    if not fits(len(answered)):
+        # The first span alone always goes, whatever it costs.
+        good, bad = 1, len(answered)
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            if fits(middle):
+                good = middle
+            else:
+                bad = middle
+        answered = answered[:good]
     reads, where = coalesce(answered, max_read, gap)
     return answered, reads, where
 

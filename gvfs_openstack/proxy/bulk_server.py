@@ -107,12 +107,19 @@ class BulkServer:
         left out too.
         """
         planned = bulk.plan(args.extents, self.max_chunk)
-        spans, reads, where = bulk.coalesce_within(planned, self.read_size)
-        if len(spans) < len(planned):
-            self.counters.bulk_readvs_cut_short += 1
+        spans, reads, where = bulk.coalesce_within(
+            planned, self.read_size, max_bytes=2 * self.max_chunk)
+        # The NFS server may answer each READ shorter than asked (its
+        # rtmax): the READs made again for the rest count too.  The
+        # first extent is read whole whatever it costs (at most
+        # max_chunk bytes, what one bulk READ may cost), so that a
+        # caller asking again for what was left out makes progress.
+        budget = [bulk.MAX_READV_READS]
+        first = where[0] if where else None
         results = await asyncio.gather(*(
-            self._read(cred, args.file, start, end - start)
-            for start, end in reads))
+            self._read(cred, args.file, start, end - start, budget,
+                       must=spans[0][1] - start if index == first else 0)
+            for index, (start, end) in enumerate(reads)))
         failed = _failed(call, results)
         if failed is not None:
             return failed
@@ -123,9 +130,14 @@ class BulkServer:
             data = b""
             if index is not None:
                 at = start - reads[index][0]
-                data = results[index].body.data[at:at + end - start]
+                body = results[index].body
+                data = body.data[at:at + end - start]
+                if len(data) < end - start and not body.eof:
+                    break   # Its READs ran out of budget: left out.
             pieces.append(data)
             counts.append(len(data))
+        if len(counts) < len(planned):
+            self.counters.bulk_readvs_cut_short += 1
         raw = b"".join(pieces)
         codec, data = await self._compressed(args.codec, raw)
         return rpc.accepted(call.xid, AcceptStat.SUCCESS, bulk.encode_res(
@@ -216,10 +228,20 @@ class BulkServer:
             offset += done.body.count
             data = data[done.body.count:]
 
-    async def _read(self, cred, fh, offset, count):
-        """One NFS READ, completed if the server answers short."""
+    async def _read(self, cred, fh, offset, count, budget=None, must=0):
+        """One NFS READ, completed if the server answers short.
+
+        ``budget``: ``[READs left]`` shared by a call's reads; each READ
+        takes one, and a read stops short (not at the end of the file),
+        or does not start, once none is left, unless it holds fewer than
+        ``must`` bytes.
+        """
         data, res = bytearray(), None
         while len(data) < count:
+            if budget is not None:
+                if budget[0] <= 0 and len(data) >= must:
+                    break
+                budget[0] -= 1
             try:
                 res = await self.nfs.nfs(Nfs3Proc.READ, nfs3.ReadArgs(
                     fh, offset + len(data), count - len(data)), cred)
@@ -231,6 +253,8 @@ class BulkServer:
             data += res.body.data
             if res.body.eof or not res.body.data:
                 break
+        if res is None:     # No READ left for it.
+            return nfs3.Result(0, nfs3.ReadOk(None, 0, False, b""))
         return nfs3.Result(0, nfs3.ReadOk(res.body.file_attributes,
                                           len(data), res.body.eof,
                                           bytes(data)))

@@ -30,15 +30,20 @@ T = nfs3.NfsTime(100, 0)
 class _FileServer:
     """An NFS server's READs of one real file, counted."""
 
-    def __init__(self, path):
+    def __init__(self, path, rtmax=MIB):
         self.fd = os.open(path, os.O_RDONLY)
         self.size = os.fstat(self.fd).st_size
+        #: The most one READ answers (an NFS server's rtmax).
+        self.rtmax = rtmax
         self.reads = []
+
+    def bytes_read(self):
+        return sum(min(count, self.rtmax) for _, count in self.reads)
 
     async def nfs(self, proc, args, cred, verf=rpc.AUTH_NONE):
         assert proc == Nfs3Proc.READ
         self.reads.append((args.offset, args.count))
-        data = os.pread(self.fd, min(args.count, MIB), args.offset)
+        data = os.pread(self.fd, min(args.count, self.rtmax), args.offset)
         fattr = nfs3.Fattr(const.FileType.NF3REG, 0o644, 1, 0, 0,
                            self.size, self.size, nfs3.SpecData(), 1, 2,
                            T, T, T)
@@ -194,3 +199,89 @@ def test_coalesce_says_which_read_holds_each_span():
                                  max_read=1000, gap=100)
     assert reads == [(0, 10), (200, 300)]
     assert where == [1, 0, None, 1]
+
+
+# --- the bound against servers that answer short, and gaps -----------------
+
+def _sparse(tmp_path, size, rtmax):
+    """A sparse file of ``size`` behind a server answering ``rtmax``."""
+    path = tmp_path / "sparse"
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return _FileServer(str(path), rtmax)
+
+
+async def _ask_until_whole(upstream, extents, server):
+    """READV again for what was left out until all came; calls made."""
+    left, calls = list(extents), 0
+    while left:
+        pieces = await _readv(upstream, left, server)
+        calls += 1
+        assert pieces, "a call made no progress"
+        left = left[len(pieces):]
+    return calls
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("rtmax", [MIB, 64 * KIB])
+async def test_a_server_answering_short_costs_no_more_reads(tmp_path, rtmax):
+    """256 far bytes from a server whose READs answer 64 KiB at most.
+
+    The server proxy READs again for the rest of a short answer: those
+    count against the bound too.
+    """
+    upstream = _sparse(tmp_path, 40 * MIB, rtmax)
+    server = bulk_server.BulkServer(upstream,
+                                    counters.BulkServerCounters())
+    extents = [(i * (64 * KIB + 1), 1) for i in range(bulk.MAX_EXTENTS)]
+    pieces = await _readv(upstream, extents, server)
+    assert pieces and len(upstream.reads) <= bulk.MAX_READV_READS
+    upstream.reads.clear()
+    calls = await _ask_until_whole(upstream, extents, server)
+    assert len(upstream.reads) <= calls * bulk.MAX_READV_READS
+    os.close(upstream.fd)
+
+
+@pytest.mark.asyncio
+async def test_gaps_read_over_count_against_the_calls_bytes(tmp_path):
+    """256 bytes 64 KiB apart: coalesced, they would read 16 MiB."""
+    upstream = _sparse(tmp_path, 40 * MIB, MIB)
+    server = bulk_server.BulkServer(upstream,
+                                    counters.BulkServerCounters(),
+                                    max_chunk=2 * MIB)
+    extents = [(i * (64 * KIB + 1), 1) for i in range(bulk.MAX_EXTENTS)]
+    await _readv(upstream, extents, server)
+    assert upstream.bytes_read() <= 2 * server.max_chunk
+    upstream.reads.clear()
+    await _ask_until_whole(upstream, extents, server)
+    os.close(upstream.fd)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("max_chunk", [2 * MIB, 16 * MIB])
+async def test_a_big_first_extent_then_far_bytes(tmp_path, max_chunk):
+    """A first extent of max_chunk counts as the READs it takes."""
+    upstream = _sparse(tmp_path, 40 * MIB, MIB)
+    server = bulk_server.BulkServer(upstream,
+                                    counters.BulkServerCounters(),
+                                    max_chunk=max_chunk)
+    extents = [(0, max_chunk - 63)] + [
+        (max_chunk + (i + 1) * 80 * KIB, 1) for i in range(63)]
+    pieces = await _readv(upstream, extents, server)
+    assert pieces and len(pieces[0]) == max_chunk - 63
+    assert len(upstream.reads) <= bulk.MAX_READV_READS
+    os.close(upstream.fd)
+
+
+@pytest.mark.asyncio
+async def test_the_first_extent_comes_whole_from_a_server_answering_short(
+        tmp_path):
+    """Whatever the budget, the caller always gets its first extent."""
+    upstream = _sparse(tmp_path, 40 * MIB, 16 * KIB)
+    server = bulk_server.BulkServer(upstream,
+                                    counters.BulkServerCounters(),
+                                    max_chunk=2 * MIB)
+    extents = [(0, 2 * MIB)] + [(3 * MIB + i * 80 * KIB, 1)
+                                for i in range(100)]
+    calls = await _ask_until_whole(upstream, extents, server)
+    assert calls >= 2
