@@ -9,8 +9,10 @@ a counter while the loop changes it.  Both serve registries made by
 """
 
 import asyncio
+import io
 import socketserver
 import threading
+import time
 from wsgiref import simple_server
 
 from oslo_log import log as logging
@@ -20,6 +22,7 @@ from prometheus_client import exposition
 from gvfs_openstack import latency
 from gvfs_openstack.metrics_access import authorized
 from gvfs_openstack.metrics_access import warn_if_open
+from gvfs_openstack import request_deadline
 
 LOG = logging.getLogger(__name__)
 
@@ -80,20 +83,64 @@ def _guarded(application, token):
 class _Quiet(simple_server.WSGIRequestHandler):
     #: Seconds a scraper may take to send its request or read the answer.
     timeout = 10.0
+    #: Seconds from the connection to the last byte of its request: a
+    #: scraper sending a byte now and then is cut there.
+    request_deadline = 10.0
+
+    def setup(self):
+        super().setup()
+        self.rfile.close()
+        self.rfile = io.BufferedReader(request_deadline.DeadlineReader(
+            self.connection, time.monotonic() + self.request_deadline,
+            self.timeout))
+
+    def handle(self):
+        try:
+            super().handle()
+        except request_deadline.RequestTimeout:
+            LOG.debug("metrics: a scrape not sent within %.0f s, closed",
+                      self.request_deadline)
 
     def log_message(self, format, *args):  # noqa: A002 (the base's name)
         LOG.debug("metrics: " + format, *args)
 
 
 class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
-    """A thread per scrape, so a slow scraper holds up no other.
+    """A thread per scrape, at most ``max_scrapes`` at once.
 
-    Nor a stop: its thread is a daemon, ended by ``timeout`` at the
-    latest.
+    A slow scraper holds up no other, nor a stop: its thread is a
+    daemon, ended by the request deadline at the latest.  Connections
+    past ``max_scrapes`` are closed at once: no number of them makes the
+    service start more threads.
     """
 
     daemon_threads = True
     block_on_close = False
+    max_scrapes = 8
+
+    def server_activate(self):
+        super().server_activate()
+        self.scrapes = threading.BoundedSemaphore(self.max_scrapes)
+
+    def verify_request(self, request, client_address):
+        if self.scrapes.acquire(blocking=False):
+            return True
+        LOG.debug("metrics: %d scrapes at once already: closed one from "
+                  "%s", self.max_scrapes, client_address[0])
+        return False
+
+    def process_request(self, request, client_address):
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.scrapes.release()      # No thread took it.
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.scrapes.release()
 
 
 class MetricsServer:

@@ -29,6 +29,7 @@ from gvfs_openstack.api import app  # noqa: H306
 from gvfs_openstack.api import service
 from gvfs_openstack import metrics_access
 from gvfs_openstack import metrics_server
+from gvfs_openstack import request_deadline
 
 LOG = logging.getLogger(__name__)
 
@@ -59,46 +60,6 @@ def _source(host):
     if address.ipv4_mapped is not None:
         return str(address.ipv4_mapped)
     return str(ipaddress.ip_network((address, 64), strict=False))
-
-
-class RequestTimeout(TimeoutError):
-    """The client did not send its whole request within request_timeout."""
-
-
-class _DeadlineReader(io.RawIOBase):
-    """A connection's bytes, readable until the request's deadline.
-
-    Every read waits at most ``per_read`` seconds (``client_timeout``)
-    and never past ``deadline`` (monotonic), after which reading raises
-    :class:`RequestTimeout`: a client sending a byte now and then keeps
-    each read short but cannot make the request last.  The socket's own
-    timeout is put back after each read, so that the reply's writes get
-    the whole ``per_read``.
-    """
-
-    def __init__(self, sock, deadline, per_read):
-        super().__init__()
-        self._sock = sock
-        self._deadline = deadline
-        self._per_read = per_read
-
-    def readable(self):
-        return True
-
-    def readinto(self, buffer):
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise RequestTimeout("request not received within its deadline")
-        self._sock.settimeout(min(self._per_read, left))
-        try:
-            return self._sock.recv_into(buffer)
-        except TimeoutError as e:
-            if time.monotonic() >= self._deadline:
-                raise RequestTimeout(
-                    "request not received within its deadline") from e
-            raise
-        finally:
-            self._sock.settimeout(self._per_read)
 
 
 class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
@@ -266,7 +227,7 @@ class _Handler(simple_server.WSGIRequestHandler):
     #: Seconds a client may take to send or read (socket timeout).
     timeout = 60.0
     #: Seconds from the start of the connection's service to the last
-    #: byte of its request (see :class:`_DeadlineReader`).
+    #: byte of its request (see :class:`request_deadline.DeadlineReader`).
     request_timeout = 60.0
 
     def setup(self):
@@ -274,7 +235,7 @@ class _Handler(simple_server.WSGIRequestHandler):
         # One request per connection (wsgiref's handler serves one), so
         # the deadline is the request's, head and body.
         self.rfile.close()      # The socket's plain reader, unused.
-        self.rfile = io.BufferedReader(_DeadlineReader(
+        self.rfile = io.BufferedReader(request_deadline.DeadlineReader(
             self.connection, time.monotonic() + self.request_timeout,
             self.timeout))
 
@@ -315,7 +276,7 @@ class _Handler(simple_server.WSGIRequestHandler):
     def handle(self):
         try:
             super().handle()
-        except RequestTimeout:
+        except request_deadline.RequestTimeout:
             LOG.info("%s: request not received within %.0f s "
                      "([api] request_timeout), connection closed",
                      self.client_address[0], self.request_timeout)
