@@ -227,24 +227,20 @@ class GvfsImage(imagebackend.Qcow2):
         base).  The golden image is the same file of the export: only the
         path in the overlay's header changes (``qemu-img rebase -u``), so
         that the guest reads it through this host's proxy and this host
-        holds its reference.  Only the instance's own image is adopted,
-        and only from a backing file of its name in a directory named as
-        this host's image directory is.  ``(image id, recorded backing
-        format)``, or None.
+        holds its reference.  Only a backing file in a directory named as
+        this host's image directory is adopted, and only an image this
+        disk may back onto (:meth:`_adoptable`).  ``(image id, recorded
+        backing format)``, or None.
         """
-        if context is None or image_id is None:
-            return None
         info = images.qemu_img_info(self.path)
         if not info.backing_file:
             return None
-        found = self._find_golden(context, image_id)
-        if found is None:
-            return None
-        datadir, name, _ = found
-        directory, file_name = os.path.split(
-            os.path.normpath(info.backing_file))
-        if file_name != name or os.path.basename(directory) != \
+        directory, name = os.path.split(os.path.normpath(info.backing_file))
+        if os.path.basename(directory) != \
                 os.path.basename(self.export.images_path()):
+            return None
+        datadir = self._adoptable(context, image_id, name)
+        if datadir is None:
             return None
         path = golden.image_path(datadir, name)
         recorded = info.backing_file_format or str(
@@ -254,6 +250,30 @@ class GvfsImage(imagebackend.Qcow2):
         LOG.info("Re-pointed %s from %s to golden image %s on this host's "
                  "mount", self.path, info.backing_file, path)
         return name, recorded
+
+    def _adoptable(self, context, image_id, name):
+        """The export's data directory if this disk may back onto ``name``.
+
+        The instance's image (``image_id``, Nova's ``image_ref``) as the
+        Images API finds it; or any golden image the source of the move
+        held for this very disk on this host (:meth:`hold_for`), from the
+        disk it had checked.  The second is how a disk whose golden image
+        is not the instance's moves: an unshelved instance's overlay backs
+        onto its shelved snapshot while Nova's ``image_ref`` names the
+        image it was first booted from (Launchpad #1732428).  None when
+        neither holds.
+        """
+        if context is not None and image_id is not None:
+            found = self._find_golden(context, image_id)
+            if found is not None and found[1] == name:
+                return found[0]
+        try:
+            datadir = self.export.datadir()
+            if self._holders()[0] in golden.holders(datadir, name):
+                return datadir
+        except (gvfs_export.ExportUnavailable, OSError, ValueError):
+            pass
+        return None
 
     def _golden_backing(self):
         """The golden image id this existing disk backs onto, or None."""

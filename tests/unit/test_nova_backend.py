@@ -924,6 +924,51 @@ def test_a_moved_disk_backing_onto_another_image_is_not_re_pointed(
     assert golden.holders(images, GOLDEN) == []
 
 
+def _held_for(images, instance, host, image_id=OTHER, disk="disk"):
+    """The reference a move's source takes for ``host`` (``hold_for``)."""
+    holder = golden.holder_name(instance.uuid, disk, host,
+                                instance.project_id)
+    golden.hold(images, image_id, holder)
+    return holder
+
+
+def test_a_moved_disk_on_a_golden_image_held_for_it_here_is_re_pointed(
+        node, images, glance_images, source_images):
+    # Launchpad #1732428: an unshelved instance's overlay backs onto its
+    # shelved snapshot (OTHER) while Nova's image_ref names GOLDEN.  The
+    # source held OTHER for this disk on this host before the copy.
+    glance_images[GOLDEN] = gvfs_image()
+    for directory in (images, source_images):
+        shutil.copyfile(os.path.join(source_images, GOLDEN),
+                        os.path.join(directory, OTHER))
+    instance = node.instance(root_gb=1)
+    path = _moved_here(node, instance, source_images, backing_id=OTHER)
+    held = _held_for(images, instance, "compute-1")
+    clone(node, instance)
+    info = compute.qemu_img_info(path)
+    assert info["full-backing-filename"] == os.path.join(images, OTHER)
+    assert golden.holders(images, OTHER) == [held]
+    assert golden.holders(images, GOLDEN) == []
+
+
+@pytest.mark.parametrize("host,disk", [("compute-3", "disk"),
+                                       ("compute-1", "disk.rescue")])
+def test_a_reference_for_another_host_or_disk_adopts_nothing(
+        node, images, glance_images, source_images, host, disk):
+    glance_images[GOLDEN] = gvfs_image()
+    for directory in (images, source_images):
+        shutil.copyfile(os.path.join(source_images, GOLDEN),
+                        os.path.join(directory, OTHER))
+    instance = node.instance(root_gb=1)
+    path = _moved_here(node, instance, source_images, backing_id=OTHER)
+    held = _held_for(images, instance, host, disk=disk)
+    with pytest.raises(AssertionError, match="downloaded"):
+        clone(node, instance)
+    assert compute.qemu_img_info(path)["full-backing-filename"] == \
+        os.path.join(source_images, OTHER)
+    assert golden.holders(images, OTHER) == [held]
+
+
 def test_a_move_holds_the_golden_image_for_the_destination_first(
         node, images, glance_images):
     compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
