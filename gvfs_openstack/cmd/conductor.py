@@ -26,6 +26,7 @@ from gvfs_openstack.cmd import launch
 from gvfs_openstack.conductor import service
 from gvfs_openstack.conf import migration as migration_conf  # noqa: H306
 from gvfs_openstack import exceptions
+from gvfs_openstack import version
 
 LOG = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def main(argv=None):
     conf = cfg.CONF  # oslo.messaging 18 wants the global configuration.
     logging.register_options(conf)
     migration_conf.load(conf, sys.argv[1:] if argv is None else argv,
-                        "gvfs-conductor")
+                        "gvfs-conductor", version=version.string())
     logging.setup(conf, "gvfs-conductor")
     try:
         # Refuse a bad configuration or job store here, with a clear

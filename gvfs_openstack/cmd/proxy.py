@@ -12,7 +12,6 @@
 
 import asyncio
 import json
-import logging as std_logging
 import os
 import sys
 import time
@@ -97,15 +96,17 @@ def _hangup():
 def reopen_log_files():
     """Close every file the root logger writes; the next line reopens it.
 
-    ``logging.FileHandler`` opens its stream again at the next record
-    when it has none (it is not closed for good).
+    oslo.log writes a log file with the standard library's file
+    handlers, which open their stream again at the next record when it
+    has none (they are not closed for good).
     """
-    for handler in std_logging.getLogger().handlers:
-        if isinstance(handler, std_logging.FileHandler):
-            with handler.lock:
-                if handler.stream is not None:
-                    handler.stream.close()
-                    handler.stream = None
+    for handler in logging.getLogger().logger.handlers:
+        if getattr(handler, "baseFilename", None) is None:
+            continue
+        with handler.lock:
+            if handler.stream is not None:
+                handler.stream.close()
+                handler.stream = None
 
 
 def _mount():

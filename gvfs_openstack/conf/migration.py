@@ -16,7 +16,6 @@ from oslo_db import options as db_options
 
 from gvfs_openstack import conf as conf_pkg
 from gvfs_openstack.conf import metrics as metrics_conf
-from gvfs_openstack import version
 
 GROUP = "conductor"
 SITE_GROUP = "site:%s"
@@ -487,11 +486,13 @@ def register_sites(conf):
         ks_loading.register_auth_conf_options(conf, group)
 
 
-def load(conf, argv, prog):
-    """Parse ``argv`` into ``conf`` with the conductor's and sites' options."""
+def load(conf, argv, prog, version=None):
+    """Parse ``argv`` into ``conf`` with the conductor's and sites' options.
+
+    ``version``: what ``--version`` prints (the program's).
+    """
     register_opts(conf)
-    conf(argv, project=conf_pkg.PROJECT, prog=prog,
-         version=version.string())
+    conf(argv, project=conf_pkg.PROJECT, prog=prog, version=version)
     register_sites(conf)
     return conf
 
