@@ -26,6 +26,7 @@ from oslo_service.backend import base
 # First: importing it chooses oslo.service's backend.
 from gvfs_openstack.cmd import launch
 from gvfs_openstack.api import app  # noqa: H306
+from gvfs_openstack.api import faults
 from gvfs_openstack.api import service
 from gvfs_openstack import metrics_access
 from gvfs_openstack import metrics_server
@@ -255,23 +256,36 @@ class _Handler(simple_server.WSGIRequestHandler):
         if not super().parse_request():
             return False
         if self.headers.get("Transfer-Encoding") is not None:
-            self.send_error(411, "Send the body with a Content-Length")
-            return False
+            return self._refuse(411, "A request body needs a "
+                                "Content-Length (a chunked one is not "
+                                "taken)")
         lengths = self.headers.get_all("Content-Length") or ["0"]
         if len(set(lengths)) != 1 or not lengths[0].strip().isdigit():
-            self.send_error(400, "Bad Content-Length")
-            return False
+            return self._refuse(400, "Content-Length is not one number of "
+                                "bytes")
         length = int(lengths[0])
         if length > app.MAX_BODY:
-            self.send_error(413, "A request body may hold %d bytes at most"
-                            % app.MAX_BODY)
-            return False
+            # The application's words for it, as before.
+            return self._refuse(413, "The body is larger than %d bytes"
+                                % app.MAX_BODY)
         body = self.rfile.read(length) if length else b""
         if len(body) < length:
             return False        # The client left mid-body.
         self.rfile = io.BytesIO(body)
         self.server.received(self.connection)
         return True
+
+    def _refuse(self, status, message):
+        """Answer ``status`` with the API's fault JSON, close; False."""
+        document = faults.body(status, message)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(document)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(document)
+        self.close_connection = True
+        return False
 
     def handle(self):
         try:

@@ -301,6 +301,10 @@ def test_a_body_the_server_would_not_read_whole_is_refused_at_once(
         conn.sendall(head + b"\r\n")
         answer = _answer(conn)
     assert answer.split(b" ", 2)[1] == status, answer[:200]
+    # The API's fault document, as its application answers.
+    assert b'"code": %s' % status in answer
+    if status == b"413":
+        assert b"The body is larger than 262144 bytes" in answer
     assert time.monotonic() - started < 2.0
 
 
