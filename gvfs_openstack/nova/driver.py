@@ -104,6 +104,26 @@ class GvfsLibvirtDriver(libvirt_driver.LibvirtDriver):
         return super()._create_image(context, instance, disk_mapping,
                                      *args, **kwargs)
 
+    def _needs_rebase_original_qcow2_image(self, instance, backend):
+        """Never for a disk on a golden image: it keeps its snapshot.
+
+        After an unshelve (or a cross-cell resize) Nova rebases a Qcow2
+        disk from the snapshot it was spawned from onto ``image_ref``'s
+        copy in ``_base`` (its fix of Launchpad #1732428), so that the
+        snapshot can go.  A ``gvfs`` disk's backing file is the
+        snapshot itself, a golden image in the store, held by this disk:
+        rebasing it would read both images whole through the mount
+        (across the WAN) and fail on the ``_base`` copy that a clone
+        never makes.  The disk stays on its snapshot, which Glance keeps
+        (it refuses Nova's deletion) until the disk is gone; moves
+        follow it (:meth:`GvfsImage._adoptable`).
+        """
+        if isinstance(backend, imagebackend.GvfsImage) and \
+                backend.exists() and backend.golden_image() is not None:
+            return False
+        return super()._needs_rebase_original_qcow2_image(instance,
+                                                          backend)
+
     def _fetch_together(self, context, instance, arguments):
         """Start what ``_create_image`` fetches, together; wait for all.
 

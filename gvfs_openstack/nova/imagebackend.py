@@ -275,6 +275,10 @@ class GvfsImage(imagebackend.Qcow2):
             pass
         return None
 
+    def golden_image(self):
+        """The golden image id this existing disk backs onto, or None."""
+        return self._golden_backing()
+
     def _golden_backing(self):
         """The golden image id this existing disk backs onto, or None."""
         found = self._golden_backing_info()

@@ -114,8 +114,7 @@ def server(cloud, images, golden):
     marker = [None]
 
     def marked():
-        shown = cloud.openstack("console", "log", "show", created["id"])
-        marker[0] = bootset.find_marker(shown.stdout)
+        marker[0] = bootset.find_marker(cloud.console_log(created["id"]))
         return marker[0] is not None
 
     process.wait_until(marked, "the guest's marker in its console log",
@@ -213,10 +212,8 @@ def _next_boot(cloud, server_id, seen, user=USER):
     found = []
 
     def booted():
-        shown = cloud.openstack("console", "log", "show", server_id,
-                                user=user)
-        found[:] = [m for m in bootset.find_markers(shown.stdout)
-                    if m.wrote not in seen]
+        found[:] = [m for m in bootset.find_markers(cloud.console_log(
+            server_id, user)) if m.wrote not in seen]
         return bool(found)
 
     process.wait_until(booted, "a new boot's marker in the console log",
@@ -226,7 +223,7 @@ def _next_boot(cloud, server_id, seen, user=USER):
 
 
 def _status(cloud, server_id, user=USER):
-    return _cli(cloud, "server", "show", server_id, user=user)["status"]
+    return cloud.server(server_id, user)["status"]
 
 
 def _wait_status(cloud, server_id, status, timeout=300, user=USER):
@@ -395,8 +392,7 @@ def _boot_on(cloud, host, name, image, count=1):
 
 
 def _host_of(cloud, server_id):
-    return _cli(cloud, "server", "show", server_id,
-                user="admin")["OS-EXT-SRV-ATTR:host"]
+    return cloud.server(server_id, "admin")["OS-EXT-SRV-ATTR:host"]
 
 
 def test_two_servers_at_once_from_one_golden_image_on_one_host(

@@ -969,6 +969,28 @@ def test_a_reference_for_another_host_or_disk_adopts_nothing(
     assert golden.holders(images, OTHER) == [held]
 
 
+def test_an_unshelved_disk_stays_on_its_snapshot(node, images,
+                                                 glance_images):
+    """Nova would rebase it onto image_ref's copy in _base: not a clone.
+
+    Its golden image is the shelved snapshot (here GOLDEN), read on
+    demand through the mount; the rebase would read both images whole
+    and wants a _base copy no clone makes.
+    """
+    from nova.compute import vm_states
+    compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
+    glance_images[GOLDEN] = gvfs_image()
+    instance = node.instance(root_gb=1)
+    disk = clone(node, instance)
+    instance.vm_state = vm_states.SHELVED_OFFLOADED
+    assert disk.golden_image() == GOLDEN
+    assert not node.driver._needs_rebase_original_qcow2_image(instance, disk)
+    # A Qcow2 disk of Nova's own, unshelved, is rebased as Nova does.
+    from nova.virt.libvirt import imagebackend as nova_backends
+    plain = nova_backends.Qcow2(instance=instance, disk_name="disk.plain")
+    assert node.driver._needs_rebase_original_qcow2_image(instance, plain)
+
+
 def test_a_move_holds_the_golden_image_for_the_destination_first(
         node, images, glance_images):
     compute.make_golden(os.path.join(images, GOLDEN), "qcow2", 16)
