@@ -932,17 +932,27 @@ def _held_for(images, instance, host, image_id=OTHER, disk="disk"):
     return holder
 
 
-def test_a_moved_disk_on_a_golden_image_held_for_it_here_is_re_pointed(
-        node, images, glance_images, source_images):
-    # Launchpad #1732428: an unshelved instance's overlay backs onto its
-    # shelved snapshot (OTHER) while Nova's image_ref names GOLDEN.  The
-    # source held OTHER for this disk on this host before the copy.
+def _moved_onto_other(node, images, glance_images, source_images):
+    """An instance of GOLDEN whose moved overlay backs onto OTHER.
+
+    OTHER is on the export (both hosts' mounts); ``(instance, path)``.
+    """
     glance_images[GOLDEN] = gvfs_image()
     for directory in (images, source_images):
         shutil.copyfile(os.path.join(source_images, GOLDEN),
                         os.path.join(directory, OTHER))
     instance = node.instance(root_gb=1)
-    path = _moved_here(node, instance, source_images, backing_id=OTHER)
+    return instance, _moved_here(node, instance, source_images,
+                                 backing_id=OTHER)
+
+
+def test_a_moved_disk_on_a_golden_image_held_for_it_here_is_re_pointed(
+        node, images, glance_images, source_images):
+    # Launchpad #1732428: an unshelved instance's overlay backs onto its
+    # shelved snapshot (OTHER) while Nova's image_ref names GOLDEN.  The
+    # source held OTHER for this disk on this host before the copy.
+    instance, path = _moved_onto_other(node, images, glance_images,
+                                       source_images)
     held = _held_for(images, instance, "compute-1")
     clone(node, instance)
     info = compute.qemu_img_info(path)
@@ -955,12 +965,8 @@ def test_a_moved_disk_on_a_golden_image_held_for_it_here_is_re_pointed(
                                        ("compute-1", "disk.rescue")])
 def test_a_reference_for_another_host_or_disk_adopts_nothing(
         node, images, glance_images, source_images, host, disk):
-    glance_images[GOLDEN] = gvfs_image()
-    for directory in (images, source_images):
-        shutil.copyfile(os.path.join(source_images, GOLDEN),
-                        os.path.join(directory, OTHER))
-    instance = node.instance(root_gb=1)
-    path = _moved_here(node, instance, source_images, backing_id=OTHER)
+    instance, path = _moved_onto_other(node, images, glance_images,
+                                       source_images)
     held = _held_for(images, instance, host, disk=disk)
     with pytest.raises(AssertionError, match="downloaded"):
         clone(node, instance)
