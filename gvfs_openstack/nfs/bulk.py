@@ -193,7 +193,8 @@ def coalesce(spans: Sequence[tuple[int, int]], max_read: int,
 MAX_READV_READS = 64
 
 
-def _cost(reads, max_read):
+def _cost(reads: Sequence[tuple[int, int]],
+          max_read: int) -> tuple[int, int]:
     """``(upstream READs, bytes read)`` of :func:`coalesce`'s ``reads``.
 
     A read longer than ``max_read`` is several READs.
@@ -222,7 +223,7 @@ def coalesce_within(spans: Sequence[tuple[int, int]], max_read: int,
     """
     answered = list(spans)
 
-    def fits(count):
+    def fits(count: int) -> bool:
         reads_, bytes_ = _cost(coalesce(answered[:count], max_read, gap)[0],
                                max_read)
         return reads_ <= max_reads and (max_bytes is None or
