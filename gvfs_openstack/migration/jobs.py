@@ -315,10 +315,6 @@ class JobStore:
                 tables.STAGE_RUNS.c.id == run_id).values(
                     finished_at=utcnow(), outcome=outcome, bytes=nbytes))
 
-    def purge(self, before, dry_run=False):
-        """:func:`purge` of this store."""
-        return purge(self.engine, before, dry_run)
-
     def runs(self, job_id):
         with self.engine.connect() as db:
             return [dict(r) for r in db.execute(

@@ -277,10 +277,6 @@ class GvfsImage(imagebackend.Qcow2):
 
     def golden_image(self):
         """The golden image id this existing disk backs onto, or None."""
-        return self._golden_backing()
-
-    def _golden_backing(self):
-        """The golden image id this existing disk backs onto, or None."""
         found = self._golden_backing_info()
         return None if found is None else found[0]
 
@@ -346,7 +342,7 @@ class GvfsImage(imagebackend.Qcow2):
         on the golden image is held for the destination, whatever becomes
         of the source's own reference.  The golden image id, or None.
         """
-        image_id = self._golden_backing() if self.exists() else None
+        image_id = self.golden_image() if self.exists() else None
         if image_id is not None:
             golden.hold(self.export.datadir(), image_id,
                         self._holders(host)[0])
@@ -364,7 +360,7 @@ class GvfsImage(imagebackend.Qcow2):
         """
         if not os.path.exists(self.path):
             return
-        image_id = self._golden_backing()
+        image_id = self.golden_image()
         if image_id is not None:
             self._release(self.export.datadir(), image_id)
 
